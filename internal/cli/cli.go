@@ -1,0 +1,174 @@
+// Package cli implements ptscope's subcommands. Each subcommand lives in its
+// own file and has the signature of command.run; main only calls Main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	ExitOK        = 0 // success
+	ExitThreshold = 1 // a `check` threshold was exceeded
+	ExitUsage     = 2 // bad usage or unreadable input
+)
+
+// env is what a subcommand may touch: its streams and the context.
+type env struct {
+	ctx    context.Context
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type command struct {
+	name    string
+	summary string
+	usage   string // full help text, examples included
+	run     func(e *env, args []string) error
+}
+
+// commands lists every subcommand. Add new ones here.
+func commands() []command {
+	return []command{
+		versionCommand(),
+	}
+}
+
+// Version is the ptscope version, set by the release build.
+var Version = "0.1.0-dev"
+
+// Main runs ptscope with args (without the program name) and returns the exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		printUsage(stderr)
+		return ExitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			if c, ok := lookup(args[1]); ok {
+				fmt.Fprint(stdout, c.usage)
+				return ExitOK
+			}
+			fmt.Fprintf(stderr, "ptscope: unknown command %q\n", args[1])
+			return ExitUsage
+		}
+		printUsage(stdout)
+		return ExitOK
+	}
+	c, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "ptscope: unknown command %q (run 'ptscope help')\n", name)
+		return ExitUsage
+	}
+	err := c.run(e, args[1:])
+	return exitCode(stderr, err)
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, "ptscope: where GPU memory and time go in PyTorch training\n\nUsage: ptscope COMMAND [flags] [inputs]\n\nCommands:\n")
+	cs := commands()
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'ptscope help COMMAND' or 'ptscope COMMAND -h' for flags and examples.\n")
+}
+
+// thresholdError reports exceeded `check` thresholds (exit 1).
+type thresholdError struct{ failures []string }
+
+func (t *thresholdError) Error() string { return strings.Join(t.failures, "; ") }
+
+// usageError is bad usage (exit 2, message printed as is).
+type usageError struct{ msg string }
+
+func (u *usageError) Error() string { return u.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+func exitCode(stderr io.Writer, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	var te *thresholdError
+	if errors.As(err, &te) {
+		for _, f := range te.failures {
+			fmt.Fprintf(stderr, "check failed: %s\n", f)
+		}
+		return ExitThreshold
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	fmt.Fprintf(stderr, "ptscope: %s\n", msg)
+	return ExitUsage
+}
+
+// newFlagSet makes a FlagSet whose -h prints the command's usage text.
+func newFlagSet(e *env, c command) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(e.stdout, c.usage)
+		fmt.Fprintln(e.stdout, "\nFlags:")
+		fs.SetOutput(e.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(e.stderr)
+	}
+	return fs
+}
+
+// parseInterspersed parses flags that may come after positional arguments
+// (`ptscope analyze snap.pickle --json`), stopping at "--".
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func versionCommand() command {
+	return command{
+		name:    "version",
+		summary: "print the ptscope version",
+		usage:   "Usage: ptscope version\n",
+		run: func(e *env, args []string) error {
+			fmt.Fprintf(e.stdout, "ptscope %s\n", Version)
+			return nil
+		},
+	}
+}
