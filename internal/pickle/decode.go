@@ -1,0 +1,554 @@
+package pickle
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Options control decoding.
+type Options struct {
+	// OnDict is called after SETITEM/SETITEMS filled d (also for dicts built
+	// with DICT). If it returns ok, every reference to d (the stack and the
+	// memo) is replaced by v, and d's storage may be reused: the hook must
+	// not keep d or its slices. Dicts that were fetched from the memo before
+	// they were filled are never passed (they are shared).
+	OnDict func(d *Dict) (v Value, ok bool)
+	// OnList is the same for lists after APPEND/APPENDS. Python's pickler
+	// appends in batches of 1000, so a list may be passed more than once
+	// unless the hook converts it.
+	OnList func(l *List) (v Value, ok bool)
+	// MaxMemo bounds memo slot numbers (default 1<<28).
+	MaxMemo int
+}
+
+// Error is a decoding error at a byte offset of the (decompressed) input.
+type Error struct {
+	Offset int64  // offset of the opcode that failed
+	Op     byte   // the opcode
+	Msg    string // what was expected
+}
+
+func (e *Error) Error() string {
+	name := opNames[e.Op]
+	if name == "" {
+		name = fmt.Sprintf("opcode 0x%02x", e.Op)
+	}
+	return fmt.Sprintf("offset %d: %s: %s", e.Offset, name, e.Msg)
+}
+
+// Decode reads one pickle from r and returns its value.
+func Decode(r io.Reader, opts Options) (Value, error) {
+	d := newDecoder(r, opts)
+	return d.run()
+}
+
+// DecodeBytes decodes a pickle held in memory.
+func DecodeBytes(b []byte, opts Options) (Value, error) {
+	d := newDecoder(nil, opts)
+	d.buf = b
+	d.eof = true
+	return d.run()
+}
+
+type decoder struct {
+	r    io.Reader
+	buf  []byte
+	pos  int
+	base int64 // input offset of buf[0]
+	eof  bool
+	rerr error
+
+	opts  Options
+	stack []Value
+	marks []int
+	memo  []Value
+	strs  map[string]string // interning of short strings
+
+	freeDicts []*Dict
+	freeLists []*List
+
+	opOff int64
+	op    byte
+}
+
+const bufSize = 1 << 20
+
+func newDecoder(r io.Reader, opts Options) *decoder {
+	if opts.MaxMemo <= 0 {
+		opts.MaxMemo = 1 << 28
+	}
+	d := &decoder{r: r, opts: opts, strs: make(map[string]string, 256)}
+	if r != nil {
+		d.buf = make([]byte, 0, bufSize)
+	}
+	d.stack = make([]Value, 0, 64)
+	return d
+}
+
+// fill makes at least n bytes available from pos, or reports a truncation.
+func (d *decoder) fill(n int) error {
+	if len(d.buf)-d.pos >= n {
+		return nil
+	}
+	if d.r == nil || d.eof {
+		return d.truncated(n)
+	}
+	// Move the unread tail to the front and read more.
+	rest := copy(d.buf[:cap(d.buf)], d.buf[d.pos:])
+	d.base += int64(d.pos)
+	d.pos = 0
+	if n > cap(d.buf) {
+		nb := make([]byte, rest, n+bufSize)
+		copy(nb, d.buf[:rest])
+		d.buf = nb
+	}
+	d.buf = d.buf[:rest]
+	for len(d.buf) < n {
+		k, err := d.r.Read(d.buf[len(d.buf):cap(d.buf)])
+		d.buf = d.buf[:len(d.buf)+k]
+		if err != nil {
+			d.eof = true
+			if err != io.EOF {
+				d.rerr = err
+			}
+			break
+		}
+	}
+	if len(d.buf) < n {
+		return d.truncated(n)
+	}
+	return nil
+}
+
+func (d *decoder) truncated(n int) error {
+	if d.rerr != nil {
+		return d.errf("read error after %d bytes: %v", d.base+int64(len(d.buf)), d.rerr)
+	}
+	return d.errf("input ends at offset %d, %d more bytes expected", d.base+int64(len(d.buf)), n-(len(d.buf)-d.pos))
+}
+
+func (d *decoder) errf(format string, a ...any) error {
+	return &Error{Offset: d.opOff, Op: d.op, Msg: fmt.Sprintf(format, a...)}
+}
+
+// take returns the next n bytes; the slice is valid until the next read.
+func (d *decoder) take(n int) ([]byte, error) {
+	if n < 0 {
+		return nil, d.errf("negative length %d", n)
+	}
+	if n > bufSize {
+		return d.takeLarge(n)
+	}
+	if err := d.fill(n); err != nil {
+		return nil, err
+	}
+	b := d.buf[d.pos : d.pos+n]
+	d.pos += n
+	return b, nil
+}
+
+// takeLarge reads a long string in chunks, so a length field that lies costs
+// no more memory than the input that is really there.
+func (d *decoder) takeLarge(n int) ([]byte, error) {
+	out := make([]byte, 0, bufSize)
+	for len(out) < n {
+		want := min(n-len(out), bufSize)
+		if err := d.fill(want); err != nil {
+			return nil, err
+		}
+		out = append(out, d.buf[d.pos:d.pos+want]...)
+		d.pos += want
+	}
+	return out, nil
+}
+
+func (d *decoder) line() ([]byte, error) {
+	for i := 0; ; i++ {
+		if d.pos+i >= len(d.buf) {
+			if i > 1<<20 {
+				return nil, d.errf("line longer than 1 MiB")
+			}
+			if err := d.fill(i + 1); err != nil {
+				return nil, d.errf("expected a newline-terminated argument")
+			}
+		}
+		if d.buf[d.pos+i] == '\n' {
+			b := d.buf[d.pos : d.pos+i]
+			d.pos += i + 1
+			return b, nil
+		}
+	}
+}
+
+func (d *decoder) push(v Value) { d.stack = append(d.stack, v) }
+
+func (d *decoder) pop() (Value, error) {
+	n := len(d.stack)
+	if n == 0 || (len(d.marks) > 0 && d.marks[len(d.marks)-1] == n) {
+		return Value{}, d.errf("stack underflow")
+	}
+	v := d.stack[n-1]
+	d.stack = d.stack[:n-1]
+	return v, nil
+}
+
+func (d *decoder) top() (*Value, error) {
+	n := len(d.stack)
+	if n == 0 || (len(d.marks) > 0 && d.marks[len(d.marks)-1] == n) {
+		return nil, d.errf("stack underflow")
+	}
+	return &d.stack[n-1], nil
+}
+
+// popMark returns the items above the last MARK and removes them and the mark.
+// The returned slice aliases the stack until the next push.
+func (d *decoder) popMark() ([]Value, error) {
+	if len(d.marks) == 0 {
+		return nil, d.errf("no MARK on the stack")
+	}
+	m := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := d.stack[m:]
+	d.stack = d.stack[:m]
+	return items, nil
+}
+
+func (d *decoder) str(b []byte) Value {
+	if len(b) <= 64 {
+		if s, ok := d.strs[string(b)]; ok {
+			return Value{k: KindString, r: s}
+		}
+		s := string(b)
+		if len(d.strs) < 1<<16 {
+			d.strs[s] = s
+		}
+		return Value{k: KindString, r: s}
+	}
+	return Value{k: KindString, r: string(b)}
+}
+
+func (d *decoder) newDict() *Dict {
+	if n := len(d.freeDicts); n > 0 {
+		x := d.freeDicts[n-1]
+		d.freeDicts = d.freeDicts[:n-1]
+		return x
+	}
+	return &Dict{memo: -1}
+}
+
+func (d *decoder) newList() *List {
+	if n := len(d.freeLists); n > 0 {
+		x := d.freeLists[n-1]
+		d.freeLists = d.freeLists[:n-1]
+		return x
+	}
+	return &List{memo: -1}
+}
+
+func (d *decoder) memoPut(i int, v Value) error {
+	if i < 0 || i >= d.opts.MaxMemo {
+		return d.errf("memo index %d out of range", i)
+	}
+	if i >= len(d.memo) {
+		// Picklers number memo slots densely, one per stored object, so a
+		// slot number can never exceed the bytes read so far: this bounds
+		// the memo by the input size whatever the file claims.
+		if int64(i) > d.opOff+1024 {
+			return d.errf("memo index %d jumps far past the %d slots in use", i, len(d.memo))
+		}
+		for len(d.memo) <= i {
+			d.memo = append(d.memo, Value{})
+		}
+	}
+	// Track the slot of containers so hooks can replace them there too.
+	switch v.k {
+	case KindList, KindTuple, KindSet:
+		l := v.r.(*List)
+		if l.memo >= 0 && int(l.memo) != i {
+			l.flags |= flagMultiMemo
+		}
+		l.memo = int32(i)
+	case KindDict:
+		x := v.r.(*Dict)
+		if x.memo >= 0 && int(x.memo) != i {
+			x.flags |= flagMultiMemo
+		}
+		x.memo = int32(i)
+	}
+	d.memo[i] = v
+	return nil
+}
+
+func (d *decoder) memoGet(i int) error {
+	if i < 0 || i >= len(d.memo) {
+		return d.errf("memo index %d was never stored", i)
+	}
+	v := d.memo[i]
+	markShared(v)
+	d.push(v)
+	return nil
+}
+
+// finishDict offers the dict on top of the stack to the hook.
+func (d *decoder) finishDict(x *Dict) {
+	if d.opts.OnDict == nil || x.flags != 0 {
+		return
+	}
+	v, ok := d.opts.OnDict(x)
+	if !ok {
+		return
+	}
+	d.stack[len(d.stack)-1] = v
+	if x.memo >= 0 {
+		d.memo[x.memo] = v
+	}
+	clear(x.Keys)
+	clear(x.Vals)
+	x.Keys, x.Vals, x.memo = x.Keys[:0], x.Vals[:0], -1
+	d.freeDicts = append(d.freeDicts, x)
+}
+
+func (d *decoder) finishList(l *List) {
+	if d.opts.OnList == nil || l.flags != 0 {
+		return
+	}
+	v, ok := d.opts.OnList(l)
+	if !ok {
+		return
+	}
+	d.stack[len(d.stack)-1] = v
+	if l.memo >= 0 {
+		d.memo[l.memo] = v
+	}
+	clear(l.Items)
+	l.Items, l.memo = l.Items[:0], -1
+	d.freeLists = append(d.freeLists, l)
+}
+
+func (d *decoder) run() (Value, error) {
+	for {
+		if d.pos >= len(d.buf) {
+			if err := d.fill(1); err != nil {
+				if d.base+int64(d.pos) == 0 {
+					return Value{}, &Error{Msg: "empty input, expected a pickle"}
+				}
+				d.opOff = d.base + int64(d.pos)
+				d.op = 0
+				return Value{}, d.errf("input ends before STOP")
+			}
+		}
+		d.opOff = d.base + int64(d.pos)
+		d.op = d.buf[d.pos]
+		d.pos++
+		done, err := d.step(d.op)
+		if err != nil {
+			return Value{}, err
+		}
+		if done {
+			v, err := d.pop()
+			if err != nil {
+				return Value{}, err
+			}
+			return v, nil
+		}
+	}
+}
+
+func (d *decoder) u8() (int, error) {
+	b, err := d.take(1)
+	if err != nil {
+		return 0, err
+	}
+	return int(b[0]), nil
+}
+
+func (d *decoder) u16() (int, error) {
+	b, err := d.take(2)
+	if err != nil {
+		return 0, err
+	}
+	return int(binary.LittleEndian.Uint16(b)), nil
+}
+
+func (d *decoder) u32() (uint32, error) {
+	b, err := d.take(4)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(b), nil
+}
+
+func (d *decoder) u64() (uint64, error) {
+	b, err := d.take(8)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+func (d *decoder) length64() (int, error) {
+	n, err := d.u64()
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxInt32*4 {
+		return 0, d.errf("length %d is larger than any supported value", n)
+	}
+	return int(n), nil
+}
+
+// decodeLong turns little-endian two's complement bytes into an int Value.
+func decodeLong(b []byte) Value {
+	n := len(b)
+	if n == 0 {
+		return Int(0)
+	}
+	neg := b[n-1]&0x80 != 0
+	if n <= 8 {
+		var u uint64
+		for i := n - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
+		}
+		if neg && n < 8 {
+			u |= ^uint64(0) << (8 * n) // sign-extend
+		}
+		return Int(int64(u))
+	}
+	// Wider: trim redundant sign bytes first (Python writes 2^63..2^64-1 as 9 bytes).
+	if !neg {
+		m := n
+		for m > 0 && b[m-1] == 0 {
+			m--
+		}
+		if m <= 8 {
+			var u uint64
+			for i := m - 1; i >= 0; i-- {
+				u = u<<8 | uint64(b[i])
+			}
+			if u > math.MaxInt64 {
+				return Value{k: KindUint, n: u}
+			}
+			return Int(int64(u))
+		}
+	} else {
+		m := n
+		for m > 1 && b[m-1] == 0xff && b[m-2]&0x80 != 0 {
+			m--
+		}
+		if m <= 8 {
+			return decodeLong(b[:m])
+		}
+	}
+	be := make([]byte, n)
+	for i := range b {
+		be[n-1-i] = b[i]
+	}
+	x := new(big.Int).SetBytes(be)
+	if neg {
+		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
+	}
+	return Value{k: KindBigInt, r: x}
+}
+
+func parseTextInt(s string) (Value, bool) {
+	s = strings.TrimSuffix(strings.TrimSpace(s), "L")
+	if i, err := strconv.ParseInt(s, 0, 64); err == nil {
+		return Int(i), true
+	}
+	if u, err := strconv.ParseUint(s, 0, 64); err == nil {
+		return Value{k: KindUint, n: u}, true
+	}
+	x, ok := new(big.Int).SetString(s, 0)
+	if !ok {
+		return Value{}, false
+	}
+	return Value{k: KindBigInt, r: x}, true
+}
+
+// unwrapTorch reports whether g is a TorchScript wrapper whose result is its
+// first argument.
+func unwrapTorch(g *Global) bool {
+	if g.Module != "torch.jit._pickle" {
+		return false
+	}
+	switch g.Name {
+	case "restore_type_tag", "build_intlist", "build_doublelist", "build_boollist", "build_tensorlist":
+		return true
+	}
+	return false
+}
+
+func (d *decoder) reduce(callable Value, args []Value, kw Value) Value {
+	if g := callable.Global(); g != nil {
+		if unwrapTorch(g) && len(args) > 0 {
+			return args[0]
+		}
+		if v, ok := builtinData(g, args); ok {
+			return v
+		}
+	}
+	return Value{k: KindObject, r: &Object{Callable: callable, Args: args, Kwargs: kw}}
+}
+
+func tupleItems(v Value) []Value {
+	if l := v.List(); l != nil {
+		return append([]Value(nil), l.Items...)
+	}
+	return []Value{v}
+}
+
+// markShared stops hooks from converting a container that has more than one
+// reference, so that every reference keeps seeing the same value.
+func markShared(v Value) {
+	switch v.k {
+	case KindList, KindTuple, KindSet:
+		v.r.(*List).flags |= flagShared
+	case KindDict:
+		v.r.(*Dict).flags |= flagShared
+	}
+}
+
+// builtinData turns the REDUCE forms older protocols use for plain data
+// (set, frozenset, bytes via _codecs.encode, bytearray) into values. This only
+// builds data; nothing is looked up or called.
+func builtinData(g *Global, args []Value) (Value, bool) {
+	mod := g.Module
+	if mod != "builtins" && mod != "__builtin__" && mod != "_codecs" {
+		return Value{}, false
+	}
+	switch g.Name {
+	case "set", "frozenset":
+		if len(args) == 0 {
+			return Value{k: KindSet, r: &List{memo: -1}}, true
+		}
+		if l := args[0].List(); l != nil && len(args) == 1 {
+			return Value{k: KindSet, r: &List{Items: append([]Value(nil), l.Items...), memo: -1}}, true
+		}
+	case "encode", "bytearray", "bytes":
+		if len(args) == 0 {
+			return Value{k: KindBytes, r: []byte{}}, true
+		}
+		if b, ok := args[0].Bytes(); ok && len(args) == 1 {
+			return Value{k: KindBytes, r: b}, true
+		}
+		if s, ok := args[0].Str(); ok && len(args) == 2 {
+			// latin1 text of a bytes object: each rune is one byte.
+			if enc, _ := args[1].Str(); enc == "latin1" || enc == "latin-1" {
+				out := make([]byte, 0, len(s))
+				for _, r := range s {
+					if r > 0xff {
+						return Value{}, false
+					}
+					out = append(out, byte(r))
+				}
+				return Value{k: KindBytes, r: out}, true
+			}
+		}
+	}
+	return Value{}, false
+}

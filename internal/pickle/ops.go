@@ -1,0 +1,689 @@
+package pickle
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Opcodes (Lib/pickletools.py).
+const (
+	opMark           = '('
+	opStop           = '.'
+	opPop            = '0'
+	opPopMark        = '1'
+	opDup            = '2'
+	opFloat          = 'F'
+	opInt            = 'I'
+	opBinint         = 'J'
+	opBinint1        = 'K'
+	opLong           = 'L'
+	opBinint2        = 'M'
+	opNone           = 'N'
+	opPersid         = 'P'
+	opBinpersid      = 'Q'
+	opReduce         = 'R'
+	opString         = 'S'
+	opBinstring      = 'T'
+	opShortBinstring = 'U'
+	opUnicode        = 'V'
+	opBinunicode     = 'X'
+	opAppend         = 'a'
+	opBuild          = 'b'
+	opGlobal         = 'c'
+	opDict           = 'd'
+	opEmptyDict      = '}'
+	opAppends        = 'e'
+	opGet            = 'g'
+	opBinget         = 'h'
+	opInst           = 'i'
+	opLongBinget     = 'j'
+	opList           = 'l'
+	opEmptyList      = ']'
+	opObj            = 'o'
+	opPut            = 'p'
+	opBinput         = 'q'
+	opLongBinput     = 'r'
+	opSetitem        = 's'
+	opTuple          = 't'
+	opEmptyTuple     = ')'
+	opSetitems       = 'u'
+	opBinfloat       = 'G'
+
+	opProto           = 0x80
+	opNewobj          = 0x81
+	opExt1            = 0x82
+	opExt2            = 0x83
+	opExt4            = 0x84
+	opTuple1          = 0x85
+	opTuple2          = 0x86
+	opTuple3          = 0x87
+	opNewtrue         = 0x88
+	opNewfalse        = 0x89
+	opLong1           = 0x8a
+	opLong4           = 0x8b
+	opBinbytes        = 'B'
+	opShortBinbytes   = 'C'
+	opShortBinunicode = 0x8c
+	opBinunicode8     = 0x8d
+	opBinbytes8       = 0x8e
+	opEmptySet        = 0x8f
+	opAdditems        = 0x90
+	opFrozenset       = 0x91
+	opNewobjEx        = 0x92
+	opStackGlobal     = 0x93
+	opMemoize         = 0x94
+	opFrame           = 0x95
+	opBytearray8      = 0x96
+	opNextBuffer      = 0x97
+	opReadonlyBuffer  = 0x98
+)
+
+var opNames = map[byte]string{
+	opMark: "MARK", opStop: "STOP", opPop: "POP", opPopMark: "POP_MARK", opDup: "DUP", opFloat: "FLOAT",
+	opInt: "INT", opBinint: "BININT", opBinint1: "BININT1", opLong: "LONG", opBinint2: "BININT2",
+	opNone: "NONE", opPersid: "PERSID", opBinpersid: "BINPERSID", opReduce: "REDUCE", opString: "STRING",
+	opBinstring: "BINSTRING", opShortBinstring: "SHORT_BINSTRING", opUnicode: "UNICODE",
+	opBinunicode: "BINUNICODE", opAppend: "APPEND", opBuild: "BUILD", opGlobal: "GLOBAL", opDict: "DICT",
+	opEmptyDict: "EMPTY_DICT", opAppends: "APPENDS", opGet: "GET", opBinget: "BINGET", opInst: "INST",
+	opLongBinget: "LONG_BINGET", opList: "LIST", opEmptyList: "EMPTY_LIST", opObj: "OBJ", opPut: "PUT",
+	opBinput: "BINPUT", opLongBinput: "LONG_BINPUT", opSetitem: "SETITEM", opTuple: "TUPLE",
+	opEmptyTuple: "EMPTY_TUPLE", opSetitems: "SETITEMS", opBinfloat: "BINFLOAT", opProto: "PROTO",
+	opNewobj: "NEWOBJ", opExt1: "EXT1", opExt2: "EXT2", opExt4: "EXT4", opTuple1: "TUPLE1",
+	opTuple2: "TUPLE2", opTuple3: "TUPLE3", opNewtrue: "NEWTRUE", opNewfalse: "NEWFALSE",
+	opLong1: "LONG1", opLong4: "LONG4", opBinbytes: "BINBYTES", opShortBinbytes: "SHORT_BINBYTES",
+	opShortBinunicode: "SHORT_BINUNICODE", opBinunicode8: "BINUNICODE8", opBinbytes8: "BINBYTES8",
+	opEmptySet: "EMPTY_SET", opAdditems: "ADDITEMS", opFrozenset: "FROZENSET", opNewobjEx: "NEWOBJ_EX",
+	opStackGlobal: "STACK_GLOBAL", opMemoize: "MEMOIZE", opFrame: "FRAME", opBytearray8: "BYTEARRAY8",
+	opNextBuffer: "NEXT_BUFFER", opReadonlyBuffer: "READONLY_BUFFER",
+}
+
+// step executes one opcode. It reports done at STOP.
+func (d *decoder) step(op byte) (bool, error) {
+	switch op {
+	// Hot opcodes first (the compiler builds a jump table either way).
+	case opBinget:
+		i, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		return false, d.memoGet(i)
+	case opLongBinget:
+		i, err := d.u32()
+		if err != nil {
+			return false, err
+		}
+		return false, d.memoGet(int(i))
+	case opMemoize:
+		v, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		return false, d.memoPut(len(d.memo), *v)
+	case opBinput:
+		i, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		v, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		return false, d.memoPut(i, *v)
+	case opLongBinput:
+		i, err := d.u32()
+		if err != nil {
+			return false, err
+		}
+		v, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		return false, d.memoPut(int(i), *v)
+	case opPut:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		i, err := strconv.Atoi(string(b))
+		if err != nil {
+			return false, d.errf("bad memo index %q", b)
+		}
+		v, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		return false, d.memoPut(i, *v)
+	case opGet:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		i, err := strconv.Atoi(string(b))
+		if err != nil {
+			return false, d.errf("bad memo index %q", b)
+		}
+		return false, d.memoGet(i)
+	case opMark:
+		d.marks = append(d.marks, len(d.stack))
+	case opBinint1:
+		i, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		d.push(Int(int64(i)))
+	case opBinint2:
+		i, err := d.u16()
+		if err != nil {
+			return false, err
+		}
+		d.push(Int(int64(i)))
+	case opBinint:
+		i, err := d.u32()
+		if err != nil {
+			return false, err
+		}
+		d.push(Int(int64(int32(i))))
+	case opLong1:
+		n, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		b, err := d.take(n)
+		if err != nil {
+			return false, err
+		}
+		d.push(decodeLong(b))
+	case opLong4:
+		n, err := d.u32()
+		if err != nil {
+			return false, err
+		}
+		if int32(n) < 0 {
+			return false, d.errf("negative length")
+		}
+		b, err := d.take(int(n))
+		if err != nil {
+			return false, err
+		}
+		d.push(decodeLong(b))
+	case opShortBinunicode:
+		n, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		b, err := d.take(n)
+		if err != nil {
+			return false, err
+		}
+		d.push(d.str(b))
+	case opBinunicode:
+		n, err := d.u32()
+		if err != nil {
+			return false, err
+		}
+		b, err := d.take(int(n))
+		if err != nil {
+			return false, err
+		}
+		d.push(d.str(b))
+	case opBinunicode8:
+		n, err := d.length64()
+		if err != nil {
+			return false, err
+		}
+		b, err := d.take(n)
+		if err != nil {
+			return false, err
+		}
+		d.push(d.str(b))
+	case opEmptyDict:
+		d.push(Value{k: KindDict, r: d.newDict()})
+	case opEmptyList:
+		d.push(Value{k: KindList, r: d.newList()})
+	case opEmptyTuple:
+		d.push(Value{k: KindTuple, r: &List{memo: -1}})
+	case opSetitems:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		if len(items)%2 != 0 {
+			return false, d.errf("odd number of items (%d) for SETITEMS", len(items))
+		}
+		t, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		x := t.Dict()
+		if x == nil {
+			return false, d.errf("SETITEMS on a %s, expected a dict", t.k)
+		}
+		for i := 0; i < len(items); i += 2 {
+			x.Keys = append(x.Keys, items[i])
+			x.Vals = append(x.Vals, items[i+1])
+		}
+		d.finishDict(x)
+	case opSetitem:
+		v, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		k, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		t, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		x := t.Dict()
+		if x == nil {
+			return false, d.errf("SETITEM on a %s, expected a dict", t.k)
+		}
+		x.Keys = append(x.Keys, k)
+		x.Vals = append(x.Vals, v)
+		d.finishDict(x)
+	case opAppends:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		t, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		l := t.List()
+		if l == nil || t.k != KindList {
+			return false, d.errf("APPENDS on a %s, expected a list", t.k)
+		}
+		l.Items = append(l.Items, items...)
+		d.finishList(l)
+	case opAppend:
+		v, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		t, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		l := t.List()
+		if l == nil || t.k != KindList {
+			return false, d.errf("APPEND on a %s, expected a list", t.k)
+		}
+		l.Items = append(l.Items, v)
+		d.finishList(l)
+	case opTuple2, opTuple3, opTuple1:
+		n := int(op-opTuple1) + 1
+		if len(d.stack) < n || (len(d.marks) > 0 && d.marks[len(d.marks)-1] > len(d.stack)-n) {
+			return false, d.errf("stack underflow")
+		}
+		items := append([]Value(nil), d.stack[len(d.stack)-n:]...)
+		d.stack = d.stack[:len(d.stack)-n]
+		d.push(Value{k: KindTuple, r: &List{Items: items, memo: -1}})
+	case opTuple:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		d.push(Value{k: KindTuple, r: &List{Items: append([]Value(nil), items...), memo: -1}})
+	case opList:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		l := &List{Items: append([]Value(nil), items...), memo: -1}
+		d.push(Value{k: KindList, r: l})
+		d.finishList(l)
+	case opDict:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		if len(items)%2 != 0 {
+			return false, d.errf("odd number of items (%d) for DICT", len(items))
+		}
+		x := &Dict{memo: -1}
+		for i := 0; i < len(items); i += 2 {
+			x.Keys = append(x.Keys, items[i])
+			x.Vals = append(x.Vals, items[i+1])
+		}
+		d.push(Value{k: KindDict, r: x})
+		d.finishDict(x)
+	case opNone:
+		d.push(Value{})
+	case opNewtrue:
+		d.push(Bool(true))
+	case opNewfalse:
+		d.push(Bool(false))
+	case opBinfloat:
+		b, err := d.take(8)
+		if err != nil {
+			return false, err
+		}
+		u := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+			uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+		d.push(Value{k: KindFloat, n: u})
+	case opFrame:
+		if _, err := d.u64(); err != nil {
+			return false, err
+		}
+	case opProto:
+		v, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		if v > 5 {
+			return false, d.errf("unsupported protocol %d (expected 0 to 5)", v)
+		}
+	case opStop:
+		return true, nil
+	case opPop:
+		if len(d.marks) > 0 && d.marks[len(d.marks)-1] == len(d.stack) {
+			d.marks = d.marks[:len(d.marks)-1] // POP of a MARK
+			return false, nil
+		}
+		_, err := d.pop()
+		return false, err
+	case opPopMark:
+		_, err := d.popMark()
+		return false, err
+	case opDup:
+		v, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		markShared(*v)
+		d.push(*v)
+	case opFloat:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		if err != nil {
+			return false, d.errf("bad float %q", b)
+		}
+		d.push(Float(f))
+	case opInt:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		switch string(b) {
+		case "00":
+			d.push(Bool(false))
+		case "01":
+			d.push(Bool(true))
+		default:
+			v, ok := parseTextInt(string(b))
+			if !ok {
+				return false, d.errf("bad int %q", b)
+			}
+			d.push(v)
+		}
+	case opLong:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		v, ok := parseTextInt(string(b))
+		if !ok {
+			return false, d.errf("bad long %q", b)
+		}
+		d.push(v)
+	case opString:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		s := string(b)
+		if len(s) >= 2 && (s[0] == '\'' || s[0] == '"') && s[len(s)-1] == s[0] {
+			s = s[1 : len(s)-1]
+		}
+		if u, err := strconv.Unquote(`"` + strings.ReplaceAll(s, `"`, `\"`) + `"`); err == nil {
+			s = u
+		}
+		d.push(Str(s))
+	case opBinstring:
+		n, err := d.u32()
+		if err != nil {
+			return false, err
+		}
+		if int32(n) < 0 {
+			return false, d.errf("negative length")
+		}
+		b, err := d.take(int(n))
+		if err != nil {
+			return false, err
+		}
+		d.push(d.str(b))
+	case opShortBinstring:
+		n, err := d.u8()
+		if err != nil {
+			return false, err
+		}
+		b, err := d.take(n)
+		if err != nil {
+			return false, err
+		}
+		d.push(d.str(b))
+	case opUnicode:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		d.push(Str(unescapeRawUnicode(string(b))))
+	case opBinbytes, opShortBinbytes, opBinbytes8, opBytearray8:
+		var n int
+		var err error
+		switch op {
+		case opShortBinbytes:
+			n, err = d.u8()
+		case opBinbytes:
+			var u uint32
+			u, err = d.u32()
+			n = int(u)
+		default:
+			n, err = d.length64()
+		}
+		if err != nil {
+			return false, err
+		}
+		b, err := d.take(n)
+		if err != nil {
+			return false, err
+		}
+		d.push(Value{k: KindBytes, r: append([]byte(nil), b...)})
+	case opEmptySet:
+		d.push(Value{k: KindSet, r: &List{memo: -1}})
+	case opAdditems:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		t, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		if t.k != KindSet {
+			return false, d.errf("ADDITEMS on a %s, expected a set", t.k)
+		}
+		l := t.r.(*List)
+		l.Items = append(l.Items, items...)
+	case opFrozenset:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		d.push(Value{k: KindSet, r: &List{Items: append([]Value(nil), items...), memo: -1}})
+	case opGlobal:
+		mod, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		m := string(mod)
+		name, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		d.push(Value{k: KindGlobal, r: &Global{Module: m, Name: string(name)}})
+	case opStackGlobal:
+		name, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		mod, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		ms, ok1 := mod.Str()
+		ns, ok2 := name.Str()
+		if !ok1 || !ok2 {
+			return false, d.errf("STACK_GLOBAL needs two strings, got %s and %s", mod.k, name.k)
+		}
+		d.push(Value{k: KindGlobal, r: &Global{Module: ms, Name: ns}})
+	case opReduce:
+		args, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		callable, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		d.push(d.reduce(callable, tupleItems(args), Value{}))
+	case opNewobj:
+		args, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		cls, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		d.push(d.reduce(cls, tupleItems(args), Value{}))
+	case opNewobjEx:
+		kw, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		args, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		cls, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		d.push(d.reduce(cls, tupleItems(args), kw))
+	case opBuild:
+		state, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		t, err := d.top()
+		if err != nil {
+			return false, err
+		}
+		if o := t.Object(); o != nil {
+			o.State = state
+		} else {
+			*t = Value{k: KindObject, r: &Object{Callable: *t, State: state}}
+		}
+	case opInst:
+		mod, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		m := string(mod)
+		name, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		g := Value{k: KindGlobal, r: &Global{Module: m, Name: string(name)}}
+		d.push(d.reduce(g, append([]Value(nil), items...), Value{}))
+	case opObj:
+		items, err := d.popMark()
+		if err != nil {
+			return false, err
+		}
+		if len(items) == 0 {
+			return false, d.errf("OBJ without a class")
+		}
+		d.push(d.reduce(items[0], append([]Value(nil), items[1:]...), Value{}))
+	case opPersid:
+		b, err := d.line()
+		if err != nil {
+			return false, err
+		}
+		d.push(persistent(Str(string(b))))
+	case opBinpersid:
+		v, err := d.pop()
+		if err != nil {
+			return false, err
+		}
+		d.push(persistent(v))
+	case opExt1, opExt2, opExt4:
+		var code int
+		var err error
+		switch op {
+		case opExt1:
+			code, err = d.u8()
+		case opExt2:
+			code, err = d.u16()
+		default:
+			var u uint32
+			u, err = d.u32()
+			code = int(u)
+		}
+		if err != nil {
+			return false, err
+		}
+		d.push(Value{k: KindGlobal, r: &Global{Module: "copyreg.extension", Name: strconv.Itoa(code)}})
+	case opNextBuffer:
+		return false, d.errf("out-of-band buffers are not supported")
+	case opReadonlyBuffer:
+		if _, err := d.top(); err != nil {
+			return false, err
+		}
+	default:
+		return false, d.errf("unknown opcode 0x%02x (not a pickle, or corrupt)", op)
+	}
+	return false, nil
+}
+
+func persistent(id Value) Value {
+	return Value{k: KindObject, r: &Object{
+		Callable: Value{k: KindGlobal, r: &Global{Module: "pickle", Name: "persistent_load"}},
+		Args:     []Value{id},
+	}}
+}
+
+// unescapeRawUnicode decodes the raw-unicode-escape text of the UNICODE
+// opcode: bytes are Latin-1 code points, \uXXXX and \UXXXXXXXX escapes the rest.
+func unescapeRawUnicode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (s[i+1] == 'u' || s[i+1] == 'U') {
+			n := 4
+			if s[i+1] == 'U' {
+				n = 8
+			}
+			if i+2+n <= len(s) {
+				if r, err := strconv.ParseUint(s[i+2:i+2+n], 16, 32); err == nil && r <= math.MaxInt32 {
+					b.WriteRune(rune(r))
+					i += 1 + n
+					continue
+				}
+			}
+		}
+		b.WriteRune(rune(s[i]))
+	}
+	return b.String()
+}

@@ -1,0 +1,376 @@
+// Package pickle decodes Python pickles (protocols 0-5, as written by Python's
+// pickler and by TorchScript's C++ pickler) into inert values.
+//
+// Nothing in a pickle is ever executed: GLOBAL, STACK_GLOBAL, REDUCE, BUILD,
+// INST, OBJ and NEWOBJ produce Object values that only record what the pickle
+// asked for. TorchScript's wrappers torch.jit._pickle.restore_type_tag and
+// build_{int,double,bool,tensor}list are unwrapped to their first argument.
+//
+// Containers are pointers, so lists and dicts referenced several times through
+// the memo stay shared (and recursive ones stay recursive). Ints are stored in
+// the Value itself: decoding an int never allocates.
+//
+// Hooks (Options.OnDict, Options.OnList) let a caller that knows the schema turn
+// a container into a compact Handle as soon as it is complete; the decoder then
+// replaces it on the stack and in the memo and reuses its storage. This is what
+// keeps million-entry allocator snapshots small and fast.
+package pickle
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Kind is the type of a Value.
+type Kind uint8
+
+// Value kinds.
+const (
+	KindNone   Kind = iota
+	KindBool        // Bool()
+	KindInt         // fits in int64: Int()
+	KindUint        // in [2^63, 2^64): Uint()
+	KindBigInt      // anything wider: BigInt()
+	KindFloat       // Float()
+	KindString      // Str()
+	KindBytes       // Bytes()
+	KindTuple       // List() (immutable by convention)
+	KindList        // List()
+	KindDict        // Dict()
+	KindSet         // List() (set or frozenset items)
+	KindGlobal      // Global(): a class or function reference, never resolved
+	KindObject      // Object(): the inert record of REDUCE/NEWOBJ/INST/OBJ/BUILD
+	KindHandle      // Handle(): a value produced by a hook
+	kindMark        // internal: a MARK on the stack
+)
+
+var kindNames = [...]string{"None", "bool", "int", "int", "int", "float", "str", "bytes", "tuple", "list", "dict", "set", "global", "object", "handle", "mark"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Value is one decoded pickle value. The zero Value is None.
+type Value struct {
+	k Kind
+	n uint64 // ints, uints, float bits, bool, handle
+	r any    // string, []byte, *big.Int, *List, *Dict, *Global, *Object
+}
+
+// List holds the items of a list, tuple or set.
+type List struct {
+	Items []Value
+	memo  int32 // memo slot, -1 if none
+	flags uint8
+}
+
+// Dict holds a dict's keys and values in insertion order (Keys[i] -> Vals[i]).
+// Later duplicate keys are appended; Get returns the last one, as Python would.
+type Dict struct {
+	Keys  []Value
+	Vals  []Value
+	memo  int32
+	flags uint8
+}
+
+const (
+	flagShared    = 1 << iota // referenced again through the memo: never converted or reused
+	flagMultiMemo             // memoized under more than one slot
+)
+
+// Global is a reference to module.name (a class or function). It is never imported.
+type Global struct {
+	Module, Name string
+}
+
+// Object is what a pickle asked to construct: Callable(Args...) then BUILD(State).
+type Object struct {
+	Callable Value
+	Args     []Value
+	Kwargs   Value
+	State    Value
+}
+
+// Constructors, used by hooks and tests.
+
+// None returns the None value.
+func None() Value { return Value{} }
+
+// Bool returns a bool value.
+func Bool(b bool) Value {
+	if b {
+		return Value{k: KindBool, n: 1}
+	}
+	return Value{k: KindBool}
+}
+
+// Int returns an int value.
+func Int(i int64) Value { return Value{k: KindInt, n: uint64(i)} }
+
+// Float returns a float value.
+func Float(f float64) Value { return Value{k: KindFloat, n: math.Float64bits(f)} }
+
+// Str returns a string value.
+func Str(s string) Value { return Value{k: KindString, r: s} }
+
+// Handle returns a hook-defined handle value.
+func Handle(h uint64) Value { return Value{k: KindHandle, n: h} }
+
+// NewList returns a list value over items.
+func NewList(items ...Value) Value { return Value{k: KindList, r: &List{Items: items, memo: -1}} }
+
+// NewDict returns a dict value from alternating keys and values.
+func NewDict(kv ...Value) Value {
+	d := &Dict{memo: -1}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Keys = append(d.Keys, kv[i])
+		d.Vals = append(d.Vals, kv[i+1])
+	}
+	return Value{k: KindDict, r: d}
+}
+
+// Kind returns the kind of v.
+func (v Value) Kind() Kind { return v.k }
+
+// IsNone reports whether v is None.
+func (v Value) IsNone() bool { return v.k == KindNone }
+
+// Int returns v as an int64 when v is an int (or bool) that fits.
+func (v Value) Int() (int64, bool) {
+	switch v.k {
+	case KindInt:
+		return int64(v.n), true
+	case KindBool:
+		return int64(v.n), true
+	case KindBigInt:
+		b := v.r.(*big.Int)
+		if b.IsInt64() {
+			return b.Int64(), true
+		}
+	}
+	return 0, false
+}
+
+// Uint returns v as a uint64 when v is a non-negative int below 2^64, or a
+// negative int64 reinterpreted in two's complement (as C++ writers do for
+// pointers stored in int64).
+func (v Value) Uint() (uint64, bool) {
+	switch v.k {
+	case KindInt, KindUint, KindBool:
+		return v.n, true
+	case KindBigInt:
+		b := v.r.(*big.Int)
+		if b.IsUint64() {
+			return b.Uint64(), true
+		}
+	}
+	return 0, false
+}
+
+// BigInt returns v as a big.Int for any int kind.
+func (v Value) BigInt() (*big.Int, bool) {
+	switch v.k {
+	case KindInt, KindBool:
+		return big.NewInt(int64(v.n)), true
+	case KindUint:
+		return new(big.Int).SetUint64(v.n), true
+	case KindBigInt:
+		return v.r.(*big.Int), true
+	}
+	return nil, false
+}
+
+// Float returns v as a float64 for floats and ints.
+func (v Value) Float() (float64, bool) {
+	switch v.k {
+	case KindFloat:
+		return math.Float64frombits(v.n), true
+	case KindInt, KindBool:
+		return float64(int64(v.n)), true
+	case KindUint:
+		return float64(v.n), true
+	case KindBigInt:
+		f, _ := new(big.Float).SetInt(v.r.(*big.Int)).Float64()
+		return f, true
+	}
+	return 0, false
+}
+
+// Bool returns v as a bool (bools and ints).
+func (v Value) Bool() (bool, bool) {
+	switch v.k {
+	case KindBool, KindInt, KindUint:
+		return v.n != 0, true
+	}
+	return false, false
+}
+
+// Str returns v as a string (str, and bytes decoded as UTF-8).
+func (v Value) Str() (string, bool) {
+	switch v.k {
+	case KindString:
+		return v.r.(string), true
+	case KindBytes:
+		return string(v.r.([]byte)), true
+	}
+	return "", false
+}
+
+// Bytes returns the content of a bytes value.
+func (v Value) Bytes() ([]byte, bool) {
+	if v.k == KindBytes {
+		return v.r.([]byte), true
+	}
+	return nil, false
+}
+
+// List returns the items of a list, tuple or set, or nil.
+func (v Value) List() *List {
+	switch v.k {
+	case KindList, KindTuple, KindSet:
+		return v.r.(*List)
+	}
+	return nil
+}
+
+// Dict returns the dict, or nil.
+func (v Value) Dict() *Dict {
+	if v.k == KindDict {
+		return v.r.(*Dict)
+	}
+	return nil
+}
+
+// Global returns the global reference, or nil.
+func (v Value) Global() *Global {
+	if v.k == KindGlobal {
+		return v.r.(*Global)
+	}
+	return nil
+}
+
+// Object returns the inert object record, or nil.
+func (v Value) Object() *Object {
+	if v.k == KindObject {
+		return v.r.(*Object)
+	}
+	return nil
+}
+
+// Handle returns the hook handle.
+func (v Value) Handle() (uint64, bool) { return v.n, v.k == KindHandle }
+
+// Get returns the value of the last string key equal to key.
+func (d *Dict) Get(key string) (Value, bool) {
+	for i := len(d.Keys) - 1; i >= 0; i-- {
+		k := d.Keys[i]
+		if k.k == KindString && k.r.(string) == key {
+			return d.Vals[i], true
+		}
+	}
+	return Value{}, false
+}
+
+// Len returns the number of entries.
+func (d *Dict) Len() int { return len(d.Keys) }
+
+// String renders v in a Python-like form, cutting depth and length so that
+// shared and recursive containers print in bounded space.
+func (v Value) String() string {
+	var b strings.Builder
+	v.format(&b, 0)
+	return b.String()
+}
+
+func (v Value) format(b *strings.Builder, depth int) {
+	if depth > 6 {
+		b.WriteString("...")
+		return
+	}
+	switch v.k {
+	case KindNone:
+		b.WriteString("None")
+	case KindBool:
+		if v.n != 0 {
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
+		}
+	case KindInt:
+		b.WriteString(strconv.FormatInt(int64(v.n), 10))
+	case KindUint:
+		b.WriteString(strconv.FormatUint(v.n, 10))
+	case KindBigInt:
+		b.WriteString(v.r.(*big.Int).String())
+	case KindFloat:
+		b.WriteString(strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64))
+	case KindString:
+		b.WriteString(strconv.Quote(v.r.(string)))
+	case KindBytes:
+		fmt.Fprintf(b, "b%q", v.r.([]byte))
+	case KindList, KindTuple, KindSet:
+		open, end := "[", "]"
+		if v.k == KindTuple {
+			open, end = "(", ")"
+		} else if v.k == KindSet {
+			open, end = "{", "}"
+		}
+		b.WriteString(open)
+		for i, it := range v.r.(*List).Items {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if i >= 20 {
+				b.WriteString("...")
+				break
+			}
+			it.format(b, depth+1)
+		}
+		b.WriteString(end)
+	case KindDict:
+		d := v.r.(*Dict)
+		b.WriteString("{")
+		for i := range d.Keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if i >= 20 {
+				b.WriteString("...")
+				break
+			}
+			d.Keys[i].format(b, depth+1)
+			b.WriteString(": ")
+			d.Vals[i].format(b, depth+1)
+		}
+		b.WriteString("}")
+	case KindGlobal:
+		g := v.r.(*Global)
+		b.WriteString(g.Module + "." + g.Name)
+	case KindObject:
+		o := v.r.(*Object)
+		o.Callable.format(b, depth+1)
+		b.WriteString("(")
+		for i, a := range o.Args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			a.format(b, depth+1)
+		}
+		b.WriteString(")")
+		if !o.State.IsNone() {
+			b.WriteString(".__setstate__(")
+			o.State.format(b, depth+1)
+			b.WriteString(")")
+		}
+	case KindHandle:
+		b.WriteString("<handle " + strconv.FormatUint(v.n, 10) + ">")
+	default:
+		b.WriteString("<mark>")
+	}
+}
