@@ -1,0 +1,269 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/ptscope/ptscope/internal/pickle"
+)
+
+// finish walks the top level (whose big parts the hooks already converted)
+// and assembles the Snapshot.
+func (b *builder) finish(root pickle.Value) error {
+	s := b.s
+	var segs pickle.Value
+	switch {
+	case root.Dict() != nil:
+		d := root.Dict()
+		segs, _ = d.Get("segments")
+		if tr, ok := d.Get("device_traces"); ok {
+			if err := b.traces(tr); err != nil {
+				return err
+			}
+		}
+		if st, ok := d.Get("allocator_settings"); ok {
+			b.settings(st)
+		}
+		if an, ok := d.Get("external_annotations"); ok {
+			b.annotations(an)
+		}
+		if _, ok := d.Get("segments"); !ok {
+			if _, ok2 := d.Get("device_traces"); !ok2 {
+				return errors.New("not an allocator snapshot: the top-level dict has neither 'segments' nor 'device_traces'")
+			}
+		}
+	case root.Kind() == pickle.KindList:
+		// Legacy (PyTorch 1.13) or torch.cuda.memory_snapshot(): a bare list of segments.
+		segs = root
+		s.Legacy = true
+	default:
+		return fmt.Errorf("not an allocator snapshot: the top level is a %s, expected a dict or a list of segments", root.Kind())
+	}
+	if l := segs.List(); l != nil {
+		for i, it := range l.Items {
+			d := it.Dict()
+			if d == nil {
+				return fmt.Errorf("segments[%d] is a %s, expected a dict", i, it.Kind())
+			}
+			s.Segments = append(s.Segments, b.segment(d))
+		}
+	}
+	sort.SliceStable(s.Segments, func(i, j int) bool {
+		if s.Segments[i].Device != s.Segments[j].Device {
+			return s.Segments[i].Device < s.Segments[j].Device
+		}
+		return s.Segments[i].Address < s.Segments[j].Address
+	})
+	b.blocks = nil
+	return nil
+}
+
+func (b *builder) traces(v pickle.Value) error {
+	l := v.List()
+	if l == nil {
+		return fmt.Errorf("device_traces is a %s, expected a list", v.Kind())
+	}
+	if len(l.Items) > 1<<16 {
+		return fmt.Errorf("device_traces has %d devices", len(l.Items))
+	}
+	all := &b.entries
+	for dev, it := range l.Items {
+		t := Trace{Device: dev, HasTime: all.HasTime}
+		dl := it.List()
+		if dl == nil {
+			b.s.Traces = append(b.s.Traces, t)
+			continue
+		}
+		// Rows are normally contiguous and in order: slice the columns.
+		rows := make([]int, 0, len(dl.Items))
+		for _, e := range dl.Items {
+			if h, ok := e.Handle(); ok && h&hMask == hEntry {
+				rows = append(rows, int(h&^hMask))
+			} else if d := e.Dict(); d != nil {
+				rows = append(rows, b.addEntry(d)) // a dict the hook did not see (shared)
+			}
+		}
+		contiguous := true
+		for i := 1; i < len(rows); i++ {
+			if rows[i] != rows[i-1]+1 {
+				contiguous = false
+				break
+			}
+		}
+		if len(rows) > 0 && contiguous {
+			lo, hi := rows[0], rows[len(rows)-1]+1
+			t.Action, t.Addr, t.Size = all.Action[lo:hi:hi], all.Addr[lo:hi:hi], all.Size[lo:hi:hi]
+			t.Stream, t.TimeUS, t.Stack = all.Stream[lo:hi:hi], all.TimeUS[lo:hi:hi], all.Stack[lo:hi:hi]
+			t.CompileContext, t.UserMetadata = all.CompileContext[lo:hi:hi], all.UserMetadata[lo:hi:hi]
+		} else {
+			for _, r := range rows {
+				t.Action = append(t.Action, all.Action[r])
+				t.Addr = append(t.Addr, all.Addr[r])
+				t.Size = append(t.Size, all.Size[r])
+				t.Stream = append(t.Stream, all.Stream[r])
+				t.TimeUS = append(t.TimeUS, all.TimeUS[r])
+				t.Stack = append(t.Stack, all.Stack[r])
+				t.CompileContext = append(t.CompileContext, all.CompileContext[r])
+				t.UserMetadata = append(t.UserMetadata, all.UserMetadata[r])
+			}
+		}
+		b.s.Traces = append(b.s.Traces, t)
+	}
+	return nil
+}
+
+func getInt(d *pickle.Dict, key string) int64 {
+	v, _ := d.Get(key)
+	n, ok := v.Int()
+	if !ok {
+		if u, ok := v.Uint(); ok {
+			return int64(u)
+		}
+	}
+	return n
+}
+
+func (b *builder) segment(d *pickle.Dict) Segment {
+	g := Segment{Type: "large"}
+	g.Device = int(getInt(d, "device"))
+	if v, ok := d.Get("address"); ok {
+		g.Address, _ = v.Uint()
+	}
+	g.TotalSize = getInt(d, "total_size")
+	g.AllocatedSize = getInt(d, "allocated_size")
+	g.ActiveSize = getInt(d, "active_size")
+	g.RequestedSize = getInt(d, "requested_size")
+	if v, ok := d.Get("stream"); ok {
+		g.Stream = b.stream(v)
+	}
+	if v, ok := d.Get("segment_type"); ok {
+		g.Type, _ = v.Str()
+	}
+	if v, ok := d.Get("segment_pool_id"); ok {
+		if l := v.List(); l != nil && len(l.Items) == 2 {
+			g.Pool[0], _ = l.Items[0].Int()
+			g.Pool[1], _ = l.Items[1].Int()
+		}
+	}
+	if v, ok := d.Get("is_expandable"); ok {
+		g.Expandable, _ = v.Bool()
+	}
+	if v, ok := d.Get("frames"); ok {
+		g.Stack = b.stack(v)
+	}
+	if v, ok := d.Get("blocks"); ok {
+		if l := v.List(); l != nil {
+			addr := g.Address
+			for _, it := range l.Items {
+				var rb rawBlock
+				if h, ok := it.Handle(); ok && h&hMask == hBlock && int(h&^hMask) < len(b.blocks) {
+					rb = b.blocks[h&^hMask]
+				} else if bd := it.Dict(); bd != nil {
+					rb = b.block(bd)
+				} else {
+					continue
+				}
+				blk := rb.Block
+				blk.Address = addr // recomputed as MemoryViz does
+				addr += uint64(max(blk.Size, 0))
+				g.Blocks = append(g.Blocks, blk)
+				if rb.history.Kind() != pickle.KindNone {
+					b.s.Legacy = true
+				}
+			}
+		}
+	}
+	// Legacy segments lack requested_size: derive it from the blocks.
+	if _, ok := d.Get("requested_size"); !ok {
+		for _, blk := range g.Blocks {
+			if blk.State == BlockActiveAllocated {
+				g.RequestedSize += blk.RequestedSize
+			}
+		}
+	}
+	return g
+}
+
+func (b *builder) settings(v pickle.Value) {
+	d := v.Dict()
+	if d == nil {
+		return
+	}
+	st := &b.s.Settings
+	st.MaxSplitSize = -1
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		val := d.Vals[i]
+		st.All = append(st.All, Setting{Key: ks, Value: render(val)})
+		switch ks {
+		case "expandable_segments":
+			st.ExpandableSegments, _ = val.Bool()
+		case "max_split_size":
+			st.MaxSplitSize, _ = val.Int()
+		case "PYTORCH_CUDA_ALLOC_CONF":
+			st.Conf, _ = val.Str()
+		case "trace_alloc_overflowed":
+			st.OverflowKnown = true
+			if bv, ok := val.Bool(); ok {
+				st.TraceOverflowed = bv
+			} else if l := val.List(); l != nil {
+				for _, it := range l.Items {
+					if bv, _ := it.Bool(); bv {
+						st.TraceOverflowed = true
+					}
+				}
+			}
+		case "trace_alloc_max_entries":
+			st.TraceMaxEntries, _ = val.Int()
+			if l := val.List(); l != nil && len(l.Items) > 0 {
+				st.TraceMaxEntries, _ = l.Items[0].Int()
+			}
+		}
+	}
+}
+
+// render prints a setting value compactly: {"1": 0, ...} maps become "1:0 2:0".
+func render(v pickle.Value) string {
+	if s, ok := v.Str(); ok {
+		return s
+	}
+	if d := v.Dict(); d != nil {
+		out := ""
+		for i := range d.Keys {
+			if i > 0 {
+				out += " "
+			}
+			out += render(d.Keys[i]) + ":" + render(d.Vals[i])
+		}
+		return out
+	}
+	if f, ok := v.Float(); ok && v.Kind() == pickle.KindFloat {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return v.String()
+}
+
+func (b *builder) annotations(v pickle.Value) {
+	l := v.List()
+	if l == nil {
+		return
+	}
+	for _, it := range l.Items {
+		d := it.Dict()
+		if d == nil {
+			continue
+		}
+		var a Annotation
+		a.Device = int(getInt(d, "device"))
+		if n, ok := d.Get("name"); ok {
+			a.Name, _ = n.Str()
+		}
+		if st, ok := d.Get("stage"); ok {
+			a.Stage, _ = st.Str()
+		}
+		a.TimeUS = getInt(d, "time_us")
+		b.s.Annotations = append(b.s.Annotations, a)
+	}
+}

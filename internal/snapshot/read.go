@@ -1,0 +1,367 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/pickle"
+)
+
+// ReadFile reads a snapshot file (pickle or JSON; gzip, xz or zstd
+// compressed or not). Errors name the file and the byte offset.
+func ReadFile(path string) (*Snapshot, error) {
+	r, err := input.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	s, err := Read(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Compression != input.None {
+		s.Format += " (" + string(r.Compression) + ")"
+	}
+	return s, nil
+}
+
+// Read decodes a snapshot from an uncompressed stream.
+func Read(r io.Reader) (*Snapshot, error) {
+	cr := &countingReader{r: r}
+	br := bufio.NewReaderSize(cr, 1<<16)
+	head, _ := br.Peek(2)
+	b := newBuilder()
+	var root pickle.Value
+	var err error
+	switch {
+	case len(head) == 0:
+		return nil, errors.New("offset 0: empty file, expected a pickle or JSON snapshot")
+	case head[0] == 0x80:
+		b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
+		root, err = pickle.Decode(br, pickle.Options{OnDict: b.onDict, OnList: b.onList})
+	default:
+		t := bytes.TrimLeft(head, " \t\r\n")
+		if len(t) > 0 && (t[0] == '{' || t[0] == '[') || len(t) == 0 {
+			b.s.Format = "json"
+			root, err = decodeJSON(br, b.onDict, b.onList)
+		} else {
+			return nil, fmt.Errorf("offset 0: byte 0x%02x: not a snapshot (expected a pickle starting with 0x80, or JSON)", head[0])
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := b.finish(root); err != nil {
+		return nil, err
+	}
+	b.s.InputBytes = cr.n
+	return b.s, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Handles produced by the decoder hooks: the top byte says what they index.
+const (
+	hFrame = 1 << 56
+	hStack = 2 << 56
+	hEntry = 3 << 56
+	hBlock = 4 << 56
+	hMask  = 0xff << 56
+)
+
+// builder collects the snapshot while the pickle streams by.
+type builder struct {
+	s        *Snapshot
+	frameIDs map[Frame]FrameID
+	stackIDs map[string]StackID
+	strIDs   map[string]uint32
+	streams  map[int64]uint32
+	key      []byte
+	ids      []FrameID
+
+	// All trace entries in file order; split per device in finish.
+	entries Trace
+	blocks  []rawBlock
+}
+
+type rawBlock struct {
+	Block
+	hasAddress bool
+	history    pickle.Value
+}
+
+func newBuilder() *builder {
+	b := &builder{
+		s:        &Snapshot{Stacks: [][]FrameID{nil}, Strings: []string{""}, Streams: []int64{0}},
+		frameIDs: map[Frame]FrameID{},
+		stackIDs: map[string]StackID{"": 0},
+		strIDs:   map[string]uint32{"": 0},
+		streams:  map[int64]uint32{0: 0},
+	}
+	return b
+}
+
+func (b *builder) str(s string) uint32 {
+	if id, ok := b.strIDs[s]; ok {
+		return id
+	}
+	id := uint32(len(b.s.Strings))
+	b.s.Strings = append(b.s.Strings, s)
+	b.strIDs[s] = id
+	return id
+}
+
+func (b *builder) stream(v pickle.Value) uint32 {
+	n, _ := v.Int()
+	if u, ok := v.Uint(); ok && n == 0 {
+		n = int64(u)
+	}
+	if id, ok := b.streams[n]; ok {
+		return id
+	}
+	id := uint32(len(b.s.Streams))
+	b.s.Streams = append(b.s.Streams, n)
+	b.streams[n] = id
+	return id
+}
+
+// Key bits for classifying dicts by the keys they hold.
+const (
+	kAction = 1 << iota
+	kState
+	kSize
+	kFilename
+	kLine
+	kName
+	kBlocks
+	kOther
+)
+
+func keyBit(k string) int {
+	switch k {
+	case "action":
+		return kAction
+	case "state":
+		return kState
+	case "size":
+		return kSize
+	case "filename":
+		return kFilename
+	case "line":
+		return kLine
+	case "name":
+		return kName
+	case "blocks":
+		return kBlocks
+	}
+	return kOther
+}
+
+func classify(d *pickle.Dict) int {
+	m := 0
+	for _, k := range d.Keys {
+		if s, ok := k.Str(); ok {
+			m |= keyBit(s)
+		}
+	}
+	return m
+}
+
+// onDict converts frames, trace entries and blocks as soon as they are built.
+func (b *builder) onDict(d *pickle.Dict) (pickle.Value, bool) {
+	m := classify(d)
+	switch {
+	case m&kAction != 0:
+		return pickle.Handle(hEntry | uint64(b.addEntry(d))), true
+	case m&(kFilename|kLine|kName) == kFilename|kLine|kName && m&(kAction|kState|kSize|kBlocks) == 0:
+		return pickle.Handle(hFrame | uint64(b.frame(d))), true
+	case m&(kState|kSize) == kState|kSize && m&kBlocks == 0:
+		b.blocks = append(b.blocks, b.block(d))
+		return pickle.Handle(hBlock | uint64(len(b.blocks)-1)), true
+	}
+	return pickle.Value{}, false
+}
+
+// onList interns a complete list of frames as a stack.
+func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
+	if len(l.Items) == 0 || len(l.Items) >= 1000 {
+		return pickle.Value{}, false
+	}
+	for _, it := range l.Items {
+		h, ok := it.Handle()
+		if !ok || h&hMask != hFrame {
+			return pickle.Value{}, false
+		}
+	}
+	return pickle.Handle(hStack | uint64(b.stackOf(l))), true
+}
+
+func (b *builder) frame(d *pickle.Dict) FrameID {
+	var f Frame
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		switch ks {
+		case "filename":
+			f.Filename, _ = d.Vals[i].Str()
+		case "name":
+			f.Name, _ = d.Vals[i].Str()
+		case "line":
+			n, _ := d.Vals[i].Int()
+			f.Line = int(n)
+		}
+	}
+	if id, ok := b.frameIDs[f]; ok {
+		return id
+	}
+	id := FrameID(len(b.s.Frames))
+	b.s.Frames = append(b.s.Frames, f)
+	b.frameIDs[f] = id
+	return id
+}
+
+// stackOf interns a frames list whose items are frame handles or frame dicts.
+func (b *builder) stackOf(l *pickle.List) StackID {
+	b.ids = b.ids[:0]
+	b.key = b.key[:0]
+	for _, it := range l.Items {
+		var id FrameID
+		if h, ok := it.Handle(); ok && h&hMask == hFrame {
+			id = FrameID(h &^ hMask)
+		} else if fd := it.Dict(); fd != nil {
+			id = b.frame(fd)
+		} else {
+			continue
+		}
+		b.ids = append(b.ids, id)
+		b.key = binary.LittleEndian.AppendUint32(b.key, id)
+	}
+	if id, ok := b.stackIDs[string(b.key)]; ok {
+		return id
+	}
+	id := StackID(len(b.s.Stacks))
+	b.s.Stacks = append(b.s.Stacks, append([]FrameID(nil), b.ids...))
+	b.stackIDs[string(b.key)] = id
+	return id
+}
+
+// stack returns the stack id of a "frames" value in any form.
+func (b *builder) stack(v pickle.Value) StackID {
+	if h, ok := v.Handle(); ok && h&hMask == hStack {
+		return StackID(h &^ hMask)
+	}
+	if l := v.List(); l != nil && len(l.Items) > 0 {
+		return b.stackOf(l)
+	}
+	return 0
+}
+
+func (b *builder) addEntry(d *pickle.Dict) int {
+	t := &b.entries
+	var (
+		action         Action
+		addr           uint64
+		size, timeUS   int64
+		stream, cc, um uint32
+		stack          StackID
+	)
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		v := d.Vals[i]
+		switch ks {
+		case "action":
+			s, _ := v.Str()
+			action = ParseAction(s)
+		case "addr", "device_free":
+			addr, _ = v.Uint()
+		case "size":
+			size, _ = v.Int()
+		case "stream":
+			stream = b.stream(v)
+		case "time_us":
+			timeUS, _ = v.Int()
+			t.HasTime = true
+		case "frames":
+			stack = b.stack(v)
+		case "compile_context":
+			if s, _ := v.Str(); s != "N/A" {
+				cc = b.str(s)
+			}
+		case "user_metadata":
+			s, _ := v.Str()
+			um = b.str(s)
+		}
+	}
+	t.Action = append(t.Action, action)
+	t.Addr = append(t.Addr, addr)
+	t.Size = append(t.Size, size)
+	t.Stream = append(t.Stream, stream)
+	t.TimeUS = append(t.TimeUS, timeUS)
+	t.Stack = append(t.Stack, stack)
+	t.CompileContext = append(t.CompileContext, cc)
+	t.UserMetadata = append(t.UserMetadata, um)
+	return len(t.Action) - 1
+}
+
+func parseState(s string) BlockState {
+	switch s {
+	case "active_allocated":
+		return BlockActiveAllocated
+	case "active_pending_free", "active_awaiting_free":
+		return BlockActivePendingFree
+	}
+	return BlockInactive
+}
+
+func (b *builder) block(d *pickle.Dict) rawBlock {
+	var r rawBlock
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		v := d.Vals[i]
+		switch ks {
+		case "address":
+			r.Address, r.hasAddress = v.Uint()
+		case "size":
+			r.Size, _ = v.Int()
+		case "requested_size":
+			r.RequestedSize, _ = v.Int()
+		case "state":
+			s, _ := v.Str()
+			r.State = parseState(s)
+		case "frames":
+			r.Stack = b.stack(v)
+		case "history":
+			r.history = v
+		}
+	}
+	if h := r.history.List(); h != nil && len(h.Items) > 0 {
+		// Legacy 2.0 blocks: the newest history entry comes first.
+		if hd := h.Items[0].Dict(); hd != nil {
+			if rs, ok := hd.Get("real_size"); ok && r.RequestedSize == 0 {
+				r.RequestedSize, _ = rs.Int()
+			}
+			if fr, ok := hd.Get("frames"); ok && r.Stack == 0 {
+				r.Stack = b.stack(fr)
+			}
+		}
+	}
+	if r.RequestedSize == 0 && r.State != BlockInactive {
+		r.RequestedSize = r.Size
+	}
+	r.history = pickle.Value{}
+	return r
+}
