@@ -22,6 +22,11 @@ type Options struct {
 	// appends in batches of 1000, so a list may be passed more than once
 	// unless the hook converts it.
 	OnList func(l *List) (v Value, ok bool)
+	// OnExtend is called when APPEND/APPENDS target a handle that OnList
+	// made (a long list converted after its first batch); the handle stays
+	// the same. If it is nil or declines, decoding fails. items is only
+	// valid during the call.
+	OnExtend func(h uint64, items []Value) bool
 	// MaxMemo bounds memo slot numbers (default 1<<28).
 	MaxMemo int
 }
@@ -66,8 +71,8 @@ type decoder struct {
 	opts  Options
 	stack []Value
 	marks []int
-	memo  []Value
-	strs  map[string]string // interning of short strings
+	memo  memo
+	strs  map[string]Value // interning of short strings, boxed once
 
 	freeDicts []*Dict
 	freeLists []*List
@@ -82,7 +87,7 @@ func newDecoder(r io.Reader, opts Options) *decoder {
 	if opts.MaxMemo <= 0 {
 		opts.MaxMemo = 1 << 28
 	}
-	d := &decoder{r: r, opts: opts, strs: make(map[string]string, 256)}
+	d := &decoder{r: r, opts: opts, strs: make(map[string]Value, 256)}
 	if r != nil {
 		d.buf = make([]byte, 0, bufSize)
 	}
@@ -218,16 +223,20 @@ func (d *decoder) popMark() ([]Value, error) {
 	return items, nil
 }
 
+// str makes a string value. Short strings are interned with their interface
+// box, so repeated keys and values cost no allocation at all.
 func (d *decoder) str(b []byte) Value {
 	if len(b) <= 64 {
-		if s, ok := d.strs[string(b)]; ok {
-			return Value{k: KindString, r: s}
+		if v, ok := d.strs[string(b)]; ok {
+			return v
 		}
-		s := string(b)
+		var s any = string(b)
+		v := Value{k: KindString, r: s}
 		if len(d.strs) < 1<<16 {
-			d.strs[s] = s
+			v.n = d.memo.permanent(v) // memoizing it later costs one word
+			d.strs[s.(string)] = v
 		}
-		return Value{k: KindString, r: s}
+		return v
 	}
 	return Value{k: KindString, r: string(b)}
 }
@@ -254,16 +263,11 @@ func (d *decoder) memoPut(i int, v Value) error {
 	if i < 0 || i >= d.opts.MaxMemo {
 		return d.errf("memo index %d out of range", i)
 	}
-	if i >= len(d.memo) {
-		// Picklers number memo slots densely, one per stored object, so a
-		// slot number can never exceed the bytes read so far: this bounds
-		// the memo by the input size whatever the file claims.
-		if int64(i) > d.opOff+1024 {
-			return d.errf("memo index %d jumps far past the %d slots in use", i, len(d.memo))
-		}
-		for len(d.memo) <= i {
-			d.memo = append(d.memo, Value{})
-		}
+	// Picklers number memo slots densely, one per stored object, so a slot
+	// number can never exceed the bytes read so far: this bounds the memo by
+	// the input size whatever the file claims.
+	if i >= d.memo.n && int64(i) > d.opOff+1024 {
+		return d.errf("memo index %d jumps far past the %d slots in use", i, d.memo.n)
 	}
 	// Track the slot of containers so hooks can replace them there too.
 	switch v.k {
@@ -280,15 +284,18 @@ func (d *decoder) memoPut(i int, v Value) error {
 		}
 		x.memo = int32(i)
 	}
-	d.memo[i] = v
+	d.memo.set(i, v)
 	return nil
 }
 
 func (d *decoder) memoGet(i int) error {
-	if i < 0 || i >= len(d.memo) {
+	if i < 0 || i >= d.memo.n {
 		return d.errf("memo index %d was never stored", i)
 	}
-	v := d.memo[i]
+	v, ok := d.memo.get(i)
+	if !ok {
+		return d.errf("memo index %d was never stored", i)
+	}
 	markShared(v)
 	d.push(v)
 	return nil
@@ -305,7 +312,7 @@ func (d *decoder) finishDict(x *Dict) {
 	}
 	d.stack[len(d.stack)-1] = v
 	if x.memo >= 0 {
-		d.memo[x.memo] = v
+		d.memo.set(int(x.memo), v)
 	}
 	clear(x.Keys)
 	clear(x.Vals)
@@ -323,7 +330,7 @@ func (d *decoder) finishList(l *List) {
 	}
 	d.stack[len(d.stack)-1] = v
 	if l.memo >= 0 {
-		d.memo[l.memo] = v
+		d.memo.set(int(l.memo), v)
 	}
 	clear(l.Items)
 	l.Items, l.memo = l.Items[:0], -1
@@ -332,20 +339,76 @@ func (d *decoder) finishList(l *List) {
 
 func (d *decoder) run() (Value, error) {
 	for {
-		if d.pos >= len(d.buf) {
-			if err := d.fill(1); err != nil {
-				if d.base+int64(d.pos) == 0 {
-					return Value{}, &Error{Msg: "empty input, expected a pickle"}
+		if len(d.buf)-d.pos < 16 {
+			if d.pos >= len(d.buf) {
+				if err := d.fill(1); err != nil {
+					if d.base+int64(d.pos) == 0 {
+						return Value{}, &Error{Msg: "empty input, expected a pickle"}
+					}
+					d.opOff = d.base + int64(d.pos)
+					d.op = 0
+					return Value{}, d.errf("input ends before STOP")
 				}
-				d.opOff = d.base + int64(d.pos)
-				d.op = 0
-				return Value{}, d.errf("input ends before STOP")
+			}
+			if !d.eof {
+				_ = d.fill(16) // best effort; the ops check what they need
 			}
 		}
 		d.opOff = d.base + int64(d.pos)
-		d.op = d.buf[d.pos]
+		op := d.buf[d.pos]
+		d.op = op
 		d.pos++
-		done, err := d.step(d.op)
+		// Fast paths for the opcodes that make up nearly all of a snapshot,
+		// taken when the whole argument is in the buffer.
+		if len(d.buf)-d.pos >= 9 {
+			b := d.buf[d.pos:]
+			switch op {
+			case opBinget:
+				if v, ok := d.memo.get(int(b[0])); ok {
+					d.pos++
+					markShared(v)
+					d.stack = append(d.stack, v)
+					continue
+				}
+			case opLongBinget:
+				if v, ok := d.memo.get(int(binary.LittleEndian.Uint32(b))); ok {
+					d.pos += 4
+					markShared(v)
+					d.stack = append(d.stack, v)
+					continue
+				}
+			case opMark:
+				d.marks = append(d.marks, len(d.stack))
+				continue
+			case opBinint1:
+				d.pos++
+				d.stack = append(d.stack, Value{k: KindInt, n: uint64(b[0])})
+				continue
+			case opBinint:
+				d.pos += 4
+				d.stack = append(d.stack, Value{k: KindInt, n: uint64(int64(int32(binary.LittleEndian.Uint32(b))))})
+				continue
+			case opLong1:
+				if n := int(b[0]); n <= 8 {
+					d.pos += 1 + n
+					d.stack = append(d.stack, decodeLong(b[1:1+n]))
+					continue
+				}
+			case opShortBinunicode:
+				if n := int(b[0]); len(b) > n {
+					d.pos += 1 + n
+					d.stack = append(d.stack, d.str(b[1:1+n]))
+					continue
+				}
+			case opEmptyDict:
+				d.stack = append(d.stack, Value{k: KindDict, r: d.newDict()})
+				continue
+			case opEmptyList:
+				d.stack = append(d.stack, Value{k: KindList, r: d.newList()})
+				continue
+			}
+		}
+		done, err := d.step(op)
 		if err != nil {
 			return Value{}, err
 		}

@@ -119,7 +119,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		return false, d.memoPut(len(d.memo), *v)
+		return false, d.memoPut(d.memo.n, *v)
 	case opBinput:
 		i, err := d.u8()
 		if err != nil {
@@ -293,11 +293,14 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if t.k == KindHandle {
+			return false, d.extend(t, items)
+		}
 		l := t.List()
 		if l == nil || t.k != KindList {
 			return false, d.errf("APPENDS on a %s, expected a list", t.k)
 		}
-		l.Items = append(l.Items, items...)
+		l.Items = growAppend(l.Items, items...)
 		d.finishList(l)
 	case opAppend:
 		v, err := d.pop()
@@ -308,11 +311,14 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if t.k == KindHandle {
+			return false, d.extend(t, []Value{v})
+		}
 		l := t.List()
 		if l == nil || t.k != KindList {
 			return false, d.errf("APPEND on a %s, expected a list", t.k)
 		}
-		l.Items = append(l.Items, v)
+		l.Items = growAppend(l.Items, v)
 		d.finishList(l)
 	case opTuple2, opTuple3, opTuple1:
 		n := int(op-opTuple1) + 1
@@ -686,4 +692,26 @@ func unescapeRawUnicode(s string) string {
 		b.WriteRune(rune(s[i]))
 	}
 	return b.String()
+}
+
+// extend appends items to a list that a hook turned into handle t.
+func (d *decoder) extend(t *Value, items []Value) error {
+	if d.opts.OnExtend == nil {
+		return d.errf("APPENDS on a converted list")
+	}
+	if !d.opts.OnExtend(t.n, items) {
+		return d.errf("APPENDS items do not fit the converted list")
+	}
+	return nil
+}
+
+// growAppend appends doubling the capacity, so long lists copy their items
+// about once in total instead of about four times with append's 1.25x growth.
+func growAppend(s []Value, items ...Value) []Value {
+	if n := len(s) + len(items); n > cap(s) {
+		ns := make([]Value, len(s), max(2*cap(s), n, 4))
+		copy(ns, s)
+		s = ns
+	}
+	return append(s, items...)
 }

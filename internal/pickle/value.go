@@ -119,7 +119,8 @@ func Float(f float64) Value { return Value{k: KindFloat, n: math.Float64bits(f)}
 // Str returns a string value.
 func Str(s string) Value { return Value{k: KindString, r: s} }
 
-// Handle returns a hook-defined handle value.
+// Handle returns a hook-defined handle value. Handles below 2^56 are stored
+// compactly in the memo.
 func Handle(h uint64) Value { return Value{k: KindHandle, n: h} }
 
 // NewList returns a list value over items.

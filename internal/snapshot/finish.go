@@ -71,29 +71,22 @@ func (b *builder) traces(v pickle.Value) error {
 	all := &b.entries
 	for dev, it := range l.Items {
 		t := Trace{Device: dev, HasTime: all.HasTime}
-		dl := it.List()
-		if dl == nil {
-			b.s.Traces = append(b.s.Traces, t)
-			continue
-		}
-		// Rows are normally contiguous and in order: slice the columns.
-		rows := make([]int, 0, len(dl.Items))
-		for _, e := range dl.Items {
-			if h, ok := e.Handle(); ok && h&hMask == hEntry {
-				rows = append(rows, int(h&^hMask))
-			} else if d := e.Dict(); d != nil {
-				rows = append(rows, b.addEntry(d)) // a dict the hook did not see (shared)
+		var r run
+		if h, ok := it.Handle(); ok && h&hMask == hRun && int(h&^hMask) < len(b.runs) {
+			r = b.runs[h&^hMask]
+		} else if dl := it.List(); dl != nil {
+			for _, e := range dl.Items {
+				if h, ok := e.Handle(); ok && h&hMask == hEntry {
+					r.add(int(h &^ hMask))
+				} else if d := e.Dict(); d != nil {
+					r.add(b.addEntry(d)) // a dict the hook did not see (shared)
+				}
 			}
 		}
-		contiguous := true
-		for i := 1; i < len(rows); i++ {
-			if rows[i] != rows[i-1]+1 {
-				contiguous = false
-				break
-			}
-		}
-		if len(rows) > 0 && contiguous {
-			lo, hi := rows[0], rows[len(rows)-1]+1
+		rows := r.rows
+		if rows == nil && r.hi > r.lo {
+			// Rows are normally contiguous and in order: slice the columns.
+			lo, hi := r.lo, r.hi
 			t.Action, t.Addr, t.Size = all.Action[lo:hi:hi], all.Addr[lo:hi:hi], all.Size[lo:hi:hi]
 			t.Stream, t.TimeUS, t.Stack = all.Stream[lo:hi:hi], all.TimeUS[lo:hi:hi], all.Stack[lo:hi:hi]
 			t.CompileContext, t.UserMetadata = all.CompileContext[lo:hi:hi], all.UserMetadata[lo:hi:hi]

@@ -44,7 +44,7 @@ func Read(r io.Reader) (*Snapshot, error) {
 		return nil, errors.New("offset 0: empty file, expected a pickle or JSON snapshot")
 	case head[0] == 0x80:
 		b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
-		root, err = pickle.Decode(br, pickle.Options{OnDict: b.onDict, OnList: b.onList})
+		root, err = pickle.Decode(br, pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend})
 	default:
 		t := bytes.TrimLeft(head, " \t\r\n")
 		if len(t) > 0 && (t[0] == '{' || t[0] == '[') || len(t) == 0 {
@@ -75,13 +75,15 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Handles produced by the decoder hooks: the top byte says what they index.
+// Handles produced by the decoder hooks: bits 48-55 say what they index
+// (handles below 2^56 cost the decoder's memo one word).
 const (
-	hFrame = 1 << 56
-	hStack = 2 << 56
-	hEntry = 3 << 56
-	hBlock = 4 << 56
-	hMask  = 0xff << 56
+	hFrame = 1 << 48
+	hStack = 2 << 48
+	hEntry = 3 << 48
+	hBlock = 4 << 48
+	hRun   = 5 << 48 // a list of trace entries (a device's trace)
+	hMask  = 0xff << 48
 )
 
 // builder collects the snapshot while the pickle streams by.
@@ -97,6 +99,30 @@ type builder struct {
 	// All trace entries in file order; split per device in finish.
 	entries Trace
 	blocks  []rawBlock
+	runs    []run
+}
+
+// run is a list of trace entries: the rows [lo, hi) while they come in
+// order, or explicit rows once they do not.
+type run struct {
+	lo, hi int
+	rows   []int // nil while contiguous
+}
+
+func (r *run) add(row int) {
+	if r.rows == nil {
+		if r.hi == r.lo || row == r.hi {
+			if r.hi == r.lo {
+				r.lo = row
+			}
+			r.hi = row + 1
+			return
+		}
+		for i := r.lo; i < r.hi; i++ {
+			r.rows = append(r.rows, i)
+		}
+	}
+	r.rows = append(r.rows, row)
 }
 
 type rawBlock struct {
@@ -197,18 +223,58 @@ func (b *builder) onDict(d *pickle.Dict) (pickle.Value, bool) {
 	return pickle.Value{}, false
 }
 
-// onList interns a complete list of frames as a stack.
+// onList interns a complete list of frames as a stack, and turns a list of
+// trace entries (a device's trace) into a run of rows.
 func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
-	if len(l.Items) == 0 || len(l.Items) >= 1000 {
+	if len(l.Items) == 0 {
 		return pickle.Value{}, false
 	}
-	for _, it := range l.Items {
-		h, ok := it.Handle()
-		if !ok || h&hMask != hFrame {
-			return pickle.Value{}, false
+	h0, _ := l.Items[0].Handle()
+	switch h0 & hMask {
+	case hEntry:
+		var r run
+		for _, it := range l.Items {
+			h, ok := it.Handle()
+			if !ok || h&hMask != hEntry {
+				return pickle.Value{}, false
+			}
+			r.add(int(h &^ hMask))
 		}
+		b.runs = append(b.runs, r)
+		return pickle.Handle(hRun | uint64(len(b.runs)-1)), true
+	case hFrame:
+		if len(l.Items) >= 1000 {
+			return pickle.Value{}, false // more APPENDS may follow
+		}
+		for _, it := range l.Items {
+			h, ok := it.Handle()
+			if !ok || h&hMask != hFrame {
+				return pickle.Value{}, false
+			}
+		}
+		return pickle.Handle(hStack | uint64(b.stackOf(l))), true
 	}
-	return pickle.Handle(hStack | uint64(b.stackOf(l))), true
+	return pickle.Value{}, false
+}
+
+// onExtend appends more trace entries to a run.
+func (b *builder) onExtend(h uint64, items []pickle.Value) bool {
+	if h&hMask != hRun || int(h&^hMask) >= len(b.runs) {
+		return false
+	}
+	r := &b.runs[h&^hMask]
+	for _, it := range items {
+		e, ok := it.Handle()
+		if !ok || e&hMask != hEntry {
+			if d := it.Dict(); d != nil && classify(d)&kAction != 0 {
+				r.add(b.addEntry(d))
+				continue
+			}
+			return false
+		}
+		r.add(int(e &^ hMask))
+	}
+	return true
 }
 
 func (b *builder) frame(d *pickle.Dict) FrameID {
@@ -306,6 +372,9 @@ func (b *builder) addEntry(d *pickle.Dict) int {
 			um = b.str(s)
 		}
 	}
+	if len(t.Action) == cap(t.Action) {
+		t.grow()
+	}
 	t.Action = append(t.Action, action)
 	t.Addr = append(t.Addr, addr)
 	t.Size = append(t.Size, size)
@@ -364,4 +433,17 @@ func (b *builder) block(d *pickle.Dict) rawBlock {
 	}
 	r.history = pickle.Value{}
 	return r
+}
+
+// grow doubles the capacity of every column at once.
+func (t *Trace) grow() {
+	n := max(2*cap(t.Action), 1024)
+	t.Action = append(make([]Action, 0, n), t.Action...)
+	t.Addr = append(make([]uint64, 0, n), t.Addr...)
+	t.Size = append(make([]int64, 0, n), t.Size...)
+	t.Stream = append(make([]uint32, 0, n), t.Stream...)
+	t.TimeUS = append(make([]int64, 0, n), t.TimeUS...)
+	t.Stack = append(make([]StackID, 0, n), t.Stack...)
+	t.CompileContext = append(make([]uint32, 0, n), t.CompileContext...)
+	t.UserMetadata = append(make([]uint32, 0, n), t.UserMetadata...)
 }
