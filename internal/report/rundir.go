@@ -1,0 +1,157 @@
+// Package report holds what every ptscope command shares to present
+// results: run folders for --out, atomic file writes and aligned text
+// tables. Charts live in the subpackage chart.
+package report
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LatestName is the entry in an output folder that points at the newest run
+// folder: a relative symlink, or a text file holding the folder's name where
+// symlinks cannot be made.
+const LatestName = "latest"
+
+// maxNameLen bounds the sanitised name part of a run folder.
+const maxNameLen = 64
+
+// NewRunDir creates outDir/YYYYMMDD_HHMMSS_<name>/ (local time; name is
+// sanitised to letters, digits, '.', '-' and '_'), adding _2, _3, ... if that
+// folder exists, and points outDir/latest at it. It returns the new folder's
+// path. If the folder was made but latest could not be updated, it returns
+// the path together with the error.
+func NewRunDir(outDir, name string) (string, error) {
+	return newRunDir(outDir, name, time.Now())
+}
+
+func newRunDir(outDir, name string, now time.Time) (string, error) {
+	if outDir == "" {
+		return "", errors.New("report: empty output folder")
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return "", fmt.Errorf("report: creating output folder: %w", err)
+	}
+	base := now.Format("20060102_150405") + "_" + SanitizeName(name)
+	var dir string
+	for n := 1; ; n++ {
+		cand := base
+		if n > 1 {
+			cand = base + "_" + strconv.Itoa(n)
+		}
+		dir = filepath.Join(outDir, cand)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || n >= 10000 {
+			return "", fmt.Errorf("report: creating run folder: %w", err)
+		}
+	}
+	if err := pointLatest(outDir, filepath.Base(dir), os.Symlink); err != nil {
+		return dir, err
+	}
+	return dir, nil
+}
+
+// pointLatest makes outDir/latest refer to the folder named target (a name
+// inside outDir), replacing any previous link or file atomically. symlink
+// is os.Symlink except in tests.
+func pointLatest(outDir, target string, symlink func(oldname, newname string) error) error {
+	latest := filepath.Join(outDir, LatestName)
+	if fi, err := os.Lstat(latest); err == nil && fi.IsDir() {
+		return fmt.Errorf("report: cannot point %s at %s: it is a folder", latest, target)
+	}
+	for try := 0; try < 10; try++ {
+		tmp := filepath.Join(outDir, "."+LatestName+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		err := symlink(target, tmp)
+		if errors.Is(err, fs.ErrExist) {
+			continue // name taken by a concurrent run; pick another
+		}
+		if err != nil {
+			break
+		}
+		if err := os.Rename(tmp, latest); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("report: updating %s: %w", latest, err)
+		}
+		return nil
+	}
+	// No symlinks here (some filesystems, Windows without privileges):
+	// write the folder name instead.
+	if err := WriteFileAtomic(latest, []byte(target+"\n")); err != nil {
+		return fmt.Errorf("report: updating %s: %w", latest, err)
+	}
+	return nil
+}
+
+// SanitizeName turns a free-form name (an input file name, --name) into a
+// safe folder-name part: runs of characters other than ASCII letters,
+// digits, '.', '-' and '_' become one '_', leading and trailing '_' and '.'
+// are dropped, and the result is at most 64 bytes. An empty result is "run".
+func SanitizeName(name string) string {
+	var b strings.Builder
+	under := false
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_'
+		if !ok || r == '_' {
+			if !under {
+				b.WriteByte('_')
+				under = true
+			}
+			continue
+		}
+		b.WriteRune(r)
+		under = false
+	}
+	s := strings.Trim(b.String(), "_.")
+	if len(s) > maxNameLen {
+		s = strings.TrimRight(s[:maxNameLen], "_.")
+	}
+	if s == "" {
+		return "run"
+	}
+	return s
+}
+
+// WriteFileAtomic writes data to path so that readers see either the old
+// file or the complete new one: it writes a temporary file in the same
+// folder, syncs it and renames it over path. The file gets mode 0644.
+func WriteFileAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("report: writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+			err = fmt.Errorf("report: writing %s: %w", path, err)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

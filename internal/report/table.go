@@ -1,0 +1,219 @@
+package report
+
+import (
+	"bufio"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Align is the alignment of a table column.
+type Align int
+
+const (
+	// Auto (the zero value) right-aligns a column whose cells are all
+	// numbers, optionally with a unit ("5.16 GiB", "35.2 us", "93.4%",
+	// "1,024", "3.1 GiB (42.0%)"), and left-aligns any other column.
+	Auto Align = iota
+	// Left aligns cells to the left.
+	Left
+	// Right aligns cells to the right.
+	Right
+)
+
+// Table is an aligned plain-text table for terminals:
+//
+//	name        size     share
+//	----------  -------  -----
+//	parameters  474 MiB  21.4%
+//
+// Columns are separated by two spaces, the header is underlined with runs
+// of '-', and lines carry no trailing spaces. Rows may be ragged; missing
+// cells are blank. Align[i] sets column i's alignment; missing entries are
+// Auto.
+type Table struct {
+	Header []string
+	Rows   [][]string
+	Align  []Align
+}
+
+// Write writes the table to w.
+func (t *Table) Write(w io.Writer) error {
+	ncol := len(t.Header)
+	for _, r := range t.Rows {
+		ncol = max(ncol, len(r))
+	}
+	if ncol == 0 {
+		return nil
+	}
+	width := make([]int, ncol)
+	for i, h := range t.Header {
+		width[i] = textWidth(h)
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			width[i] = max(width[i], textWidth(c))
+		}
+	}
+	align := make([]Align, ncol)
+	for i := range align {
+		if i < len(t.Align) && t.Align[i] != Auto {
+			align[i] = t.Align[i]
+		} else {
+			align[i] = t.autoAlign(i)
+		}
+	}
+	bw := bufio.NewWriter(w)
+	var line []byte
+	emit := func(cells []string) {
+		line = line[:0]
+		for i := 0; i < ncol; i++ {
+			c := ""
+			if i < len(cells) {
+				c = cleanCell(cells[i])
+			}
+			if i > 0 {
+				line = append(line, "  "...)
+			}
+			pad := width[i] - textWidth(c)
+			if align[i] == Right {
+				line = appendSpaces(line, pad)
+				line = append(line, c...)
+			} else {
+				line = append(line, c...)
+				line = appendSpaces(line, pad)
+			}
+		}
+		line = append(trimRightSpaces(line), '\n')
+		bw.Write(line)
+	}
+	if len(t.Header) > 0 {
+		emit(t.Header)
+		rule := make([]string, ncol)
+		for i := range rule {
+			rule[i] = strings.Repeat("-", width[i])
+		}
+		emit(rule)
+	}
+	for _, r := range t.Rows {
+		emit(r)
+	}
+	return bw.Flush()
+}
+
+// autoAlign right-aligns column i if it holds at least one number and
+// nothing else but blanks and placeholders such as "-" or "n/a".
+func (t *Table) autoAlign(i int) Align {
+	numbers := 0
+	for _, r := range t.Rows {
+		if i >= len(r) {
+			continue
+		}
+		c := strings.TrimSpace(r[i])
+		switch {
+		case placeholder(c):
+		case IsNumeric(c):
+			numbers++
+		default:
+			return Left
+		}
+	}
+	if numbers > 0 {
+		return Right
+	}
+	return Left
+}
+
+func placeholder(c string) bool {
+	switch c {
+	case "", "-", "–", "—", "n/a", "N/A", "?":
+		return true
+	}
+	return false
+}
+
+// IsNumeric reports whether s reads as a number, optionally signed, with
+// ',' or '_' digit grouping, a decimal point, an exponent, and a short unit
+// such as "GiB", "ms", "%", "x" or "GB/s"; a trailing parenthesised number
+// ("3.1 GiB (42.0%)") is allowed too.
+func IsNumeric(s string) bool {
+	s = strings.TrimSpace(s)
+	if open := strings.LastIndex(s, " ("); open > 0 && strings.HasSuffix(s, ")") {
+		if !numberWithUnit(s[open+2 : len(s)-1]) {
+			return false
+		}
+		s = s[:open]
+	}
+	return numberWithUnit(s)
+}
+
+func numberWithUnit(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := 0
+scan:
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case (c == ',' || c == '_') && digits > 0, c == '.':
+		default:
+			break scan
+		}
+	}
+	if digits == 0 {
+		return false
+	}
+	if i+1 < len(s) && (s[i] == 'e' || s[i] == 'E') && (s[i+1] >= '0' && s[i+1] <= '9' || s[i+1] == '-' || s[i+1] == '+') {
+		j := i + 1
+		if s[j] == '-' || s[j] == '+' {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k > j {
+			i = k
+		}
+	}
+	unit := s[i:]
+	unit = strings.TrimPrefix(unit, " ")
+	if utf8.RuneCountInString(unit) > 8 {
+		return false
+	}
+	for _, r := range unit {
+		if !(unicode.IsLetter(r) || r == '%' || r == '/' || r == '×') {
+			return false
+		}
+	}
+	return true
+}
+
+// textWidth is the number of terminal columns of s, counting one per rune.
+func textWidth(s string) int { return utf8.RuneCountInString(cleanCell(s)) }
+
+// cleanCell keeps a cell on one line: newlines and tabs become spaces.
+func cleanCell(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(s)
+}
+
+func appendSpaces(b []byte, n int) []byte {
+	for ; n > 0; n-- {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func trimRightSpaces(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == ' ' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
