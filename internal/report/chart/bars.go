@@ -13,6 +13,7 @@ const (
 	maxVLabel    = 140.0 // vertical bars: longest rotated category label
 	valueSize    = 10.0  // bar total labels
 	minCanvasH   = 160.0
+	maxHBars     = 150 // horizontal bars: more labels are left out, with a note
 	rotatedAngle = -45.0
 )
 
@@ -51,6 +52,17 @@ func (b Bars) plan() (*scene, error) {
 			return nil, fmt.Errorf("chart: bars %q: stack %d (%q) has %d values for %d labels", b.Title, i, s.Name, len(s.Y), len(b.Labels))
 		}
 	}
+	hidden := 0
+	if b.Horizontal && len(b.Labels) > maxHBars {
+		// Keep the canvas (and the PNG's memory) bounded.
+		hidden = len(b.Labels) - maxHBars
+		b.Labels = b.Labels[:maxHBars]
+		stacks := make([]Series, len(b.Stacks))
+		for i, s := range b.Stacks {
+			stacks[i] = Series{Name: s.Name, Y: s.Y[:maxHBars]}
+		}
+		b.Stacks = stacks
+	}
 	labels := make([]string, len(b.Labels))
 	for i, l := range b.Labels {
 		labels[i] = sanitizeText(l)
@@ -69,7 +81,7 @@ func (b Bars) plan() (*scene, error) {
 		fr.legend(names, pad, canvasW-pad, false)
 	}
 	if b.Horizontal {
-		b.horizontal(fr, labels, t)
+		b.horizontal(fr, labels, t, hidden)
 	} else {
 		b.vertical(fr, labels, t)
 	}
@@ -88,13 +100,16 @@ func (b Bars) totalLabel(t barTotals, i int) string {
 	return valueLabel(b.Unit, t.pos[i]+t.neg[i])
 }
 
-func (b Bars) horizontal(fr *frame, labels []string, t barTotals) {
+func (b Bars) horizontal(fr *frame, labels []string, t barTotals, hidden int) {
 	f, s := fr.f, fr.s
 	xlabel := sanitizeText(b.XLabel)
 	n := len(labels)
 	p := plotBox{y0: fr.top + 4}
 	p.y1 = p.y0 + math.Max(float64(n), 1)*rowH
 	h := p.y1 + 6 + tickSize*ascent + 4 + pad
+	if hidden > 0 {
+		h += tickSize + 8
+	}
 	if xlabel != "" {
 		h += labelSize + 8
 	}
@@ -105,13 +120,13 @@ func (b Bars) horizontal(fr *frame, labels []string, t barTotals) {
 	labelW := 0.0
 	for i, l := range labels {
 		cats[i] = f.truncate(l, tickSize, false, maxHLabel)
-		labelW = math.Max(labelW, f.measure(cats[i], tickSize, false))
+		labelW = math.Max(labelW, room(f.measure(cats[i], tickSize, false)))
 	}
 	totals := make([]string, n)
 	valueW := 0.0
 	for i := range labels {
 		totals[i] = b.totalLabel(t, i)
-		valueW = math.Max(valueW, f.measure(totals[i], valueSize, false))
+		valueW = math.Max(valueW, room(f.measure(totals[i], valueSize, false)))
 	}
 	p.x0 = pad + labelW + 8
 	p.x1 = s.w - pad - valueW - 6
@@ -148,6 +163,10 @@ func (b Bars) horizontal(fr *frame, labels []string, t barTotals) {
 		}
 		end := va.pos(math.Max(posAcc, 0), p.x0, p.x1)
 		s.text(end+4, mid+valueSize*capCenter, totals[i], valueSize, false, anchorStart, colMuted)
+	}
+	if hidden > 0 {
+		note := "+" + itoa(hidden) + " more not shown"
+		s.text(pad, p.y1+6+tickSize*ascent+tickSize+8, note, tickSize, false, anchorStart, colMuted)
 	}
 	if xlabel != "" {
 		tl := f.truncate(xlabel, labelSize, false, p.x1-p.x0)
@@ -190,7 +209,7 @@ func (b Bars) vertical(fr *frame, labels []string, t barTotals) {
 	if rotate && n > 0 {
 		// The first rotated label reaches left of its bar by its width
 		// times cos 45°; keep it on the canvas.
-		reach := f.measure(cats[0], tickSize, false)*math.Sqrt2/2 + 4
+		reach := room(f.measure(cats[0], tickSize, false))*math.Sqrt2/2 + 4
 		if need := reach - slot/2; p.x0 < need {
 			p.x0 = need
 			slot = (p.x1 - p.x0) / float64(n)
@@ -226,7 +245,7 @@ func (b Bars) vertical(fr *frame, labels []string, t barTotals) {
 			y0, y1 := va.pos(e, p.y1, p.y0), va.pos(a, p.y1, p.y0)
 			s.rect(cx-barW/2, y0, barW, y1-y0, b.color(l))
 		}
-		if tl := b.totalLabel(t, i); tl != "" && f.measure(tl, valueSize, false) <= slot-2 {
+		if tl := b.totalLabel(t, i); tl != "" && room(f.measure(tl, valueSize, false)) <= slot-2 {
 			top := va.pos(math.Max(posAcc, 0), p.y1, p.y0)
 			s.text(cx, top-4, tl, valueSize, false, anchorMiddle, colMuted)
 		}
@@ -244,10 +263,11 @@ func (b Bars) vertical(fr *frame, labels []string, t barTotals) {
 	}
 }
 
+// maxWidth is the room to reserve for the widest of ss.
 func maxWidth(f faces, ss []string, size float64) float64 {
 	w := 0.0
 	for _, s := range ss {
-		w = math.Max(w, f.measure(s, size, false))
+		w = math.Max(w, room(f.measure(s, size, false)))
 	}
 	return w
 }

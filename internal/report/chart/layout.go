@@ -16,6 +16,14 @@ type plotBox struct{ x0, y0, x1, y1 float64 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
+// slack is how much wider than Liberation Sans text may render: SVG
+// viewers without Liberation Sans, Arial or Helvetica fall back to fonts
+// such as DejaVu Sans, about 10% wider. Space reserved for text allows it.
+const slack = 1.12
+
+// room is the space to reserve for text measured w pixels wide.
+func room(w float64) float64 { return w * slack }
+
 // crisp puts a 1-pixel line on a pixel centre.
 func crisp(v float64) float64 { return math.Floor(v) + 0.5 }
 
@@ -62,7 +70,7 @@ func (fr *frame) legend(names []string, x0, x1 float64, lineSwatch bool) {
 			continue
 		}
 		t := fr.f.truncate(n, labelSize, false, maxText)
-		entries = append(entries, legendEntry{i, t, swatchW + 5 + fr.f.measure(t, labelSize, false)})
+		entries = append(entries, legendEntry{i, t, swatchW + 5 + room(fr.f.measure(t, labelSize, false))})
 	}
 	if len(entries) == 0 {
 		return
@@ -143,6 +151,7 @@ type xySpec struct {
 	xu, yu             Unit
 	xlabel, ylabel     string
 	markerRoom         bool
+	empty              bool // no data: draw the frame without ticks
 }
 
 // xyAxes lays out the plot box and both axes, and draws the grid, ticks and
@@ -161,7 +170,7 @@ func (fr *frame) xyAxes(sp xySpec) (plotBox, axis, axis) {
 	ya := newAxis(sp.ylo, sp.yhi, sp.yu, max(2, int((p.y1-p.y0)/50)), true)
 	yw := 0.0
 	for _, l := range ya.labels {
-		yw = math.Max(yw, f.measure(l, tickSize, false))
+		yw = math.Max(yw, room(f.measure(l, tickSize, false)))
 	}
 	p.x0 = pad + yw + 8
 	if ylabel != "" {
@@ -170,6 +179,13 @@ func (fr *frame) xyAxes(sp xySpec) (plotBox, axis, axis) {
 	p.x1 = s.w - pad - 8
 	xa := fitAxis(f, sp.xlo, sp.xhi, sp.xu, p, false)
 
+	if sp.empty {
+		ya.ticks, ya.labels, xa.ticks, xa.labels = nil, nil, nil, nil
+		p.x0 = pad
+		if ylabel != "" {
+			p.x0 += labelSize + 8
+		}
+	}
 	for i, v := range ya.ticks {
 		y := crisp(ya.pos(v, p.y1, p.y0))
 		c := colGrid
@@ -200,7 +216,7 @@ func (fr *frame) xyAxes(sp xySpec) (plotBox, axis, axis) {
 // tickLabelBelow centres a tick label under x, shifting it to stay inside
 // the canvas.
 func (fr *frame) tickLabelBelow(x, base float64, label string) {
-	w := fr.f.measure(label, tickSize, false)
+	w := room(fr.f.measure(label, tickSize, false))
 	a, lx := anchorMiddle, x
 	switch {
 	case x+w/2 > fr.s.w-4:
@@ -231,7 +247,7 @@ func xLabelsFit(f faces, ax axis, p plotBox) bool {
 	prevRight := math.Inf(-1)
 	for i, v := range ax.ticks {
 		x := ax.pos(v, p.x0, p.x1)
-		w := f.measure(ax.labels[i], tickSize, false)
+		w := room(f.measure(ax.labels[i], tickSize, false))
 		if x-w/2 < prevRight+12 {
 			return false
 		}
@@ -254,7 +270,7 @@ func (fr *frame) markers(ms []Marker, p plotBox, xa axis) {
 		if t == "" {
 			continue
 		}
-		w := fr.f.measure(t, markerSize, false)
+		w := room(fr.f.measure(t, markerSize, false))
 		lx := math.Min(math.Max(x-w/2, 4), fr.s.w-4-w)
 		if lx < lastRight+6 {
 			continue

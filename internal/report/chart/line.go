@@ -37,7 +37,7 @@ func (l Line) plan() (*scene, error) {
 	fr.legend(names, pad, canvasW-pad, true)
 	p, xa, ya := fr.xyAxes(xySpec{
 		xlo: xlo, xhi: xhi, ylo: ylo, yhi: yhi, xu: l.XUnit, yu: l.YUnit,
-		xlabel: l.XLabel, ylabel: l.YLabel, markerRoom: hasMarkerLabels(l.Markers),
+		xlabel: l.XLabel, ylabel: l.YLabel, markerRoom: hasMarkerLabels(l.Markers), empty: empty,
 	})
 	if empty {
 		fr.noData(p)
@@ -103,7 +103,7 @@ func (a StackedArea) plan() (*scene, error) {
 	fr.legend(names, pad, canvasW-pad, false)
 	p, xa, ya := fr.xyAxes(xySpec{
 		xlo: xlo, xhi: xhi, ylo: ylo, yhi: yhi, xu: a.XUnit, yu: a.YUnit,
-		xlabel: a.XLabel, ylabel: a.YLabel,
+		xlabel: a.XLabel, ylabel: a.YLabel, empty: empty,
 	})
 	if empty {
 		fr.noData(p)

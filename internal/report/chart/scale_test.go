@@ -215,3 +215,34 @@ func TestSeriesColoursStable(t *testing.T) {
 		t.Errorf("palette has duplicate colours")
 	}
 }
+
+func TestHorizontalBarsCapped(t *testing.T) {
+	b := Bars{Horizontal: true, Unit: UnitBytes}
+	y := make([]float64, 1000)
+	for i := range y {
+		b.Labels = append(b.Labels, fmt.Sprintf("tensor %d", i))
+		y[i] = float64(1000-i) * mib
+	}
+	b.Stacks = []Series{{Y: y}}
+	s, err := b.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.h > maxHBars*rowH+200 {
+		t.Errorf("canvas %v px high for 1000 bars", s.h)
+	}
+	var note bool
+	var bars int
+	for _, tx := range texts(s) {
+		note = note || tx == "+850 more not shown"
+		if strings.HasPrefix(tx, "tensor ") {
+			bars++
+		}
+	}
+	if !note || bars != maxHBars {
+		t.Errorf("note %v, %d labels drawn; want the note and %d", note, bars, maxHBars)
+	}
+	if len(b.Labels) != 1000 || len(b.Stacks[0].Y) != 1000 {
+		t.Error("caller's chart was modified")
+	}
+}
