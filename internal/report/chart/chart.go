@@ -74,8 +74,12 @@ type StackedArea struct {
 
 // Bars is a bar chart with one bar per label. Each Series in Stacks is one
 // layer of the stack and holds Y[i] for Labels[i] (its X is ignored); a
-// single series gives a plain bar chart. Horizontal bars suit long labels
-// such as operator names; pass a top-N selection, as every label gets a row.
+// single series gives a plain bar chart, in the first palette colour. XLabel
+// names the horizontal axis: the values for Horizontal bars, the categories
+// otherwise. Each bar is labelled with its total where there is room.
+// Horizontal bars suit long labels such as operator names; pass a top-N
+// selection, as every label gets a row (beyond 150, the rest are left out
+// with a note).
 type Bars struct {
 	Title, XLabel string
 	Unit          Unit
@@ -85,7 +89,8 @@ type Bars struct {
 }
 
 // Chart is a chart that WriteSVG and WritePNG can draw: Line, StackedArea or
-// Bars, as a value or a pointer.
+// Bars, as a value or a pointer. The interface is sealed (its method is
+// unexported); a nil pointer gives an error, not a panic.
 type Chart interface {
 	plan() (*scene, error)
 }
