@@ -1,0 +1,354 @@
+package kineto
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"sync"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/ptscope/ptscope/internal/input"
+)
+
+// Options tune the reader.
+type Options struct {
+	Workers    int // decoding goroutines; 0 means GOMAXPROCS
+	ChunkBytes int // bytes read per batch; 0 means 1 MiB
+	MaxEvent   int // largest event accepted; 0 means 16 MiB
+}
+
+func (o Options) withDefaults() Options {
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = 1 << 20
+	}
+	if o.MaxEvent <= 0 {
+		o.MaxEvent = 16 << 20
+	}
+	return o
+}
+
+// ReadFile reads a trace file (plain JSON, gzip, xz or zstd).
+func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
+	r, err := input.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	t, err := Read(ctx, r, opt)
+	if t != nil {
+		t.Path = path
+	}
+	if err != nil {
+		return t, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Read reads a trace from r, which must already be decompressed. A damaged
+// or truncated input that still held events gives a trace whose Damage says
+// what was lost, and a nil error; an input with no usable event gives an
+// error naming the byte offset.
+func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
+	opt = opt.withDefaults()
+	t := &Trace{Strings: []string{""}}
+	warn := func(s string) {
+		if len(t.Damage.Warnings) < 20 {
+			t.Damage.Warnings = append(t.Damage.Warnings, s)
+		}
+	}
+	var splitWarn []string
+	s := &splitter{r: r, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20,
+		warn: func(m string) { splitWarn = append(splitWarn, m) }}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	for _, w := range splitWarn {
+		warn(w)
+	}
+	splitWarn = nil
+	t.Meta.BareArray = s.bareArray
+
+	batches := make(chan *batch, opt.Workers)
+	parts := make(chan *part, opt.Workers)
+	free := make(chan *part, 2*opt.Workers+2)
+	for i := 0; i < cap(free); i++ {
+		free <- newPart()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := 0; w < opt.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				p := b.part
+				decodeBatch(b, p)
+				b.part = nil
+				select {
+				case parts <- p:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	var splitErr error
+	go func() {
+		defer close(batches)
+		for {
+			b, err := s.next()
+			if err != nil {
+				if err != io.EOF {
+					splitErr = err
+				}
+				return
+			}
+			// a part from the pool bounds the batches in flight, so that
+			// the merger always gets the one it waits for
+			select {
+			case b.part = <-free:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case batches <- b:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(parts) }()
+
+	m := newMerger(t)
+	pending := map[int]*part{}
+	nextSeq := 1
+	for p := range parts {
+		pending[p.seq] = p
+		for {
+			q, ok := pending[nextSeq]
+			if !ok {
+				break
+			}
+			delete(pending, nextSeq)
+			m.add(q)
+			nextSeq++
+			free <- q
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t.Bytes = s.off
+	for _, w := range splitWarn {
+		warn(w)
+	}
+	t.Damage.Garbage += s.garbage
+	t.Damage.Dropped += s.dropped
+	if s.damaged > 0 {
+		warn(fmt.Sprintf("%d strings held a raw newline (unescaped quote?); they were closed at the line end", s.damaged))
+	}
+	if t.Damage.Garbage > 0 {
+		warn(fmt.Sprintf("%d stray bytes between events were skipped", t.Damage.Garbage))
+	}
+	if splitErr != nil {
+		if !errors.Is(splitErr, errTruncated) {
+			return nil, splitErr
+		}
+		t.Damage.Truncated = true
+	}
+	if err := parseMeta(t, s.header, s.tail); err != nil {
+		warn("metadata: " + err.Error())
+	}
+	if t.Events.Len() == 0 && len(t.Memory) == 0 {
+		if t.Damage.Truncated || t.Damage.Dropped > 0 {
+			return nil, fmt.Errorf("offset %d: no readable event (%d dropped, truncated=%v)", s.off, t.Damage.Dropped, t.Damage.Truncated)
+		}
+	}
+	return t, nil
+}
+
+// merger appends parts to the trace in order, translating local string ids.
+type merger struct {
+	t      *Trace
+	strIdx map[string]uint32
+	pidIdx map[string]int32
+	tr     []uint32
+	trPid  []int32
+}
+
+func newMerger(t *Trace) *merger {
+	return &merger{t: t, strIdx: map[string]uint32{"": 0}, pidIdx: map[string]int32{}}
+}
+
+func (m *merger) add(p *part) {
+	t := m.t
+	m.tr = m.tr[:0]
+	for _, s := range p.strs {
+		id, ok := m.strIdx[s]
+		if !ok {
+			id = uint32(len(t.Strings))
+			t.Strings = append(t.Strings, s)
+			m.strIdx[s] = id
+		}
+		m.tr = append(m.tr, id)
+	}
+	m.trPid = m.trPid[:0]
+	for _, s := range p.pidStrs {
+		id, ok := m.pidIdx[s]
+		if !ok {
+			id = StringPIDBase - int32(len(t.PIDNames))
+			t.PIDNames = append(t.PIDNames, s)
+			m.pidIdx[s] = id
+		}
+		m.trPid = append(m.trPid, id)
+	}
+	pid := func(v int32) int32 {
+		if v <= StringPIDBase {
+			return m.trPid[StringPIDBase-v]
+		}
+		return v
+	}
+	e, pe := &t.Events, &p.ev
+	gpuBase, opBase, commBase := int32(len(t.GPU)), int32(len(t.Ops)), int32(len(t.Comms))
+	e.TS = append(e.TS, pe.TS...)
+	e.Dur = append(e.Dur, pe.Dur...)
+	for _, v := range pe.Name {
+		e.Name = append(e.Name, m.tr[v])
+	}
+	for _, v := range pe.Cat {
+		e.Cat = append(e.Cat, m.tr[v])
+	}
+	e.Kind = append(e.Kind, pe.Kind...)
+	for _, v := range pe.PID {
+		e.PID = append(e.PID, pid(v))
+	}
+	for _, v := range pe.TID {
+		e.TID = append(e.TID, pid(v))
+	}
+	e.Ext = append(e.Ext, pe.Ext...)
+	e.Corr = append(e.Corr, pe.Corr...)
+	for i, v := range pe.Aux {
+		switch {
+		case v < 0:
+		case pe.Kind[i].IsGPU():
+			v += gpuBase
+		default:
+			v += opBase
+		}
+		e.Aux = append(e.Aux, v)
+	}
+	for _, g := range p.gpu {
+		if g.Comm >= 0 {
+			g.Comm += commBase
+		}
+		t.GPU = append(t.GPU, g)
+	}
+	for _, o := range p.ops {
+		if o.Comm >= 0 {
+			o.Comm += commBase
+		}
+		o.Shape, o.Types = m.tr[o.Shape], m.tr[o.Types]
+		t.Ops = append(t.Ops, o)
+	}
+	for _, c := range p.comms {
+		c.Collective, c.Dtype, c.PGName = m.tr[c.Collective], m.tr[c.Dtype], m.tr[c.PGName]
+		t.Comms = append(t.Comms, c)
+	}
+	for _, x := range p.mem {
+		x.PID, x.TID = pid(x.PID), pid(x.TID)
+		t.Memory = append(t.Memory, x)
+	}
+	for _, f := range p.flows {
+		f.PID, f.TID = pid(f.PID), pid(f.TID)
+		t.Flows = append(t.Flows, f)
+	}
+	for _, th := range p.threads {
+		th.PID, th.TID = pid(th.PID), pid(th.TID)
+		t.Threads = append(t.Threads, th)
+	}
+	for _, pr := range p.procs {
+		pr.PID = pid(pr.PID)
+		t.Processes = append(t.Processes, pr)
+	}
+	t.Damage.Repaired += p.damage.Repaired
+	t.Damage.Dropped += p.damage.Dropped
+	for _, w := range p.damage.Warnings {
+		if len(t.Damage.Warnings) < 20 {
+			t.Damage.Warnings = append(t.Damage.Warnings, w)
+		}
+	}
+}
+
+type rawMeta struct {
+	SchemaVersion       Num          `json:"schemaVersion"`
+	DeviceProperties    []Device     `json:"deviceProperties"`
+	DistributedInfo     *Distributed `json:"distributedInfo"`
+	TraceName           string       `json:"traceName"`
+	BaseTimeNanoseconds rawJSON      `json:"baseTimeNanoseconds"`
+	DisplayTimeUnit     string       `json:"displayTimeUnit"`
+	WithStack           Num          `json:"with_stack"`
+	RecordShapes        Num          `json:"record_shapes"`
+	ProfileMemory       Num          `json:"profile_memory"`
+}
+
+var rankRE = regexp.MustCompile(`"rank"\s*:\s*(\d+)`)
+
+// parseMeta decodes the top-level keys around the events array.
+func parseMeta(t *Trace, header, tail []byte) error {
+	if t.Meta.BareArray || len(header) == 0 {
+		return nil
+	}
+	var doc bytes.Buffer
+	doc.Write(header)
+	doc.WriteString(`"traceEvents":null`)
+	tl := bytes.TrimSpace(tail)
+	if len(tl) == 0 {
+		doc.WriteString("}") // truncated: close the object
+	} else {
+		doc.Write(tl)
+	}
+	var rm rawMeta
+	err := json.Unmarshal(doc.Bytes(), &rm)
+	if err != nil {
+		// fall back to the header alone, then to HTA's rank regexp
+		doc.Reset()
+		doc.Write(header)
+		doc.WriteString(`"traceEvents":null}`)
+		rm = rawMeta{}
+		if err2 := json.Unmarshal(doc.Bytes(), &rm); err2 != nil {
+			if mm := rankRE.FindSubmatch(append(header, tail...)); mm != nil {
+				var r int
+				fmt.Sscan(string(mm[1]), &r)
+				t.Meta.Distributed = &Distributed{Rank: r}
+			}
+			return err2
+		}
+	}
+	t.Meta.SchemaVersion = int(rm.SchemaVersion.I)
+	t.Meta.Devices = rm.DeviceProperties
+	t.Meta.Distributed = rm.DistributedInfo
+	t.Meta.TraceName = rm.TraceName
+	t.Meta.DisplayTimeUnit = rm.DisplayTimeUnit
+	t.Meta.WithStack = rm.WithStack.I != 0
+	t.Meta.RecordShapes = rm.RecordShapes.I != 0
+	t.Meta.ProfileMemory = rm.ProfileMemory.I != 0
+	if n := parseNum(bytes.TrimSpace(rm.BaseTimeNanoseconds)); n.OK {
+		t.Meta.BaseTimeNS = n.I
+	}
+	if err != nil {
+		return fmt.Errorf("keys after traceEvents unreadable: %s", shortErr(err))
+	}
+	return nil
+}

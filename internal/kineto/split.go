@@ -1,0 +1,325 @@
+package kineto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// batch is a run of whole events cut from the input, in file order.
+type batch struct {
+	seq    int
+	buf    []byte  // owns the bytes
+	ends   []int32 // event i is buf[starts[i]:ends[i]]
+	starts []int32
+	offset int64 // file offset of buf[0]
+	part   *part // where the worker decodes it
+}
+
+// splitter cuts the traceEvents array of a Chrome trace into events without
+// decoding them. It keeps the bytes before and after the array (the
+// metadata) and tolerates damage: a raw newline inside a string ends the
+// string (Kineto never writes one there, so it must be an unescaped quote),
+// stray bytes between events are skipped and counted, and an event larger
+// than maxEvent is dropped.
+type splitter struct {
+	r         io.Reader
+	chunk     int
+	maxEvent  int
+	maxHeader int
+
+	off     int64 // file offset of the next byte read
+	pending []byte
+	pendOff int64
+	eof     bool
+
+	header    []byte // the top-level object before "traceEvents"'s value
+	tail      []byte // the bytes after the array's closing bracket
+	bareArray bool
+	inArray   bool
+	done      bool // array closed
+	seq       int
+
+	// event scan state, valid across chunks
+	depth   int
+	inStr   bool
+	scanned int // bytes of the partial event already scanned
+	garbage int
+	damaged int // strings closed at a newline
+	dropped int
+	warn    func(string)
+}
+
+var errNotTrace = errors.New("not a Chrome trace: expected a JSON object with traceEvents or an array of events")
+
+func (s *splitter) fill() error {
+	if s.eof {
+		return io.EOF
+	}
+	buf := make([]byte, len(s.pending), len(s.pending)+s.chunk)
+	copy(buf, s.pending)
+	n, err := io.ReadFull(s.r, buf[len(buf):cap(buf)])
+	buf = buf[:len(buf)+n]
+	s.off += int64(n)
+	s.pending = buf
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		s.eof = true
+		if n == 0 {
+			return io.EOF
+		}
+		return nil
+	}
+	return err
+}
+
+// start reads up to the first event of the array, collecting the header.
+func (s *splitter) start() error {
+	// find the first significant byte
+	for {
+		t := bytes.TrimLeft(s.pending, " \t\r\n\ufeff")
+		t = bytes.TrimPrefix(t, []byte("\ufeff"))
+		if len(t) > 0 {
+			s.pendOff += int64(len(s.pending) - len(t))
+			s.pending = t
+			break
+		}
+		s.pendOff += int64(len(s.pending))
+		s.pending = s.pending[:0]
+		if err := s.fill(); err != nil {
+			if err == io.EOF {
+				if s.off == 0 {
+					return errors.New("offset 0: empty file")
+				}
+				return fmt.Errorf("offset %d: no JSON value", s.off)
+			}
+			return err
+		}
+	}
+	switch s.pending[0] {
+	case '[':
+		s.bareArray = true
+		s.inArray = true
+		s.pending = s.pending[1:]
+		s.pendOff++
+		return nil
+	case '{':
+	default:
+		return fmt.Errorf("offset %d: %w", s.pendOff, errNotTrace)
+	}
+	// scan the top-level object for the key "traceEvents" at depth 1
+	depth, inStr, esc := 0, false, false
+	keyStart := -1
+	lastKey := []byte(nil)
+	i := 0
+	for {
+		for ; i < len(s.pending); i++ {
+			c := s.pending[i]
+			if inStr {
+				switch {
+				case esc:
+					esc = false
+				case c == '\\':
+					esc = true
+				case c == '"':
+					inStr = false
+					if depth == 1 && keyStart >= 0 {
+						lastKey = s.pending[keyStart:i]
+						keyStart = -1
+					}
+				}
+				continue
+			}
+			switch c {
+			case '"':
+				inStr = true
+				if depth == 1 {
+					keyStart = i + 1
+				}
+			case '{', '[':
+				if c == '[' && depth == 1 && string(lastKey) == "traceEvents" {
+					// header: everything up to the key's opening quote
+					h := s.pending[:i]
+					k := bytes.LastIndex(h, []byte(`"traceEvents"`))
+					s.header = append([]byte(nil), h[:k]...)
+					s.pending = s.pending[i+1:]
+					s.pendOff += int64(i + 1)
+					s.inArray = true
+					return nil
+				}
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					// object closed without traceEvents
+					s.header = append([]byte(nil), s.pending[:i]...)
+					s.done = true
+					return nil
+				}
+			case ':':
+			case ',':
+				if depth == 1 {
+					lastKey = nil
+				}
+			}
+		}
+		if len(s.pending) > s.maxHeader {
+			return fmt.Errorf("offset %d: no traceEvents array in the first %d bytes", s.pendOff, s.maxHeader)
+		}
+		if err := s.fill(); err != nil {
+			if err == io.EOF {
+				return fmt.Errorf("offset %d: file ends before the traceEvents array", s.off)
+			}
+			return err
+		}
+	}
+}
+
+// next returns the next batch of whole events, io.EOF after the last, or
+// errTruncated when the input ended inside the array.
+func (s *splitter) next() (*batch, error) {
+	for !s.done {
+		if b := s.cut(); b != nil {
+			return b, nil
+		}
+		if s.done {
+			break
+		}
+		if err := s.fill(); err != nil {
+			if err != io.EOF {
+				return nil, err
+			}
+			s.done = true
+			if s.depth > 0 {
+				s.dropped++
+				s.warn(fmt.Sprintf("offset %d: input truncated inside an event; the partial event was dropped", s.pendOff))
+			} else {
+				s.warn(fmt.Sprintf("offset %d: input truncated: the traceEvents array is not closed", s.off))
+			}
+			return nil, errTruncated
+		}
+	}
+	return nil, io.EOF
+}
+
+var errTruncated = errors.New("truncated")
+
+// cut scans s.pending for whole events. It returns a batch when it found at
+// least one, keeping the partial event in s.pending.
+func (s *splitter) cut() *batch {
+	buf := s.pending
+	b := &batch{buf: buf, offset: s.pendOff}
+	evStart := -1
+	i := 0
+	if s.depth > 0 {
+		evStart = 0
+		i = s.scanned
+	}
+	depth, inStr := s.depth, s.inStr
+	n := len(buf)
+scan:
+	for i < n {
+		c := buf[i]
+		if depth == 0 {
+			switch c {
+			case ' ', '\n', '\r', '\t', ',':
+			case '{':
+				depth = 1
+				evStart = i
+			case ']':
+				s.done = true
+				s.tail = append([]byte(nil), buf[i+1:]...)
+				if !s.eof {
+					rest, _ := io.ReadAll(io.LimitReader(s.r, int64(s.maxHeader)))
+					s.tail = append(s.tail, rest...)
+				}
+				n = i
+				break scan
+			default:
+				s.garbage++
+			}
+			i++
+			continue
+		}
+		if inStr {
+			// fast skip of plain string bytes
+			for i < n {
+				c = buf[i]
+				if c == '"' || c == '\\' || c == '\n' {
+					break
+				}
+				i++
+			}
+			if i >= n {
+				break
+			}
+			switch c {
+			case '\\':
+				if i+1 >= n {
+					break scan // rescan the backslash with the next chunk
+				}
+				i += 2
+				continue
+			case '"':
+				inStr = false
+			case '\n':
+				inStr = false
+				s.damaged++
+			}
+			i++
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				b.starts = append(b.starts, int32(evStart))
+				b.ends = append(b.ends, int32(i+1))
+				evStart = -1
+			}
+		}
+		i++
+		if depth > 0 && i-evStart > s.maxEvent {
+			s.dropped++
+			s.warn(fmt.Sprintf("offset %d: event larger than %d bytes dropped (unbalanced braces?)", s.pendOff+int64(evStart), s.maxEvent))
+			// resynchronise at the next line that starts an event
+			depth, inStr, evStart = 0, false, -1
+			k := bytes.Index(buf[i:], []byte("\n  {"))
+			if k < 0 {
+				i = n
+				break
+			}
+			i += k + 1
+		}
+	}
+	if s.done {
+		s.pending = nil
+		if len(b.starts) == 0 {
+			return nil
+		}
+		s.seq++
+		b.seq = s.seq
+		return b
+	}
+	// keep the partial event for the next chunk (fill copies it, so the batch owns buf[:keep])
+	keep := n
+	s.scanned = 0
+	if evStart >= 0 {
+		keep = evStart
+		s.scanned = i - evStart
+	}
+	s.depth, s.inStr = depth, inStr
+	s.pending = buf[keep:]
+	s.pendOff += int64(keep)
+	if len(b.starts) == 0 {
+		return nil
+	}
+	b.buf = buf[:keep:keep]
+	s.seq++
+	b.seq = s.seq
+	return b
+}
