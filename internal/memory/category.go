@@ -1,0 +1,186 @@
+package memory
+
+import (
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/snapshot"
+)
+
+// Category is what an allocation holds, in torch.profiler's vocabulary.
+type Category uint8
+
+// Categories. BeforeRecording is memory whose creation was not recorded.
+const (
+	CatUnknown Category = iota
+	CatParameter
+	CatOptimizerState
+	CatGradient
+	CatActivation
+	CatTemporary
+	CatInput
+	CatBeforeRecording
+	numCategories
+)
+
+var categoryNames = [...]string{"unknown", "parameter", "optimizer_state", "gradient", "activation",
+	"temporary", "input", "allocated_before_recording"}
+
+func (c Category) String() string { return categoryNames[c] }
+
+// Categories lists every category in display order.
+func Categories() []Category {
+	return []Category{CatParameter, CatOptimizerState, CatGradient, CatActivation, CatTemporary, CatInput,
+		CatBeforeRecording, CatUnknown}
+}
+
+// stackFacts are the frame-derived facts categorisation needs, computed
+// once per unique stack.
+type stackFacts struct {
+	class      frameClass
+	paramInit  bool // module construction, .to()/.cuda(), init, state-dict loading
+	optimState bool // torch.optim state initialisation
+	data       bool // torch.utils.data, pin_memory
+	makeGrads  bool // the loss gradient seed
+	top        snapshot.FrameID
+	hasTop     bool
+}
+
+func factsOf(s *snapshot.Snapshot, id snapshot.StackID) stackFacts {
+	f := stackFacts{class: classifyStack(s, id)}
+	ids := s.Stacks[id]
+	if len(ids) > 0 {
+		f.top, f.hasTop = ids[0], true
+	}
+	for _, fid := range ids {
+		fr := &s.Frames[fid]
+		fn, name := fr.Filename, fr.Name
+		switch {
+		case strings.Contains(fn, "torch/nn/modules/module.py") && (name == "_apply" || name == "to" || name == "cuda" || name == "load_state_dict" || name == "_load_from_state_dict"):
+			f.paramInit = true
+		case strings.Contains(fn, "torch/nn/init.py") || strings.Contains(fn, "torch/nn/parameter.py") || name == "reset_parameters" || name == "from_pretrained" || name == "_init_weights":
+			f.paramInit = true
+		case strings.Contains(fn, "torch/optim/") && (name == "_init_group" || name == "_init_state" || strings.Contains(name, "state")):
+			f.optimState = true
+		case strings.Contains(fn, "torch/utils/data/") || name == "pin_memory":
+			f.data = true
+		case strings.Contains(fn, "torch/autograd/") && name == "_make_grads":
+			f.makeGrads = true
+		}
+	}
+	return f
+}
+
+// categorize assigns a category to every allocation from its stacks, its
+// lifetime and the phases it spans.
+func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
+	facts := make([]stackFacts, len(s.Stacks))
+	for i := range facts {
+		facts[i] = factsOf(s, snapshot.StackID(i))
+	}
+	n := len(ph.Of)
+	phaseAt := func(i int32) Phase {
+		if i < 0 || int(i) >= n {
+			return PhaseUnknown
+		}
+		return ph.Of[i]
+	}
+	for k := range r.Allocs {
+		a := &r.Allocs[k]
+		fa := facts[a.Stack]
+		ff := facts[a.FreeStack]
+		pa, pf := phaseAt(a.AllocIdx), phaseAt(a.FreeReqIdx)
+		alive := a.FreeReqIdx < 0
+		switch {
+		case a.Origin != FromTrace:
+			// Created before recording: the free tells what it was.
+			switch {
+			case pf == PhaseZeroGrad || (ff.class == fcOptim && ff.hasTop && strings.Contains(s.Frames[ff.top].Name, "zero_grad")):
+				a.Category = CatGradient
+			case pf == PhaseBackward:
+				a.Category = CatActivation
+			case fa.paramInit:
+				a.Category = CatParameter
+			case fa.optimState:
+				a.Category = CatOptimizerState
+			default:
+				a.Category = CatBeforeRecording
+			}
+		case fa.paramInit:
+			a.Category = CatParameter
+		case fa.class == fcOptim || pa == PhaseOptimizer:
+			// State outlives the step that creates it; foreach temporaries do not.
+			if fa.optimState || alive || pf != PhaseOptimizer {
+				a.Category = CatOptimizerState
+			} else {
+				a.Category = CatTemporary
+			}
+		case fa.data:
+			a.Category = CatInput
+		case fa.makeGrads:
+			a.Category = CatTemporary
+		case pa == PhaseBackward:
+			// Gradients outlive backward: they reach the optimizer or zero_grad.
+			if alive || pf == PhaseOptimizer || pf == PhaseZeroGrad || pf == PhaseOther || !sameStep(ph, a) {
+				a.Category = CatGradient
+			} else {
+				a.Category = CatTemporary
+			}
+		case pa == PhaseForward:
+			switch {
+			case pf == PhaseBackward || (alive && trainingTrace(ph)):
+				a.Category = CatActivation
+			case freedInSameStatement(fa, ff, a):
+				a.Category = CatTemporary
+			case fa.class != fcForward && int(a.AllocIdx) <= firstForwardOfStep(ph, a):
+				a.Category = CatInput
+			default:
+				a.Category = CatActivation
+			}
+		case pa == PhaseZeroGrad:
+			a.Category = CatGradient
+		default:
+			a.Category = CatUnknown
+		}
+	}
+}
+
+// sameStep reports whether a was allocated and freed within one step.
+func sameStep(ph *Phases, a *Alloc) bool {
+	if a.FreeReqIdx < 0 {
+		return false
+	}
+	for _, st := range ph.Steps {
+		if int(a.AllocIdx) >= st.Start && int(a.AllocIdx) < st.End {
+			return int(a.FreeReqIdx) < st.End
+		}
+	}
+	return len(ph.Steps) == 0
+}
+
+func trainingTrace(ph *Phases) bool {
+	for _, p := range ph.Of {
+		if p == PhaseBackward || p == PhaseOptimizer {
+			return true
+		}
+	}
+	return false
+}
+
+func firstForwardOfStep(ph *Phases, a *Alloc) int {
+	for _, st := range ph.Steps {
+		if int(a.AllocIdx) >= st.Start && int(a.AllocIdx) < st.End {
+			for i := st.Start; i < st.End; i++ {
+				if ph.Of[i] == PhaseForward {
+					return i
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// freedInSameStatement: the free's innermost frame is the alloc's, so the
+// tensor lived inside one call (an op's temporary).
+func freedInSameStatement(fa, ff stackFacts, a *Alloc) bool {
+	return a.FreeReqIdx >= 0 && fa.hasTop && ff.hasTop && fa.top == ff.top
+}

@@ -1,0 +1,414 @@
+package memory
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/snapshot"
+)
+
+// Phase is what the program was doing at a trace entry.
+type Phase uint8
+
+// Phases of a training iteration.
+const (
+	PhaseUnknown Phase = iota
+	PhaseForward
+	PhaseBackward
+	PhaseOptimizer
+	PhaseZeroGrad
+	PhaseOther
+)
+
+var phaseNames = [...]string{"unknown", "forward", "backward", "optimizer", "zero_grad", "other"}
+
+func (p Phase) String() string { return phaseNames[p] }
+
+// Step is one training (or inference) iteration of the trace.
+type Step struct {
+	Index        int    // 0-based in the trace
+	Name         string // e.g. "ProfilerStep#4" or "step 2"
+	Start, End   int    // entries [Start, End)
+	StartUS      int64
+	EndUS        int64
+	Peak         int64 // highest allocated bytes within the step
+	PeakIdx      int
+	EndAllocated int64 // allocated bytes after the step's last entry
+	Partial      bool  // cut by the start or the end of the recording
+}
+
+// Phases labels every entry of a trace with a phase and splits it into steps.
+type Phases struct {
+	Of     []Phase // per entry
+	Steps  []Step
+	Source string // how steps were found: "annotations", "optimizer frames", "repeating pattern", "none"
+}
+
+// interval is an annotated range in entry indices [lo, hi).
+type interval struct {
+	name   string
+	lo, hi int
+}
+
+// indexAt maps a time to the first entry at or after it (entries' times are
+// made monotonic first, since several can share one microsecond).
+func indexAt(times []int64, t int64) int {
+	return sort.Search(len(times), func(i int) bool { return times[i] >= t })
+}
+
+// annotationIntervals pairs START/END annotations of device d by name.
+func annotationIntervals(s *snapshot.Snapshot, d int, times []int64) []interval {
+	if len(times) == 0 {
+		return nil
+	}
+	open := map[string][]int64{}
+	var out []interval
+	for _, a := range s.Annotations {
+		if a.Device != d && a.Device >= 0 && len(s.Traces) > 1 {
+			continue
+		}
+		switch a.Stage {
+		case "START":
+			open[a.Name] = append(open[a.Name], a.TimeUS)
+		case "END":
+			st := open[a.Name]
+			if len(st) == 0 {
+				continue
+			}
+			t0 := st[len(st)-1]
+			open[a.Name] = st[:len(st)-1]
+			out = append(out, interval{a.Name, indexAt(times, t0), indexAt(times, a.TimeUS)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].lo < out[j].lo })
+	return out
+}
+
+func isOptimizerStep(name string) bool {
+	return strings.HasPrefix(name, "Optimizer.step#") || name == "ptscope::optimizer" || strings.HasPrefix(name, "ptscope::optimizer#")
+}
+
+func isZeroGrad(name string) bool { return strings.HasPrefix(name, "Optimizer.zero_grad#") }
+
+func isProfilerStep(name string) bool { return strings.HasPrefix(name, "ProfilerStep#") }
+
+// phaseAnnotation maps ptscope run's and users' own range names to phases.
+func phaseAnnotation(name string) Phase {
+	n := strings.ToLower(name)
+	if i := strings.IndexByte(n, '#'); i >= 0 {
+		n = n[:i]
+	}
+	n = strings.TrimPrefix(n, "ptscope::")
+	switch n {
+	case "forward", "fwd":
+		return PhaseForward
+	case "backward", "bwd":
+		return PhaseBackward
+	case "optimizer", "optimizer_step", "optim":
+		return PhaseOptimizer
+	}
+	return PhaseUnknown
+}
+
+// frameClass tells what a stack shows about the phase.
+type frameClass uint8
+
+const (
+	fcNone     frameClass = iota // no frames
+	fcForward                    // inside a module forward
+	fcBackward                   // autograd backward entry points
+	fcOptim                      // torch.optim
+	fcOther
+)
+
+func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
+	ids := s.Stacks[id]
+	if len(ids) == 0 {
+		return fcNone
+	}
+	fwd := false
+	for _, f := range ids {
+		fr := &s.Frames[f]
+		switch {
+		case strings.Contains(fr.Filename, "torch/autograd/") && (fr.Name == "backward" || fr.Name == "_make_grads" || fr.Name == "_engine_run_backward" || fr.Name == "grad"):
+			return fcBackward
+		case strings.HasSuffix(fr.Filename, "torch/_tensor.py") && fr.Name == "backward":
+			return fcBackward
+		case strings.Contains(fr.Filename, "torch/optim/"):
+			return fcOptim
+		case fr.Name == "forward" || fr.Name == "_call_impl":
+			fwd = true
+		case strings.Contains(fr.Name, "autograd::engine") || strings.Contains(fr.Name, "Engine::evaluate_function"):
+			return fcBackward
+		}
+	}
+	if fwd {
+		return fcForward
+	}
+	return fcOther
+}
+
+// NewPhases finds steps and phases in device d's trace.
+func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
+	tr := s.Trace(d)
+	n := tr.Len()
+	p := &Phases{Of: make([]Phase, n), Source: "none"}
+	if n == 0 {
+		return p
+	}
+	times := monotonic(tr.TimeUS)
+	ivs := []interval(nil)
+	if tr.HasTime {
+		ivs = annotationIntervals(s, d, times)
+	}
+	classes := make([]frameClass, len(s.Stacks))
+	for i := range s.Stacks {
+		classes[i] = classifyStack(s, snapshot.StackID(i))
+	}
+
+	// Step boundaries.
+	var bounds []int // exclusive ends of steps
+	firstPartial := false
+	var names []string
+	for _, iv := range ivs {
+		if isProfilerStep(iv.name) {
+			bounds = append(bounds, iv.hi)
+			names = append(names, iv.name)
+		}
+	}
+	if len(bounds) > 0 {
+		p.Source = "annotations (ProfilerStep)"
+	} else {
+		var opt []interval
+		for _, iv := range ivs {
+			if isOptimizerStep(iv.name) {
+				opt = append(opt, iv)
+			}
+		}
+		if len(opt) > 0 {
+			p.Source = "annotations (Optimizer.step)"
+		} else {
+			opt = optimizerRuns(tr, classes)
+			if len(opt) > 0 {
+				p.Source = "optimizer frames"
+			}
+		}
+		for _, o := range opt {
+			end := o.hi
+			// A zero_grad right after the step belongs to it.
+			for _, iv := range ivs {
+				if isZeroGrad(iv.name) && iv.lo >= o.hi && iv.lo <= o.hi+4 {
+					end = max(end, iv.hi)
+				}
+			}
+			bounds = append(bounds, end)
+		}
+		if len(bounds) == 0 {
+			if per := repeatingPeriod(tr, r); per.period > 0 {
+				p.Source = "repeating pattern"
+				for b := per.first; b < n; b += per.period {
+					if b > 0 {
+						bounds = append(bounds, b)
+					}
+				}
+				if last := bounds[len(bounds)-1]; n-last >= per.period*9/10 {
+					bounds = append(bounds, n) // the tail is a whole iteration
+				}
+				if per.first > 0 {
+					firstPartial = true
+				}
+			}
+		}
+	}
+	sort.Ints(bounds)
+
+	// Steps from bounds; the pieces before the first and after the last are partial.
+	start := 0
+	for i, b := range bounds {
+		if b <= start || b > n {
+			continue
+		}
+		st := Step{Start: start, End: b, Partial: i == 0 && firstPartial}
+		if i < len(names) {
+			st.Name = names[i]
+		}
+		p.Steps = append(p.Steps, st)
+		start = b
+	}
+	if start < n && len(bounds) > 0 {
+		p.Steps = append(p.Steps, Step{Start: start, End: n, Partial: true})
+	}
+	if len(p.Steps) > 0 && p.Source != "annotations (ProfilerStep)" && r.Unmatched > 0 {
+		p.Steps[0].Partial = p.Steps[0].Partial || r.Truncated
+	}
+	for i := range p.Steps {
+		st := &p.Steps[i]
+		st.Index = i
+		if st.Name == "" {
+			st.Name = "step " + strconv.Itoa(i)
+		}
+		st.StartUS, st.EndUS = tr.TimeUS[st.Start], tr.TimeUS[st.End-1]
+		st.PeakIdx = st.Start
+		for j := st.Start; j < st.End; j++ {
+			if r.Timeline.Allocated[j] > r.Timeline.Allocated[st.PeakIdx] {
+				st.PeakIdx = j
+			}
+		}
+		st.Peak = r.Timeline.Allocated[st.PeakIdx]
+		st.EndAllocated = r.Timeline.Allocated[st.End-1]
+	}
+
+	// Phases: annotated ranges first, then frames within each step.
+	for _, iv := range ivs {
+		ph := phaseAnnotation(iv.name)
+		switch {
+		case isOptimizerStep(iv.name):
+			ph = PhaseOptimizer
+		case isZeroGrad(iv.name):
+			ph = PhaseZeroGrad
+		}
+		if ph != PhaseUnknown {
+			for j := iv.lo; j < iv.hi && j < n; j++ {
+				p.Of[j] = ph
+			}
+		}
+	}
+	segments := p.Steps
+	if len(segments) == 0 {
+		segments = []Step{{Start: 0, End: n}}
+	}
+	for _, st := range segments {
+		labelStep(p.Of[st.Start:st.End], tr, classes, st.Start)
+	}
+	return p
+}
+
+// labelStep fills unlabelled entries of one step: forward until the first
+// sign of backward, backward until the optimizer, other after it.
+func labelStep(of []Phase, tr *snapshot.Trace, classes []frameClass, base int) {
+	state := PhaseForward
+	sawForward := false
+	for k := range of {
+		i := base + k
+		if of[k] == PhaseOptimizer || of[k] == PhaseZeroGrad {
+			state = PhaseOther
+			continue
+		}
+		if of[k] != PhaseUnknown {
+			state = of[k]
+			continue
+		}
+		if tr.Action[i] == snapshot.ActionAlloc {
+			switch classes[tr.Stack[i]] {
+			case fcForward:
+				sawForward = true
+			case fcBackward:
+				if state == PhaseForward {
+					state = PhaseBackward
+				}
+			case fcNone:
+				// Backward allocations have no Python frames (autograd
+				// threads) unless C++ stacks were recorded.
+				if state == PhaseForward && sawForward {
+					state = PhaseBackward
+				}
+			case fcOptim:
+				state = PhaseOptimizer
+				of[k] = PhaseOptimizer
+				continue
+			}
+		}
+		of[k] = state
+	}
+}
+
+// optimizerRuns finds runs of entries allocated from torch.optim frames.
+func optimizerRuns(tr *snapshot.Trace, classes []frameClass) []interval {
+	var out []interval
+	lo, last := -1, -1
+	for i := 0; i < tr.Len(); i++ {
+		if tr.Action[i] != snapshot.ActionAlloc {
+			continue
+		}
+		if classes[tr.Stack[i]] == fcOptim {
+			if lo < 0 {
+				lo = i
+			}
+			last = i
+		} else if classes[tr.Stack[i]] == fcForward && lo >= 0 {
+			out = append(out, interval{"optimizer", lo, last + 1})
+			lo = -1
+		}
+	}
+	if lo >= 0 {
+		out = append(out, interval{"optimizer", lo, last + 1})
+	}
+	// The run ends where the last optimizer allocation is freed.
+	for k := range out {
+		for i := out[k].hi; i < tr.Len() && i < out[k].hi+100000; i++ {
+			if tr.Action[i] == snapshot.ActionAlloc && classes[tr.Stack[i]] != fcOptim {
+				out[k].hi = i
+				break
+			}
+		}
+	}
+	return out
+}
+
+type period struct{ first, period int }
+
+// repeatingPeriod finds the iteration length of a trace without markers:
+// the alloc signature (stack, size) that repeats at the most regular and
+// longest interval, at least 3 times.
+func repeatingPeriod(tr *snapshot.Trace, _ *Replay) period {
+	type sig struct {
+		stack snapshot.StackID
+		size  int64
+	}
+	occ := map[sig][]int{}
+	for i := 0; i < tr.Len(); i++ {
+		if tr.Action[i] == snapshot.ActionAlloc {
+			k := sig{tr.Stack[i], tr.Size[i]}
+			if len(occ[k]) < 10000 {
+				occ[k] = append(occ[k], i)
+			}
+		}
+	}
+	best := period{}
+	for _, ix := range occ {
+		if len(ix) < 3 || len(ix)*8 > tr.Len() {
+			continue
+		}
+		var sum, sq float64
+		for j := 1; j < len(ix); j++ {
+			g := float64(ix[j] - ix[j-1])
+			sum += g
+			sq += g * g
+		}
+		m := sum / float64(len(ix)-1)
+		v := sq/float64(len(ix)-1) - m*m
+		if m < 8 || v > 0.0025*m*m { // gaps must agree within ~5%
+			continue
+		}
+		// The longest period wins; among equal ones, the earliest start
+		// (the iteration's first allocation).
+		switch {
+		case m > 1.02*float64(best.period):
+			best = period{ix[0], int(m + 0.5)}
+		case m >= 0.98*float64(best.period) && ix[0] < best.first:
+			best = period{ix[0], best.period}
+		}
+	}
+	return best
+}
+
+func monotonic(t []int64) []int64 {
+	out := make([]int64, len(t))
+	var m int64
+	for i, v := range t {
+		m = max(m, v)
+		out[i] = m
+	}
+	return out
+}

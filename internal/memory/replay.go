@@ -1,0 +1,267 @@
+// Package memory analyses allocator snapshots: it replays a device's trace
+// into timelines, finds the peak and what was alive then, attributes memory
+// to stacks, source locations, categories and keyword groups, splits the run
+// into steps, classifies the pattern (stable, leak, spike), measures
+// fragmentation, explains out-of-memory events and turns all of it into
+// findings. Every function here is pure: it reads a snapshot.Snapshot and
+// returns result structs; nothing parses or prints.
+package memory
+
+import (
+	"sort"
+
+	"github.com/ptscope/ptscope/internal/snapshot"
+)
+
+// Origin says how an allocation became known.
+type Origin uint8
+
+// Origins.
+const (
+	FromTrace       Origin = iota // alloc event in the trace
+	BeforeUnmatched               // freed in the trace without a recorded alloc
+	BeforeGhost                   // alive in the final segments, never seen in the trace
+)
+
+// Alloc is one allocation's life on a device. Indices are trace entry
+// indices; -1 means before the first entry (AllocIdx) or still alive at the
+// end (FreeReqIdx, FreeIdx).
+type Alloc struct {
+	Addr       uint64
+	Size       int64 // block bytes (what memory_allocated counts)
+	Requested  int64 // bytes the program asked for
+	Stream     uint32
+	Stack      snapshot.StackID // stack at allocation (for unmatched frees: at free)
+	FreeStack  snapshot.StackID
+	AllocIdx   int32
+	FreeReqIdx int32 // free_requested: allocated bytes drop here
+	FreeIdx    int32 // free_completed: active bytes drop here
+	Origin     Origin
+	Exact      bool // Size is the real block size (from the final segments)
+	Category   Category
+	Metadata   uint32 // user_metadata string id at allocation (module path under ptscope run)
+}
+
+// Alive reports whether a was allocated (not yet freed by the program)
+// just after entry i.
+func (a *Alloc) Alive(i int) bool {
+	return int(a.AllocIdx) <= i && (a.FreeReqIdx < 0 || int(a.FreeReqIdx) > i)
+}
+
+// Timeline is the replayed state after each trace entry, in columns.
+type Timeline struct {
+	TimeUS    []int64 // entry time (0 when the snapshot has none)
+	Allocated []int64 // block bytes handed to the program (memory_allocated)
+	Requested []int64 // bytes requested by the program
+	Active    []int64 // allocated plus freed-but-pending blocks
+	Reserved  []int64 // segment bytes held from CUDA (memory_reserved)
+}
+
+// Len is the number of points.
+func (t *Timeline) Len() int { return len(t.Allocated) }
+
+// Replay is a device's trace turned into allocations and timelines.
+type Replay struct {
+	Device    int
+	Allocs    []Alloc
+	Timeline  Timeline
+	Baseline  State // before the first entry
+	End       State // after the last entry (matches the final segments)
+	Truncated bool  // the ring buffer evidently lost older entries
+	// TruncationEvidence explains Truncated (unmatched frees, allocator flag).
+	TruncationEvidence string
+	Unmatched          int // frees whose alloc was not recorded
+	Ghosts             int // live blocks never seen in the trace
+}
+
+// State is a point of the timeline.
+type State struct {
+	Allocated, Requested, Active, Reserved int64
+}
+
+// RoundSize is the caching allocator's rounding of a request to a block
+// size (c10 CUDACachingAllocator round_size without power-of-two divisions).
+func RoundSize(n int64) int64 {
+	const minBlock = 512
+	if n < minBlock {
+		return minBlock
+	}
+	return (n + minBlock - 1) / minBlock * minBlock
+}
+
+// NewReplay replays device d of s.
+func NewReplay(s *snapshot.Snapshot, d int) *Replay {
+	tr := s.Trace(d)
+	n := tr.Len()
+	r := &Replay{Device: d}
+
+	// Blocks alive at the end, by address.
+	type liveBlock struct {
+		b   snapshot.Block
+		seg *snapshot.Segment
+	}
+	final := map[uint64]liveBlock{}
+	var endAllocated, endRequested, endActive, endReserved int64
+	segs := s.DeviceSegments(d)
+	for i := range segs {
+		g := &segs[i]
+		endReserved += g.TotalSize
+		for _, b := range g.Blocks {
+			switch b.State {
+			case snapshot.BlockActiveAllocated:
+				endAllocated += b.Size
+				endActive += b.Size
+				endRequested += b.RequestedSize
+				final[b.Address] = liveBlock{b, g}
+			case snapshot.BlockActivePendingFree:
+				endActive += b.Size
+				final[b.Address] = liveBlock{b, g}
+			}
+		}
+	}
+
+	// Match allocs with frees by address.
+	live := map[uint64]int32{} // addr -> index in r.Allocs of the live allocation
+	pending := map[uint64]int32{}
+	for i := 0; i < n; i++ {
+		addr := tr.Addr[i]
+		switch tr.Action[i] {
+		case snapshot.ActionAlloc:
+			r.Allocs = append(r.Allocs, Alloc{Addr: addr, Requested: tr.Size[i], Size: RoundSize(tr.Size[i]),
+				Stream: tr.Stream[i], Stack: tr.Stack[i], AllocIdx: int32(i), FreeReqIdx: -1, FreeIdx: -1,
+				Metadata: tr.UserMetadata[i]})
+			live[addr] = int32(len(r.Allocs) - 1)
+		case snapshot.ActionFreeRequested:
+			k, ok := live[addr]
+			if !ok {
+				r.Allocs = append(r.Allocs, Alloc{Addr: addr, Requested: tr.Size[i], Size: RoundSize(tr.Size[i]),
+					Stream: tr.Stream[i], Stack: tr.Stack[i], FreeStack: tr.Stack[i], AllocIdx: -1,
+					FreeReqIdx: int32(i), FreeIdx: -1, Origin: BeforeUnmatched})
+				k = int32(len(r.Allocs) - 1)
+				r.Unmatched++
+			} else {
+				delete(live, addr)
+				r.Allocs[k].FreeReqIdx = int32(i)
+				r.Allocs[k].FreeStack = tr.Stack[i]
+			}
+			pending[addr] = k
+		case snapshot.ActionFreeCompleted:
+			if k, ok := pending[addr]; ok {
+				delete(pending, addr)
+				r.Allocs[k].FreeIdx = int32(i)
+				continue
+			}
+			if k, ok := live[addr]; ok {
+				// A merged "free" (no free_requested): both at once.
+				delete(live, addr)
+				r.Allocs[k].FreeReqIdx, r.Allocs[k].FreeIdx = int32(i), int32(i)
+				r.Allocs[k].FreeStack = tr.Stack[i]
+				continue
+			}
+			r.Allocs = append(r.Allocs, Alloc{Addr: addr, Requested: tr.Size[i], Size: RoundSize(tr.Size[i]),
+				Stream: tr.Stream[i], Stack: tr.Stack[i], FreeStack: tr.Stack[i], AllocIdx: -1,
+				FreeReqIdx: int32(i), FreeIdx: int32(i), Origin: BeforeUnmatched})
+			r.Unmatched++
+		}
+	}
+	// Allocations still alive take their exact size from the final blocks.
+	for addr, k := range live {
+		if lb, ok := final[addr]; ok && lb.b.State == snapshot.BlockActiveAllocated {
+			r.Allocs[k].Size, r.Allocs[k].Exact = lb.b.Size, true
+			delete(final, addr)
+		}
+	}
+	for addr, k := range pending {
+		if lb, ok := final[addr]; ok && lb.b.State == snapshot.BlockActivePendingFree {
+			r.Allocs[k].Size, r.Allocs[k].Exact = lb.b.Size, true
+			delete(final, addr)
+		}
+	}
+	// Live blocks the trace never saw predate recording (ghosts).
+	ghostAddrs := make([]uint64, 0, len(final))
+	for addr, lb := range final {
+		if lb.b.State == snapshot.BlockActiveAllocated {
+			ghostAddrs = append(ghostAddrs, addr)
+		}
+	}
+	sort.Slice(ghostAddrs, func(i, j int) bool { return ghostAddrs[i] < ghostAddrs[j] })
+	for _, addr := range ghostAddrs {
+		lb := final[addr]
+		r.Allocs = append(r.Allocs, Alloc{Addr: addr, Size: lb.b.Size, Requested: lb.b.RequestedSize,
+			Stream: lb.seg.Stream, Stack: lb.b.Stack, AllocIdx: -1, FreeReqIdx: -1, FreeIdx: -1,
+			Origin: BeforeGhost, Exact: true})
+		r.Ghosts++
+	}
+
+	r.buildTimeline(tr, endReserved)
+	r.End = State{Allocated: endAllocated, Requested: endRequested, Active: endActive, Reserved: endReserved}
+	r.detectTruncation(s, tr)
+	return r
+}
+
+// buildTimeline turns allocations into per-entry deltas and prefix sums.
+func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
+	n := tr.Len()
+	t := &r.Timeline
+	t.TimeUS = tr.TimeUS
+	t.Allocated = make([]int64, n)
+	t.Requested = make([]int64, n)
+	t.Active = make([]int64, n)
+	t.Reserved = make([]int64, n)
+	var base State
+	for i := range r.Allocs {
+		a := &r.Allocs[i]
+		if a.AllocIdx < 0 {
+			base.Allocated += a.Size
+			base.Requested += a.Requested
+			base.Active += a.Size
+		} else {
+			t.Allocated[a.AllocIdx] += a.Size
+			t.Requested[a.AllocIdx] += a.Requested
+			t.Active[a.AllocIdx] += a.Size
+		}
+		if a.FreeReqIdx >= 0 {
+			t.Allocated[a.FreeReqIdx] -= a.Size
+			t.Requested[a.FreeReqIdx] -= a.Requested
+		}
+		if a.FreeIdx >= 0 {
+			t.Active[a.FreeIdx] -= a.Size
+		}
+	}
+	// Reserved: work back from the final segments through segment events.
+	var segDelta int64
+	for i := 0; i < n; i++ {
+		switch tr.Action[i] {
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+			t.Reserved[i] = tr.Size[i]
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+			t.Reserved[i] = -tr.Size[i]
+		}
+		segDelta += t.Reserved[i]
+	}
+	base.Reserved = endReserved - segDelta
+	r.Baseline = base
+	cur := base
+	for i := 0; i < n; i++ {
+		cur.Allocated += t.Allocated[i]
+		cur.Requested += t.Requested[i]
+		cur.Active += t.Active[i]
+		cur.Reserved += t.Reserved[i]
+		t.Allocated[i], t.Requested[i], t.Active[i], t.Reserved[i] = cur.Allocated, cur.Requested, cur.Active, cur.Reserved
+	}
+}
+
+func (r *Replay) detectTruncation(s *snapshot.Snapshot, tr *snapshot.Trace) {
+	st := s.Settings
+	switch {
+	case st.OverflowKnown && st.TraceOverflowed:
+		r.Truncated = true
+		r.TruncationEvidence = "the allocator reports that the trace ring buffer overflowed"
+	case r.Unmatched > 0 && tr.Len() > 0 && tr.Action[0] != snapshot.ActionAlloc && r.Unmatched*20 > tr.Len():
+		r.Truncated = true
+		r.TruncationEvidence = "many frees have no recorded alloc and the trace starts mid-stream: the ring buffer (max_entries) probably dropped older entries"
+	case st.TraceMaxEntries > 1 && int64(tr.Len()) >= st.TraceMaxEntries:
+		r.Truncated = true
+		r.TruncationEvidence = "the trace holds exactly max_entries entries: older ones were dropped"
+	}
+}

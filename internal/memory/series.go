@@ -1,0 +1,73 @@
+package memory
+
+// CategoryTimeline returns allocated bytes per category at up to n evenly
+// spaced entries (xs are entry indices; layers[c][i] is category c's bytes
+// just after entry xs[i]). Allocations made before recording count from the
+// start.
+func (r *Replay) CategoryTimeline(n int) (xs []int, layers [numCategories][]int64) {
+	total := r.Timeline.Len()
+	if total == 0 || n <= 0 {
+		return nil, layers
+	}
+	if n > total {
+		n = total
+	}
+	xs = make([]int, n)
+	for i := range xs {
+		xs[i] = i * (total - 1) / max(n-1, 1)
+	}
+	// bucket(i) = first sample index whose entry is >= i.
+	bucket := func(i int32) int {
+		lo, hi := 0, n
+		for lo < hi {
+			m := (lo + hi) / 2
+			if xs[m] >= int(i) {
+				hi = m
+			} else {
+				lo = m + 1
+			}
+		}
+		return lo
+	}
+	var delta [numCategories][]int64
+	for c := range delta {
+		delta[c] = make([]int64, n+1)
+	}
+	for k := range r.Allocs {
+		a := &r.Allocs[k]
+		start := 0
+		if a.AllocIdx >= 0 {
+			start = bucket(a.AllocIdx)
+		}
+		delta[a.Category][start] += a.Size
+		if a.FreeReqIdx >= 0 {
+			delta[a.Category][bucket(a.FreeReqIdx)] -= a.Size
+		}
+	}
+	for c := range layers {
+		layers[c] = make([]int64, n)
+		var cur int64
+		for i := 0; i < n; i++ {
+			cur += delta[c][i]
+			layers[c][i] = cur
+		}
+	}
+	return xs, layers
+}
+
+// PeakBetween returns the highest allocated bytes over entries whose time is
+// in [fromUS, toUS], and whether any entry fell in the range.
+func (r *Replay) PeakBetween(fromUS, toUS int64) (int64, bool) {
+	t := &r.Timeline
+	var best int64
+	found := false
+	for i, us := range t.TimeUS {
+		if us >= fromUS && us <= toUS {
+			if !found || t.Allocated[i] > best {
+				best = t.Allocated[i]
+			}
+			found = true
+		}
+	}
+	return best, found
+}
