@@ -37,7 +37,11 @@ type command struct {
 // commands lists every subcommand. Add new ones here.
 func commands() []command {
 	return []command{
+		analyzeCommand(),
+		checkCommand(),
+		demoCommand(),
 		versionCommand(),
+		runCommand(),
 	}
 }
 

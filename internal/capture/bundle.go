@@ -1,0 +1,323 @@
+package capture
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Manifest is a bundle's manifest.json (schema_version 1, see docs/bundle.md).
+type Manifest struct {
+	SchemaVersion          int             `json:"schema_version"`
+	Tool                   string          `json:"tool"`
+	Name                   string          `json:"name"`
+	Command                []string        `json:"command"`
+	Cwd                    string          `json:"cwd"`
+	Host                   string          `json:"host"`
+	StartTime              time.Time       `json:"start_time"`
+	EndTime                *time.Time      `json:"end_time,omitempty"`
+	DurationNs             int64           `json:"duration_ns"`
+	Status                 string          `json:"status"` // running | finished
+	ExitCode               int             `json:"exit_code"`
+	Signal                 string          `json:"signal,omitempty"`
+	Simulated              bool            `json:"simulated"`
+	DeviceName             string          `json:"device_name"`
+	DeviceTotalMemoryBytes int64           `json:"device_total_memory_bytes"`
+	TorchVersion           string          `json:"torch_version"`
+	CUDAVersion            string          `json:"cuda_version"`
+	WorldSize              int             `json:"world_size"`
+	PyTorchCUDAAllocConf   string          `json:"pytorch_cuda_alloc_conf"`
+	AllocatorSettings      json.RawMessage `json:"allocator_settings,omitempty"`
+	Options                json.RawMessage `json:"options"`
+	Ranks                  []RankInfo      `json:"ranks"`
+	Files                  []string        `json:"files"`
+	Warnings               []string        `json:"warnings"`
+}
+
+// RankInfo is one captured process: its rankN/process.json as the companion
+// wrote it, plus Dir (relative to the bundle).
+type RankInfo struct {
+	Dir                    string          `json:"dir"`
+	Rank                   int             `json:"rank"`
+	LocalRank              *int            `json:"local_rank"`
+	WorldSize              *int            `json:"world_size"`
+	Pid                    int             `json:"pid"`
+	Argv                   []string        `json:"argv"`
+	DeviceIndex            int             `json:"device_index"`
+	DeviceName             string          `json:"device_name"`
+	DeviceTotalMemoryBytes int64           `json:"device_total_memory_bytes"`
+	DeviceCapability       string          `json:"device_capability"`
+	TorchVersion           string          `json:"torch_version"`
+	CUDAVersion            string          `json:"cuda_version"`
+	PythonVersion          string          `json:"python_version"`
+	PyTorchCUDAAllocConf   string          `json:"pytorch_cuda_alloc_conf"`
+	AllocatorSettings      json.RawMessage `json:"allocator_settings,omitempty"`
+	StartTimeUs            int64           `json:"start_time_us"`
+	EndTimeUs              int64           `json:"end_time_us"`
+	Steps                  int             `json:"steps"`
+	AllocatedBytes         int64           `json:"allocated_bytes"`
+	ReservedBytes          int64           `json:"reserved_bytes"`
+	MaxAllocatedBytes      int64           `json:"max_allocated_bytes"`
+	MaxReservedBytes       int64           `json:"max_reserved_bytes"`
+	MaxDeviceUsedBytes     int64           `json:"max_device_used_bytes"`
+	MaxHostRSSBytes        int64           `json:"max_host_rss_bytes"`
+	Snapshots              []string        `json:"snapshots"`
+	Traces                 []string        `json:"traces"`
+	OOM                    *OOM            `json:"oom"`
+	Features               map[string]bool `json:"features"`
+}
+
+// OOM is what the allocator's out-of-memory observer reported.
+type OOM struct {
+	Device               int    `json:"device"`
+	RequestedBytes       int64  `json:"requested_bytes"`
+	DeviceAllocatedBytes int64  `json:"device_allocated_bytes"`
+	DeviceFreeBytes      int64  `json:"device_free_bytes"`
+	TimeUs               int64  `json:"time_us"`
+	Step                 int    `json:"step"`
+	Phase                string `json:"phase"`
+	Snapshot             string `json:"snapshot"`
+}
+
+// Phase is one line of phases.jsonl: a forward, backward or optimizer phase
+// of one step, with allocator counters before and after. Times are Unix
+// microseconds, the clock of snapshots' time_us.
+type Phase struct {
+	Name                    string `json:"phase"`
+	Rank                    int    `json:"rank"`
+	Step                    int    `json:"step"`
+	StartTimeUs             int64  `json:"start_time_us"`
+	EndTimeUs               int64  `json:"end_time_us"`
+	AllocatedBeforeBytes    int64  `json:"allocated_before_bytes"`
+	AllocatedAfterBytes     int64  `json:"allocated_after_bytes"`
+	ReservedBeforeBytes     int64  `json:"reserved_before_bytes"`
+	ReservedAfterBytes      int64  `json:"reserved_after_bytes"`
+	MaxAllocatedBeforeBytes int64  `json:"max_allocated_before_bytes"`
+	MaxAllocatedAfterBytes  int64  `json:"max_allocated_after_bytes"`
+	Aborted                 bool   `json:"aborted,omitempty"`
+}
+
+// Sample is one line of live.jsonl.
+type Sample struct {
+	TimeUs            int64  `json:"time_us"`
+	Rank              int    `json:"rank"`
+	Step              int    `json:"step"`
+	Phase             string `json:"phase"`
+	AllocatedBytes    int64  `json:"allocated_bytes"`
+	ReservedBytes     int64  `json:"reserved_bytes"`
+	MaxAllocatedBytes int64  `json:"max_allocated_bytes"`
+	MaxReservedBytes  int64  `json:"max_reserved_bytes"`
+	DeviceUsedBytes   int64  `json:"device_used_bytes"`
+	DeviceTotalBytes  int64  `json:"device_total_bytes"`
+	HostRSSBytes      int64  `json:"host_rss_bytes"`
+}
+
+// Bundle is a run bundle read back from disk.
+type Bundle struct {
+	Dir      string // the bundle folder
+	Manifest Manifest
+	Ranks    []Rank // sorted by rank, then folder name
+}
+
+// Rank holds one rank's files; paths are absolute or relative to the
+// working directory (Bundle.Dir joined with the name).
+type Rank struct {
+	Rank      int
+	Dir       string
+	Info      RankInfo // process.json (zero if the process died before writing it)
+	Snapshots []string // snapshot_*.pickle, in the order written (step snapshots by step, then signal, oom, end)
+	Traces    []string // *.pt.trace.json[.gz], by step
+	Phases    []Phase
+	Live      []Sample
+	OOM       *OOM
+}
+
+// IsBundle reports whether dir holds a manifest.json.
+func IsBundle(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, "manifest.json"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// ReadBundle reads the bundle in dir. dir may also be an --out folder, in
+// which case its "latest" bundle is read. A torn last line of a .jsonl file
+// (the process was killed while writing) is ignored; any other bad line is
+// an error naming the file and byte offset.
+func ReadBundle(dir string) (*Bundle, error) {
+	if !IsBundle(dir) && IsBundle(filepath.Join(dir, "latest")) {
+		dir = filepath.Join(dir, "latest")
+	}
+	b := &Bundle{Dir: dir}
+	mpath := filepath.Join(dir, "manifest.json")
+	data, err := os.ReadFile(mpath)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &b.Manifest); err != nil {
+		return nil, fmt.Errorf("%s: %w", mpath, err)
+	}
+	if b.Manifest.SchemaVersion > 1 {
+		return nil, fmt.Errorf("%s: schema_version %d is newer than this ptscope understands (1)", mpath, b.Manifest.SchemaVersion)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		n, ok := rankDirNumber(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		r, err := readRank(filepath.Join(dir, e.Name()), n)
+		if err != nil {
+			return nil, err
+		}
+		b.Ranks = append(b.Ranks, *r)
+	}
+	sort.SliceStable(b.Ranks, func(i, j int) bool {
+		if b.Ranks[i].Rank != b.Ranks[j].Rank {
+			return b.Ranks[i].Rank < b.Ranks[j].Rank
+		}
+		return b.Ranks[i].Dir < b.Ranks[j].Dir
+	})
+	return b, nil
+}
+
+var rankDirRE = regexp.MustCompile(`^rank(\d+)(_pid\d+)?$`)
+
+func rankDirNumber(name string) (int, bool) {
+	m := rankDirRE.FindStringSubmatch(name)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	return n, err == nil
+}
+
+func readRank(dir string, n int) (*Rank, error) {
+	r := &Rank{Rank: n, Dir: dir}
+	if data, err := os.ReadFile(filepath.Join(dir, "process.json")); err == nil {
+		if err := json.Unmarshal(data, &r.Info); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "process.json"), err)
+		}
+		r.OOM = r.Info.OOM
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if r.OOM == nil {
+		if data, err := os.ReadFile(filepath.Join(dir, "oom.json")); err == nil {
+			var o OOM
+			if json.Unmarshal(data, &o) == nil {
+				r.OOM = &o
+			}
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !e.Type().IsRegular() {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "snapshot_") && strings.HasSuffix(name, ".pickle"):
+			r.Snapshots = append(r.Snapshots, filepath.Join(dir, name))
+		case strings.Contains(name, ".pt.trace.json"):
+			r.Traces = append(r.Traces, filepath.Join(dir, name))
+		}
+	}
+	sort.SliceStable(r.Snapshots, func(i, j int) bool { return snapshotOrder(r.Snapshots[i]) < snapshotOrder(r.Snapshots[j]) })
+	sort.SliceStable(r.Traces, func(i, j int) bool { return stepOf(r.Traces[i]) < stepOf(r.Traces[j]) })
+	if err := readJSONL(filepath.Join(dir, "phases.jsonl"), func(line []byte) error {
+		var p Phase
+		if err := json.Unmarshal(line, &p); err != nil {
+			return err
+		}
+		r.Phases = append(r.Phases, p)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := readJSONL(filepath.Join(dir, "live.jsonl"), func(line []byte) error {
+		var s Sample
+		if err := json.Unmarshal(line, &s); err != nil {
+			return err
+		}
+		r.Live = append(r.Live, s)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+var stepRE = regexp.MustCompile(`step(\d+)`)
+
+func stepOf(path string) int {
+	m := stepRE.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return 1 << 30
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// snapshotOrder sorts step snapshots by step, then signal, oom and end.
+func snapshotOrder(path string) int64 {
+	base := filepath.Base(path)
+	switch {
+	case strings.HasPrefix(base, "snapshot_step"):
+		return int64(stepOf(base))
+	case strings.HasPrefix(base, "snapshot_signal"):
+		return 1<<40 + int64(stepOf(base))
+	case base == "snapshot_oom.pickle":
+		return 1 << 50
+	case base == "snapshot_end.pickle":
+		return 1 << 51
+	}
+	return 1 << 45
+}
+
+// readJSONL calls fn for each complete line of path (a missing file is no
+// lines). A bad final line without a newline is a torn write and skipped.
+func readJSONL(path string, fn func([]byte) error) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<16)
+	var off int64
+	for {
+		line, err := br.ReadBytes('\n')
+		complete := len(line) > 0 && line[len(line)-1] == '\n'
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if perr := fn(t); perr != nil && complete {
+				return fmt.Errorf("%s: byte offset %d: %w", path, off, perr)
+			} else if perr != nil {
+				return nil // torn last line
+			}
+		}
+		off += int64(len(line))
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package capture
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const phaseLine = `{"phase":"forward","rank":1,"step":4,"start_time_us":100,"end_time_us":250,"allocated_before_bytes":10,"allocated_after_bytes":30,"reserved_before_bytes":64,"reserved_after_bytes":96,"max_allocated_before_bytes":40,"max_allocated_after_bytes":50}`
+
+func TestReadBundle(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":1,"name":"x","device_name":"NVIDIA H100 80GB HBM3","device_total_memory_bytes":85017493504,"world_size":2,"simulated":false,"ranks":[]}`)
+	writeFile(t, filepath.Join(dir, "rank1", "phases.jsonl"), phaseLine+"\n"+`{"phase":"backw`) // torn last line
+	writeFile(t, filepath.Join(dir, "rank1", "live.jsonl"), `{"time_us":5,"rank":1,"step":2,"phase":"backward","allocated_bytes":7,"device_used_bytes":9,"host_rss_bytes":11}`+"\n")
+	for _, f := range []string{"snapshot_end.pickle", "snapshot_step20.pickle", "snapshot_step3.pickle", "snapshot_oom.pickle", "snapshot_signal1_step7.pickle", "trace_step12.pt.trace.json.gz", "trace_step6.pt.trace.json.gz", ".tmp1_x.pickle"} {
+		writeFile(t, filepath.Join(dir, "rank1", f), "x")
+	}
+	writeFile(t, filepath.Join(dir, "rank1", "oom.json"), `{"requested_bytes":123,"step":3,"phase":"backward","snapshot":"snapshot_oom.pickle"}`)
+	writeFile(t, filepath.Join(dir, "rank0", "process.json"), `{"rank":0,"device_name":"NVIDIA H100 80GB HBM3","steps":9,"max_allocated_bytes":5673316352,"world_size":2}`)
+	writeFile(t, filepath.Join(dir, "rankX", "phases.jsonl"), "garbage") // not a rank folder: ignored
+
+	b, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Manifest.DeviceName != "NVIDIA H100 80GB HBM3" || b.Manifest.DeviceTotalMemoryBytes != 85017493504 || b.Manifest.WorldSize != 2 || b.Manifest.Simulated {
+		t.Errorf("manifest %+v", b.Manifest)
+	}
+	if len(b.Ranks) != 2 || b.Ranks[0].Rank != 0 || b.Ranks[1].Rank != 1 {
+		t.Fatalf("ranks %+v", b.Ranks)
+	}
+	r0, r1 := b.Ranks[0], b.Ranks[1]
+	if r0.Info.Steps != 9 || r0.Info.MaxAllocatedBytes != 5673316352 || *r0.Info.WorldSize != 2 {
+		t.Errorf("rank0 info %+v", r0.Info)
+	}
+	want := Phase{Name: "forward", Rank: 1, Step: 4, StartTimeUs: 100, EndTimeUs: 250, AllocatedBeforeBytes: 10, AllocatedAfterBytes: 30,
+		ReservedBeforeBytes: 64, ReservedAfterBytes: 96, MaxAllocatedBeforeBytes: 40, MaxAllocatedAfterBytes: 50}
+	if len(r1.Phases) != 1 || r1.Phases[0] != want {
+		t.Errorf("phases %+v", r1.Phases)
+	}
+	if len(r1.Live) != 1 || r1.Live[0].Phase != "backward" || r1.Live[0].DeviceUsedBytes != 9 || r1.Live[0].HostRSSBytes != 11 {
+		t.Errorf("live %+v", r1.Live)
+	}
+	var names []string
+	for _, s := range r1.Snapshots {
+		names = append(names, filepath.Base(s))
+	}
+	if got := strings.Join(names, " "); got != "snapshot_step3.pickle snapshot_step20.pickle snapshot_signal1_step7.pickle snapshot_oom.pickle snapshot_end.pickle" {
+		t.Errorf("snapshot order: %s", got)
+	}
+	if len(r1.Traces) != 2 || filepath.Base(r1.Traces[0]) != "trace_step6.pt.trace.json.gz" {
+		t.Errorf("traces %q", r1.Traces)
+	}
+	if r1.OOM == nil || r1.OOM.RequestedBytes != 123 || r1.OOM.Phase != "backward" {
+		t.Errorf("oom %+v", r1.OOM)
+	}
+}
+
+func TestReadBundleErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadBundle(dir); err == nil || !strings.Contains(err.Error(), "manifest.json") {
+		t.Errorf("empty folder: %v", err)
+	}
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":1}`)
+	writeFile(t, filepath.Join(dir, "rank0", "live.jsonl"), `{"time_us":1}`+"\n"+`{"time_us":"x"}`+"\n"+`{"time_us":3}`+"\n")
+	_, err := ReadBundle(dir)
+	if err == nil || !strings.Contains(err.Error(), "live.jsonl: byte offset 14") {
+		t.Errorf("bad middle line: %v", err)
+	}
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":2}`)
+	if _, err := ReadBundle(dir); err == nil || !strings.Contains(err.Error(), "schema_version 2") {
+		t.Errorf("future schema: %v", err)
+	}
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_`)
+	if _, err := ReadBundle(dir); err == nil || !strings.Contains(err.Error(), "manifest.json") {
+		t.Errorf("truncated manifest: %v", err)
+	}
+}
+
+func TestNewRunDir(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "runs")
+	now := time.Date(2026, 11, 21, 15, 4, 5, 0, time.UTC)
+	a, err := newRunDir(out, "train lm", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(a) != "20261121_150405_train_lm" {
+		t.Errorf("dir %s", a)
+	}
+	b, err := newRunDir(out, "train lm", now)
+	if err != nil || filepath.Base(b) != "20261121_150405_train_lm_2" {
+		t.Errorf("second dir %s %v", b, err)
+	}
+	link, err := os.Readlink(filepath.Join(out, "latest"))
+	if err != nil || link != "20261121_150405_train_lm_2" {
+		t.Errorf("latest -> %q, %v", link, err)
+	}
+}
+
+func TestInstallCompanion(t *testing.T) {
+	cache := t.TempDir()
+	d1, err := InstallCompanion(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"sitecustomize.py", "ptscope_companion/__init__.py", "ptscope_companion/_capture.py"} {
+		st, err := os.Stat(filepath.Join(d1, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	d2, err := InstallCompanion(cache)
+	if err != nil || d2 != d1 {
+		t.Errorf("second install %s %v, want reuse of %s", d2, err, d1)
+	}
+	entries, _ := os.ReadDir(cache)
+	if len(entries) != 1 {
+		t.Errorf("cache holds %d entries, want 1 (no temporaries left)", len(entries))
+	}
+}

@@ -1,0 +1,604 @@
+"""In-process capture: memory history, snapshots, profiler traces, phases,
+module attribution and live samples. Imported only once this process has
+initialised CUDA through torch. Every hook is guarded (see _guard)."""
+import atexit
+import json
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import weakref
+
+import torch
+
+from . import env_rank, log_once, write_atomic, _meta_dir
+
+_MAX_JSONL_BYTES = 256 << 20  # per phases.jsonl / live.jsonl
+
+
+def _now_us():
+    return int(time.time() * 1e6)
+
+
+def _rss_bytes():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except Exception:
+        try:
+            import resource
+
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # peak, not current
+        except Exception:
+            return None
+
+
+class _Jsonl:
+    """Append-only JSON-lines file with a size cap (a torn last line is possible on a crash)."""
+
+    def __init__(self, path, what):
+        self.path = path
+        self.what = what
+        self.f = open(path, "a", buffering=1 << 16)
+        self.size = 0
+        self.lock = threading.Lock()
+
+    def write(self, rec):
+        line = json.dumps(rec, separators=(",", ":")) + "\n"
+        with self.lock:
+            if self.f is None:
+                return
+            if self.size + len(line) > _MAX_JSONL_BYTES:
+                log_once("cap-" + self.what, "%s reached %d bytes; no more records are written" % (self.path, _MAX_JSONL_BYTES))
+                self.f.close()
+                self.f = None
+                return
+            self.size += len(line)
+            self.f.write(line)
+
+    def flush(self):
+        with self.lock:
+            if self.f is not None:
+                self.f.flush()
+
+    def close(self):
+        with self.lock:
+            if self.f is not None:
+                self.f.close()
+                self.f = None
+
+
+class Capture:
+    def __init__(self, cfg, bundle):
+        self.cfg = cfg
+        self.bundle = bundle
+        self.disabled = False
+        self.rank = env_rank()
+        if self.rank is None:
+            self.rank = 0
+        self.dir = None
+        self.device = 0
+        self.step = 0  # completed steps
+        self.opt_seen = False
+        self.fwd_since = False
+        self.bwd_since = False
+        self.phase = None  # (name, start_us, stats, record_function)
+        self.phases = None
+        self.live = None
+        self.prof = None
+        self.prof_started = False
+        self.snapshot_bytes = 0
+        self.snapshots = []
+        self.traces = []
+        self.oom = None
+        self.signal_requests = 0
+        self.trigger_seen = 0
+        self.stop_evt = threading.Event()
+        self.finished = False
+        self.main_thread = threading.main_thread()
+        self.names = weakref.WeakKeyDictionary()  # module -> fqn
+        self.tls = threading.local()
+        self.peak_device_used = 0
+        self.peak_rss = 0
+        self.handles = []
+        self.set_metadata = None
+        self.features = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _guard(self, key, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as err:
+            log_once(key, "%s failed (%r); that part of the capture is skipped" % (key, err))
+            return None
+
+    def _stats(self):
+        """(allocated, reserved, max_allocated, max_reserved) in bytes for self.device."""
+        raw = getattr(torch._C, "_cuda_memoryStats", None)
+        if raw is not None:  # nested dict, cheaper than torch.cuda.memory_stats' flattening
+            s = raw(self.device)
+            a = s["allocated_bytes"]["all"]
+            r = s["reserved_bytes"]["all"]
+            return a["current"], r["current"], a["peak"], r["peak"]
+        s = torch.cuda.memory_stats(self.device)
+        return (s.get("allocated_bytes.all.current", 0), s.get("reserved_bytes.all.current", 0),
+                s.get("allocated_bytes.all.peak", 0), s.get("reserved_bytes.all.peak", 0))
+
+    def _rank_dir(self):
+        base = "rank%d" % self.rank
+        path = os.path.join(self.bundle, base)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            path = os.path.join(self.bundle, "%s_pid%d" % (base, os.getpid()))
+            os.makedirs(path, exist_ok=True)
+        return path
+
+    # ------------------------------------------------------------------ start
+    def start(self):
+        cfg = self.cfg
+        self.dir = self._rank_dir()
+        lr = os.environ.get("LOCAL_RANK")
+        n = torch.cuda.device_count()
+        if lr is not None and lr.isdigit() and int(lr) < n:
+            self.device = int(lr)
+        else:
+            self.device = torch.cuda.current_device()
+        self._write_process(final=False)
+        self._guard("allocator settings", self._allocator_settings)
+        if cfg.get("memory", True):
+            self._guard("memory history", self._start_history)
+        if cfg.get("oom", True):
+            self._guard("OOM observer", self._attach_oom)
+        if cfg.get("phases", True):
+            self.phases = _Jsonl(os.path.join(self.dir, "phases.jsonl"), "phases")
+        if cfg.get("phases", True) or cfg.get("trace") or cfg.get("snapshot_steps") or cfg.get("modules", True):
+            self._guard("phase hooks", self._install_hooks)
+        self._guard("SIGUSR1 handler", self._install_signal)
+        self.live = _Jsonl(os.path.join(self.dir, "live.jsonl"), "live")
+        t = threading.Thread(target=self._monitor, name="ptscope-monitor", daemon=True)
+        t.start()
+        atexit.register(self.finish)
+
+    def _device_facts(self):
+        facts = {}
+        try:
+            p = torch.cuda.get_device_properties(self.device)
+            facts["device_name"] = p.name
+            facts["device_total_memory_bytes"] = int(p.total_memory)
+            facts["device_capability"] = "%d.%d" % (p.major, p.minor)
+            facts["multi_processor_count"] = int(p.multi_processor_count)
+        except Exception as err:
+            log_once("props", "device properties unavailable: %r" % (err,))
+        return facts
+
+    def _write_process(self, final):
+        rec = {
+            "schema_version": 1,
+            "rank": self.rank,
+            "local_rank": _int_env("LOCAL_RANK"),
+            "world_size": _int_env("WORLD_SIZE"),
+            "local_world_size": _int_env("LOCAL_WORLD_SIZE"),
+            "pid": os.getpid(),
+            "argv": list(sys.argv),
+            "device_index": self.device,
+            "torch_version": str(torch.__version__),
+            "cuda_version": getattr(torch.version, "cuda", None),
+            "hip_version": getattr(torch.version, "hip", None),
+            "python_version": sys.version.split()[0],
+            "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF"),
+            "start_time_us": getattr(self, "start_us", None),
+            "features": self.features,
+        }
+        if final is None:
+            rec = self.facts
+        elif not final:
+            self.start_us = _now_us()
+            rec["start_time_us"] = self.start_us
+            rec.update(self._device_facts())
+            self.facts = rec
+        else:
+            rec = dict(self.facts)
+            rec["features"] = self.features
+            rec["end_time_us"] = _now_us()
+            rec["steps"] = self.step
+            try:
+                a, r, pa, pr = self._stats()
+                rec.update({"allocated_bytes": a, "reserved_bytes": r, "max_allocated_bytes": pa, "max_reserved_bytes": pr})
+            except Exception:
+                pass
+            rec["max_device_used_bytes"] = self.peak_device_used
+            rec["max_host_rss_bytes"] = self.peak_rss
+            rec["snapshots"] = self.snapshots
+            rec["traces"] = self.traces
+            rec["oom"] = self.oom
+        write_atomic(os.path.join(self.dir, "process.json"), json.dumps(rec, indent=1))
+
+    def _allocator_settings(self):
+        # a snapshot taken before any history is recording is small and cheap
+        s = torch.cuda.memory._snapshot()
+        settings = s.get("allocator_settings") if isinstance(s, dict) else None
+        if settings is not None:
+            self.facts["allocator_settings"] = settings
+            self._write_process(final=None)
+
+    def _start_history(self):
+        import inspect
+
+        cfg = self.cfg
+        f = torch.cuda.memory._record_memory_history
+        stacks = cfg.get("stacks", "python")
+        max_entries = int(cfg.get("max_entries", 100000))
+        params = inspect.signature(f).parameters
+        if "stacks" in params:
+            kw = {"enabled": "all", "context": None if stacks == "none" else "all",
+                  "stacks": "all" if stacks == "all" else "python", "max_entries": max_entries}
+            if "global_record_annotations" in params:
+                kw["global_record_annotations"] = True
+            f(**kw)
+        else:  # legacy boolean API
+            f(True, record_context=stacks != "none", trace_alloc_max_entries=max_entries,
+              trace_alloc_record_context=stacks != "none", record_context_cpp=stacks == "all")
+        self.features["memory_history"] = True
+
+    def _attach_oom(self):
+        attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+        if attach is None:
+            self.features["oom_observer"] = False
+            return
+        attach(self._on_oom)
+        self.features["oom_observer"] = True
+
+    def _install_signal(self):
+        if threading.current_thread() is not self.main_thread:
+            return
+        prev = signal.getsignal(signal.SIGUSR1)
+
+        def handler(signum, frame):
+            self.signal_requests += 1
+            if callable(prev):
+                prev(signum, frame)
+
+        if prev in (signal.SIG_DFL, None) or callable(prev):
+            signal.signal(signal.SIGUSR1, handler)
+
+    # ------------------------------------------------------------------ hooks
+    def _install_hooks(self):
+        import importlib
+
+        mm = importlib.import_module("torch.nn.modules.module")
+        try:
+            h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
+            h2 = mm.register_module_forward_hook(self._fwd_post, always_call=True)
+            self.features["forward_hook_always_call"] = True
+        except TypeError:
+            h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
+            h2 = mm.register_module_forward_hook(self._fwd_post)
+            self.features["forward_hook_always_call"] = False
+        self.handles += [h1, h2]
+        opt = importlib.import_module("torch.optim.optimizer")
+        if hasattr(opt, "register_optimizer_step_pre_hook"):
+            self.handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
+            self.handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
+            self.features["optimizer_hooks"] = True
+        orig_backward = torch.autograd.backward
+        cap = self
+
+        def backward(*args, **kwargs):
+            if cap.disabled or cap.finished or threading.current_thread() is not cap.main_thread:
+                return orig_backward(*args, **kwargs)
+            cap._safe_phase_begin("backward")
+            try:
+                return orig_backward(*args, **kwargs)
+            finally:
+                cap._safe_phase_end("backward")
+
+        backward.__wrapped__ = orig_backward
+        backward.__doc__ = orig_backward.__doc__
+        torch.autograd.backward = backward
+        if self.cfg.get("modules", True):
+            sm = getattr(torch.cuda.memory, "_set_memory_metadata", None)
+            self.features["memory_metadata"] = sm is not None
+            if sm is not None:
+                self.set_metadata = sm
+
+    def _fqn(self, module):
+        name = self.names.get(module)
+        if name is None:
+            name = type(module).__name__
+        return name
+
+    def _learn_names(self, root):
+        if root in self.names:
+            return
+        try:
+            for n, m in root.named_modules():
+                if m not in self.names:
+                    self.names[m] = n if n else type(root).__name__
+        except Exception:
+            self.names[root] = type(root).__name__
+
+    def _fwd_pre(self, module, args):
+        if self.disabled:
+            return None
+        try:
+            if threading.current_thread() is not self.main_thread:
+                return None
+            tls = self.tls
+            stack = getattr(tls, "stack", None)
+            if stack is None:
+                stack = tls.stack = []
+            in_bw = torch._C._current_graph_task_id() != -1
+            if not stack and not in_bw:
+                self._learn_names(module)
+                self._root_forward_begin()
+            stack.append(module)
+            if self.set_metadata is not None:
+                self.set_metadata(self._fqn(module))
+        except Exception as err:
+            log_once("forward pre-hook", "forward pre-hook failed (%r)" % (err,))
+        return None
+
+    def _fwd_post(self, module, args, output):
+        if self.disabled:
+            return None
+        try:
+            if threading.current_thread() is not self.main_thread:
+                return None
+            stack = getattr(self.tls, "stack", None)
+            if not stack:
+                return None
+            # pop up to and including this module (robust to exceptions in children)
+            while stack:
+                m = stack.pop()
+                if m is module:
+                    break
+            if self.set_metadata is not None:
+                self.set_metadata(self._fqn(stack[-1]) if stack else "")
+            if not stack and self.phase is not None and self.phase[0] == "forward":
+                self._phase_end("forward")
+        except Exception as err:
+            log_once("forward hook", "forward hook failed (%r)" % (err,))
+        return None
+
+    def _root_forward_begin(self):
+        if self.fwd_since and not self.bwd_since and not self.opt_seen:
+            self._step_done()  # forward-only loop: each root forward is a step
+        self.fwd_since = True
+        if self.prof is None and not self.prof_started and self.cfg.get("trace"):
+            self.prof_started = True
+            self._guard("profiler", self._start_profiler)
+        self._phase_begin("forward")
+
+    def _opt_pre(self, optimizer, args, kwargs):
+        if self.disabled or threading.current_thread() is not self.main_thread:
+            return
+        self._safe_phase_begin("optimizer")
+
+    def _opt_post(self, optimizer, args, kwargs):
+        if self.disabled or threading.current_thread() is not self.main_thread:
+            return
+        self._safe_phase_end("optimizer")
+        self.opt_seen = True
+        try:
+            self._step_done()
+        except Exception as err:
+            log_once("step", "step bookkeeping failed (%r)" % (err,))
+
+    def _safe_phase_begin(self, name):
+        try:
+            if name == "backward":
+                self.bwd_since = True
+            if self.prof is None and not self.prof_started and self.cfg.get("trace"):
+                self.prof_started = True
+                self._guard("profiler", self._start_profiler)
+            self._phase_begin(name)
+        except Exception as err:
+            log_once("phase " + name, "phase tracking failed (%r)" % (err,))
+
+    def _safe_phase_end(self, name):
+        try:
+            self._phase_end(name)
+        except Exception as err:
+            log_once("phase end " + name, "phase tracking failed (%r)" % (err,))
+
+    def _phase_begin(self, name):
+        if self.phase is not None:  # an unfinished phase (an exception skipped its end)
+            self._phase_end(self.phase[0], aborted=True)
+        rf = None
+        try:
+            if self.phases is not None:
+                rf = torch.autograd.profiler.record_function("ptscope:" + name)
+                rf.__enter__()
+        except Exception as err:
+            rf = None
+            log_once("record_function", "record_function failed (%r); phases are not annotated" % (err,))
+        self.phase = (name, _now_us(), self._stats(), rf)
+
+    def _phase_end(self, name, aborted=False):
+        ph = self.phase
+        if ph is None or ph[0] != name:
+            return
+        self.phase = None
+        pname, start_us, before, rf = ph
+        if rf is not None:
+            try:
+                rf.__exit__(None, None, None)
+            except Exception:
+                pass
+        after = self._stats()
+        rec = {
+            "phase": pname, "rank": self.rank, "step": self.step,
+            "start_time_us": start_us, "end_time_us": _now_us(),
+            "allocated_before_bytes": before[0], "allocated_after_bytes": after[0],
+            "reserved_before_bytes": before[1], "reserved_after_bytes": after[1],
+            "max_allocated_before_bytes": before[2], "max_allocated_after_bytes": after[2],
+        }
+        if aborted:
+            rec["aborted"] = True
+        if self.phases is not None:
+            self.phases.write(rec)
+
+    def _step_done(self):
+        self.step += 1
+        self.fwd_since = False
+        self.bwd_since = False
+        if self.prof is not None:
+            try:
+                self.prof.step()
+            except Exception as err:
+                log_once("profiler step", "profiler step failed (%r); tracing stops" % (err,))
+                self.prof = None
+        if self.step in set(self.cfg.get("snapshot_steps") or []):
+            self.snapshot("step%d" % self.step)
+
+    # ------------------------------------------------------------------ profiler
+    def _start_profiler(self):
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        cfg = self.cfg
+        sc = cfg.get("schedule") or {}
+        acts = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            acts.append(ProfilerActivity.CUDA)
+        sched = schedule(wait=int(sc.get("wait", 1)), warmup=int(sc.get("warmup", 2)),
+                         active=int(sc.get("active", 3)), repeat=int(sc.get("repeat", 1)),
+                         skip_first=int(sc.get("skip_first", 0)))
+        import warnings
+
+        with warnings.catch_warnings():  # torch's notes about schedules are not the user's business
+            warnings.simplefilter("ignore")
+            prof = profile(activities=acts, schedule=sched, on_trace_ready=self._trace_ready,
+                           profile_memory=bool(cfg.get("profile_memory", True)),
+                           record_shapes=bool(cfg.get("record_shapes", True)),
+                           with_stack=bool(cfg.get("with_stack", False)))
+            prof.start()
+        self.prof = prof
+        self.features["profiler"] = True
+
+    def _trace_ready(self, prof):
+        try:
+            name = "trace_step%d.pt.trace.json.gz" % self.step
+            tmp = os.path.join(self.dir, ".tmp%d_%s" % (os.getpid(), name))
+            prof.export_chrome_trace(tmp)
+            os.replace(tmp, os.path.join(self.dir, name))
+            self.traces.append(name)
+        except Exception as err:
+            log_once("trace export", "trace export failed (%r)" % (err,))
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self, label, force=False):
+        if not self.features.get("memory_history"):
+            return None
+        try:
+            s = torch.cuda.memory._snapshot()
+            data = pickle.dumps(s, protocol=4)
+            limit = int(self.cfg.get("max_snapshot_bytes", 0) or 0)
+            if limit and self.snapshot_bytes + len(data) > limit and not force:
+                log_once("snapshot budget", "snapshot %r (%d bytes) would pass --max-snapshot-size (%d bytes, %d used); no more snapshots are written" % (label, len(data), limit, self.snapshot_bytes))
+                return None
+            name = "snapshot_%s.pickle" % label
+            write_atomic(os.path.join(self.dir, name), data)
+            self.snapshot_bytes += len(data)
+            self.snapshots.append(name)
+            return name
+        except Exception as err:
+            log_once("snapshot " + label.rstrip("0123456789"), "snapshot %s failed (%r)" % (label, err))
+            return None
+
+    def _on_oom(self, device, alloc, device_alloc, device_free):
+        try:
+            first = self.oom is None
+            self.oom = {"device": int(device), "requested_bytes": int(alloc), "device_allocated_bytes": int(device_alloc),
+                        "device_free_bytes": int(device_free), "time_us": _now_us(), "step": self.step,
+                        "phase": self.phase[0] if self.phase else None}
+            if first:
+                name = self.snapshot("oom", force=True)
+                self.oom["snapshot"] = name
+                write_atomic(os.path.join(self.dir, "oom.json"), json.dumps(self.oom))
+                log_once("oom", "CUDA out of memory at step %d (requested %d bytes); snapshot written to %s" % (self.step, alloc, os.path.join(self.dir, name or "?")))
+        except Exception as err:
+            log_once("oom handler", "OOM snapshot failed (%r)" % (err,))
+
+    # ------------------------------------------------------------------ monitor
+    def _sample(self):
+        a, r, pa, pr = self._stats()
+        rec = {"time_us": _now_us(), "rank": self.rank, "step": self.step,
+               "phase": self.phase[0] if self.phase else None,
+               "allocated_bytes": a, "reserved_bytes": r, "max_allocated_bytes": pa, "max_reserved_bytes": pr}
+        try:
+            free, total = torch.cuda.mem_get_info(self.device)
+            rec["device_used_bytes"] = int(total - free)
+            rec["device_total_bytes"] = int(total)
+            self.peak_device_used = max(self.peak_device_used, rec["device_used_bytes"])
+        except Exception as err:
+            log_once("mem_get_info", "device memory (mem_get_info) unavailable: %r" % (err,))
+        rss = _rss_bytes()
+        if rss is not None:
+            rec["host_rss_bytes"] = rss
+            self.peak_rss = max(self.peak_rss, rss)
+        self.live.write(rec)
+        self.live.flush()
+        if self.phases is not None:
+            self.phases.flush()
+
+    def _check_trigger(self):
+        path = os.path.join(_meta_dir(self.bundle), "snapshot_request")
+        try:
+            with open(path) as f:
+                n = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            n = 0
+        want = n > self.trigger_seen or self.signal_requests > 0
+        if want:
+            self.trigger_seen = max(n, self.trigger_seen)
+            self.signal_requests = 0
+            self.snapshot("signal%d_step%d" % (self.trigger_seen, self.step))
+
+    def _monitor(self):
+        interval = float(self.cfg.get("interval_s", 1.0) or 1.0)
+        try:
+            torch.cuda.set_device(self.device)
+        except Exception:
+            pass
+        while not self.stop_evt.is_set():
+            if self.disabled:
+                return
+            self._guard("live sample", self._sample)
+            self._guard("snapshot request", self._check_trigger)
+            self.stop_evt.wait(interval)
+
+    # ------------------------------------------------------------------ end
+    def finish(self):
+        if self.finished or self.disabled:
+            return
+        self.finished = True
+        self.stop_evt.set()
+        if self.phase is not None:
+            self._guard("phase end", self._phase_end, self.phase[0], True)
+        if self.prof is not None:
+            prof, self.prof = self.prof, None
+            self._guard("profiler stop", prof.stop)
+        if "end" in (self.cfg.get("snapshot_at") or []):
+            self.snapshot("end")
+        self._guard("live sample", self._sample)
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        if self.phases is not None:
+            self.phases.close()
+        self.live.close()
+        self._guard("process.json", self._write_process, True)
+        self.disabled = True
+
+
+def _int_env(key):
+    v = os.environ.get(key)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None

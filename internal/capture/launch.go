@@ -1,0 +1,176 @@
+//go:build !windows
+
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Result is the outcome of Run.
+type Result struct {
+	Dir      string         // the bundle folder
+	ExitCode int            // the command's exit code; 128+N when killed by signal N
+	Signal   syscall.Signal // the signal that killed the command, or 0
+	Manifest Manifest
+}
+
+// ErrNotFound wraps a command that could not be started (shells exit 127).
+var ErrNotFound = errors.New("command not found")
+
+// Run launches argv with the companion on PYTHONPATH, waits for it, and
+// writes the bundle's manifest. The command's stdin, stdout and stderr are
+// opts' streams (inherited as is when they are *os.File). SIGINT, SIGTERM,
+// SIGHUP, SIGQUIT and SIGUSR2 sent to ptscope are forwarded to the command
+// (SIGINT and SIGQUIT only when they did not come from the terminal, which
+// already delivers them to the command); SIGUSR1 asks every captured rank
+// for a snapshot. ctx is not used to stop the command: the command decides.
+func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("no command given")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", argv[0], ErrNotFound)
+	}
+	compDir, err := InstallCompanion(opts.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	name := opts.Name
+	if name == "" {
+		name = CommandName(argv)
+	}
+	start := time.Now()
+	dir, err := newRunDir(opts.OutDir, name, start)
+	if err != nil {
+		return nil, err
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".ptscope"), 0o755); err != nil {
+		return nil, err
+	}
+	cfg, _ := json.Marshal(opts.config())
+	cwd, _ := os.Getwd()
+	host, _ := os.Hostname()
+	base := opts.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	m := Manifest{
+		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv, Cwd: cwd, Host: host,
+		StartTime: start.UTC(), Status: "running", Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{},
+		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
+	}
+	if err := writeManifest(dir, &m); err != nil {
+		return nil, err
+	}
+
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
+	cmd.Env = childEnv(base, compDir, dir, string(cfg))
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", argv[0], err)
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		requests := 0
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigs:
+				sig := s.(syscall.Signal)
+				switch {
+				case sig == syscall.SIGUSR1:
+					requests++
+					_ = writeFileAtomic(filepath.Join(dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(requests)))
+				case (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && terminalForeground():
+					// the terminal sent it to the whole foreground group, the command included
+				default:
+					_ = cmd.Process.Signal(sig)
+				}
+			}
+		}
+	}()
+	tail := newTailer(dir)
+	if opts.StatusTTY && opts.Status != nil && !opts.Quiet {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(opts.Interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					fmt.Fprint(opts.Status, "\r\x1b[K")
+					return
+				case <-t.C:
+					tail.poll()
+					if line := tail.statusLine(); line != "" {
+						fmt.Fprint(opts.Status, "\x1b[K"+line+"\r")
+					}
+				}
+			}
+		}()
+	}
+	waitErr := cmd.Wait()
+	close(done)
+	wg.Wait()
+
+	res := &Result{Dir: dir}
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		res.Signal = st.Signal()
+		res.ExitCode = 128 + int(st.Signal())
+	} else if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	} else if waitErr != nil {
+		return nil, waitErr
+	}
+	end := time.Now()
+	m.EndTime = ptr(end.UTC())
+	m.DurationNs = end.Sub(start).Nanoseconds()
+	m.Status = "finished"
+	m.ExitCode = res.ExitCode
+	if res.Signal != 0 {
+		m.Signal = res.Signal.String()
+	}
+	finishManifest(dir, &m, opts.Ranks)
+	if err := writeManifest(dir, &m); err != nil {
+		return nil, err
+	}
+	res.Manifest = m
+	if opts.Status != nil {
+		for _, w := range m.Warnings {
+			fmt.Fprintf(opts.Status, "ptscope: warning: %s\n", w)
+		}
+		if !opts.Quiet {
+			tail.poll()
+			writeSummary(opts.Status, res, tail)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,29 @@
+//go:build windows
+
+package capture
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+)
+
+// Result is the outcome of Run.
+type Result struct {
+	Dir      string
+	ExitCode int
+	Signal   syscall.Signal
+	Manifest Manifest
+}
+
+// ErrNotFound wraps a command that could not be started.
+var ErrNotFound = errors.New("command not found")
+
+// Run is not supported on this platform (PyTorch CUDA capture needs Linux).
+func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
+	return nil, errors.New("ptscope run is not supported on Windows")
+}
+
+// ExitLike exits with the command's exit code.
+func ExitLike(res *Result) { os.Exit(res.ExitCode) }

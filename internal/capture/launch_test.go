@@ -1,0 +1,373 @@
+//go:build !windows
+
+package capture
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// python3 without torch is what CI has; tests that need "no torch" skip
+// when torch happens to be importable, and the companion's capture path is
+// exercised against testdata/faketorch (a tiny stand-in for torch's API).
+
+func needPython(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	return p
+}
+
+func torchImportable() bool {
+	return exec.Command("python3", "-c", "import torch").Run() == nil
+}
+
+type runOut struct {
+	res            *Result
+	stdout, stderr string
+	status         string
+}
+
+func testOptions(t *testing.T, extraEnv ...string) Options {
+	o := DefaultOptions()
+	o.OutDir = filepath.Join(t.TempDir(), "out")
+	o.CacheDir = filepath.Join(t.TempDir(), "cache")
+	o.Interval = 50 * time.Millisecond
+	o.Version = "test"
+	env := []string{}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PYTHONPATH", "RANK", "LOCAL_RANK", "WORLD_SIZE", "PTSCOPE_BUNDLE", "PTSCOPE_CONFIG":
+			continue
+		}
+		env = append(env, kv)
+	}
+	o.Env = append(env, extraEnv...)
+	return o
+}
+
+func fakeTorchEnv(t *testing.T) string {
+	abs, err := filepath.Abs("testdata/faketorch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "PYTHONPATH=" + abs
+}
+
+func runIt(t *testing.T, o Options, argv ...string) runOut {
+	t.Helper()
+	var stdout, stderr, status bytes.Buffer
+	o.Stdout, o.Stderr, o.Status = &stdout, &stderr, &status
+	res, err := Run(context.Background(), o, argv)
+	if err != nil {
+		t.Fatalf("Run(%q): %v", argv, err)
+	}
+	return runOut{res, stdout.String(), stderr.String(), status.String()}
+}
+
+func TestRunPassThrough(t *testing.T) {
+	py := needPython(t)
+	o := testOptions(t)
+	o.Stdin = strings.NewReader("from-stdin\n")
+	r := runIt(t, o, py, "-c", `import sys; print("out:" + sys.stdin.readline().strip()); print("err-line", file=sys.stderr); sys.exit(7)`)
+	if r.res.ExitCode != 7 || r.res.Signal != 0 {
+		t.Errorf("exit = %d signal %v, want 7", r.res.ExitCode, r.res.Signal)
+	}
+	if r.stdout != "out:from-stdin\n" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "err-line\n") {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+	b, err := ReadBundle(o.OutDir) // via OUT/latest
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := b.Manifest
+	if m.ExitCode != 7 || m.Status != "finished" || m.Name != "python3" || m.SchemaVersion != 1 || m.EndTime == nil {
+		t.Errorf("manifest = %+v", m)
+	}
+	if len(m.Command) != 3 || m.Command[1] != "-c" {
+		t.Errorf("manifest command = %q", m.Command)
+	}
+	if m.Cwd == "" || m.StartTime.IsZero() || m.DurationNs <= 0 {
+		t.Errorf("manifest times/cwd: %+v", m)
+	}
+	if !torchImportable() {
+		if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "PyTorch is not installed") {
+			t.Errorf("warnings = %q", m.Warnings)
+		}
+		if c := strings.Count(r.status, "warning:"); c != 1 || !strings.Contains(r.status, "PyTorch is not installed") {
+			t.Errorf("want exactly one no-torch warning, status output:\n%s", r.status)
+		}
+	}
+}
+
+func TestRunNotPython(t *testing.T) {
+	o := testOptions(t)
+	r := runIt(t, o, "sh", "-c", "echo plain; exit 4")
+	if r.res.ExitCode != 4 || r.stdout != "plain\n" {
+		t.Errorf("exit %d stdout %q", r.res.ExitCode, r.stdout)
+	}
+	if !strings.Contains(r.status, "no Python process loaded the ptscope companion") {
+		t.Errorf("status = %q", r.status)
+	}
+	_, err := Run(context.Background(), o, []string{"no-such-command-ptscope"})
+	if err == nil || !strings.Contains(err.Error(), "command not found") {
+		t.Errorf("missing command: %v", err)
+	}
+}
+
+func TestRunKilledBySignal(t *testing.T) {
+	py := needPython(t)
+	r := runIt(t, testOptions(t), py, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+	if r.res.Signal != syscall.SIGTERM || r.res.ExitCode != 128+15 {
+		t.Errorf("signal %v exit %d, want SIGTERM/143", r.res.Signal, r.res.ExitCode)
+	}
+	if r.res.Manifest.Signal != "terminated" {
+		t.Errorf("manifest signal = %q", r.res.Manifest.Signal)
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	py := needPython(t)
+	o := testOptions(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	script := `
+import signal, sys, time, pathlib
+def h(n, f):
+    print("got", signal.Signals(n).name, flush=True)
+    if n == signal.SIGTERM:
+        sys.exit(3)
+signal.signal(signal.SIGTERM, h)
+signal.signal(signal.SIGUSR2, h)
+pathlib.Path(sys.argv[1]).write_text("x")
+while True:
+    time.sleep(0.01)
+`
+	done := make(chan runOut)
+	go func() { done <- runIt(t, o, py, "-c", script, ready) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("child never became ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Run has signal.Notify active: these reach Run, not the default action.
+	_ = syscall.Kill(os.Getpid(), syscall.SIGUSR2)
+	time.Sleep(200 * time.Millisecond)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGUSR1) // snapshot request, not forwarded
+	time.Sleep(200 * time.Millisecond)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	var r runOut
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("command did not end after SIGTERM")
+	}
+	if r.res.ExitCode != 3 {
+		t.Errorf("exit %d, want 3 (handler's exit)", r.res.ExitCode)
+	}
+	if r.stdout != "got SIGUSR2\ngot SIGTERM\n" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+	req, err := os.ReadFile(filepath.Join(r.res.Dir, ".ptscope", "snapshot_request"))
+	if err != nil || string(req) != "1" {
+		t.Errorf("snapshot_request = %q, %v", req, err)
+	}
+}
+
+func TestSitecustomizeChaining(t *testing.T) {
+	py := needPython(t)
+	user := t.TempDir()
+	if err := os.WriteFile(filepath.Join(user, "sitecustomize.py"), []byte("import os\nprint('user-sitecustomize', flush=True)\nUSER_MARK = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, "PYTHONPATH="+user)
+	r := runIt(t, o, py, "-c", "import sitecustomize, sys; print('mark', getattr(sitecustomize, 'USER_MARK', None)); print('companion', 'ptscope_companion' in sys.modules)")
+	want := "user-sitecustomize\nmark 1\ncompanion True\n"
+	if r.stdout != want || r.res.ExitCode != 0 {
+		t.Errorf("stdout = %q (exit %d), want %q; stderr %q", r.stdout, r.res.ExitCode, want, r.stderr)
+	}
+	// A failing user sitecustomize is reported like Python does and the program still runs.
+	if err := os.WriteFile(filepath.Join(user, "sitecustomize.py"), []byte("raise ValueError('boom')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runIt(t, o, py, "-c", "print('ran')")
+	if r.stdout != "ran\n" || !strings.Contains(r.stderr, "Error in sitecustomize") || !strings.Contains(r.stderr, "boom") {
+		t.Errorf("failing sitecustomize: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+func TestFakeTorchCapture(t *testing.T) {
+	py := needPython(t)
+	o := testOptions(t, fakeTorchEnv(t))
+	o.Trace = true
+	o.Schedule = Schedule{Wait: 1, Warmup: 1, Active: 2, Repeat: 1}
+	o.SnapshotAt = SnapshotAt{End: true, Steps: []int{2}}
+	r := runIt(t, o, py, "testdata/faketrain.py", "6", "sleep")
+	if r.res.ExitCode != 0 || !strings.Contains(r.stdout, "max_memory_allocated=") {
+		t.Fatalf("exit %d stdout %q stderr %q", r.res.ExitCode, r.stdout, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := b.Manifest
+	if m.DeviceName != "Fake GPU" || m.DeviceTotalMemoryBytes != 1<<30 || m.WorldSize != 1 || m.TorchVersion != "0.0-fake" || m.Name != "faketrain" {
+		t.Errorf("manifest facts: %+v", m)
+	}
+	if len(m.Warnings) != 0 {
+		t.Errorf("warnings: %q", m.Warnings)
+	}
+	if len(b.Ranks) != 1 {
+		t.Fatalf("ranks = %d", len(b.Ranks))
+	}
+	rk := b.Ranks[0]
+	if rk.Info.Steps != 6 || len(rk.Phases) != 18 {
+		t.Errorf("steps %d phases %d, want 6 and 18", rk.Info.Steps, len(rk.Phases))
+	}
+	wantOrder := []string{"forward", "backward", "optimizer"}
+	for i, p := range rk.Phases {
+		if p.Name != wantOrder[i%3] || p.Step != i/3 || p.EndTimeUs < p.StartTimeUs || p.Rank != 0 {
+			t.Errorf("phase %d = %+v", i, p)
+		}
+	}
+	// faketrain: params 16 MiB; forward allocates two 4 MiB outputs and frees one.
+	if p := rk.Phases[0]; p.AllocatedBeforeBytes != 16<<20 || p.AllocatedAfterBytes != 20<<20 {
+		t.Errorf("first forward %+v", p)
+	}
+	// optimizer of step 0 creates 32 MiB of state and an 8 MiB temporary
+	if p := rk.Phases[2]; p.AllocatedAfterBytes-p.AllocatedBeforeBytes != 32<<20 || p.MaxAllocatedAfterBytes != 60<<20 {
+		t.Errorf("first optimizer %+v", p)
+	}
+	if len(rk.Live) < 2 || rk.Live[len(rk.Live)-1].DeviceTotalBytes != 1<<30 || rk.Live[len(rk.Live)-1].Step != 6 {
+		t.Errorf("live samples %d, last %+v", len(rk.Live), rk.Live[len(rk.Live)-1])
+	}
+	var snaps []string
+	for _, s := range rk.Snapshots {
+		snaps = append(snaps, filepath.Base(s))
+	}
+	if strings.Join(snaps, ",") != "snapshot_step2.pickle,snapshot_end.pickle" {
+		t.Errorf("snapshots = %q", snaps)
+	}
+	// schedule wait=1,warmup=1,active=2: steps 3-4 recorded, trace at step 4
+	if len(rk.Traces) != 1 || filepath.Base(rk.Traces[0]) != "trace_step4.pt.trace.json.gz" {
+		t.Errorf("traces = %q", rk.Traces)
+	}
+	f := rk.Info.Features
+	for _, k := range []string{"memory_history", "oom_observer", "optimizer_hooks", "memory_metadata", "profiler"} {
+		if !f[k] {
+			t.Errorf("feature %s not detected: %v", k, f)
+		}
+	}
+	if rk.Info.MaxAllocatedBytes != 60<<20 || rk.Info.DeviceName != "Fake GPU" {
+		t.Errorf("process.json: %+v", rk.Info)
+	}
+	// the snapshot carries phase annotations and module paths: check with python
+	check := `
+import pickle, sys, collections
+s = pickle.load(open(sys.argv[1], "rb"))
+ann = collections.Counter(a["name"] for a in s["external_annotations"])
+meta = collections.Counter(e.get("user_metadata") for e in s["device_traces"][0] if e.get("user_metadata"))
+print(ann["ptscope:forward"], ann["ptscope:backward"], ann["ptscope:optimizer"], meta["h0.attn"], meta["h1.attn"], s["fake_history_options"]["stacks"], s["fake_history_options"]["global_record_annotations"])
+`
+	out, err := exec.Command(py, "-c", check, rk.Snapshots[1]).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "12 12 12 6 6 python True" {
+		t.Errorf("snapshot content: %q %v", out, err)
+	}
+}
+
+func TestFakeTorchOOM(t *testing.T) {
+	py := needPython(t)
+	o := testOptions(t, fakeTorchEnv(t))
+	o.MaxSnapshotBytes = 1 // budget exhausted at once: OOM snapshot is still written
+	r := runIt(t, o, py, "testdata/faketrain.py", "5", "oom")
+	if r.res.ExitCode != 1 || !strings.Contains(r.stderr, "CUDA out of memory") {
+		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := b.Ranks[0]
+	if rk.OOM == nil || rk.OOM.RequestedBytes != 2<<30 || rk.OOM.Step != 1 || rk.OOM.Snapshot != "snapshot_oom.pickle" {
+		t.Fatalf("oom = %+v", rk.OOM)
+	}
+	if len(rk.Snapshots) != 1 || filepath.Base(rk.Snapshots[0]) != "snapshot_oom.pickle" {
+		t.Errorf("snapshots = %q (end snapshot must be refused by the 1-byte budget)", rk.Snapshots)
+	}
+	joined := strings.Join(b.Manifest.Warnings, "\n")
+	if !strings.Contains(joined, "ran out of GPU memory at step 1") || !strings.Contains(joined, "companion logged") {
+		t.Errorf("warnings = %q", b.Manifest.Warnings)
+	}
+	if !strings.Contains(r.stderr, "max-snapshot-size") {
+		t.Errorf("budget warning missing from stderr: %q", r.stderr)
+	}
+}
+
+func TestFakeTorchRanks(t *testing.T) {
+	py := needPython(t)
+	tests := []struct {
+		name      string
+		ranks     []int
+		launch    []string
+		wantRanks []int
+		warn      string
+	}{
+		{"all ranks", nil, []string{"2"}, []int{0, 1}, ""},
+		{"rank 1 only", []int{1}, []string{"2"}, []int{1}, ""},
+		{"LOCAL_RANK only", []int{0}, []string{"2", "--local-only"}, []int{0}, ""},
+		{"no match", []int{5}, []string{"2"}, nil, "no process matched --ranks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := testOptions(t, fakeTorchEnv(t))
+			o.Ranks = tt.ranks
+			argv := append([]string{py, "testdata/fakelaunch.py"}, tt.launch...)
+			argv = append(argv, "testdata/faketrain.py", "3")
+			r := runIt(t, o, argv...)
+			if r.res.ExitCode != 0 {
+				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
+			}
+			b, err := ReadBundle(r.res.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, rk := range b.Ranks {
+				got = append(got, rk.Rank)
+				if rk.Info.Steps != 3 || len(rk.Phases) != 9 {
+					t.Errorf("rank %d: steps %d phases %d", rk.Rank, rk.Info.Steps, len(rk.Phases))
+				}
+			}
+			if !reflect.DeepEqual(got, tt.wantRanks) {
+				t.Errorf("captured ranks %v, want %v", got, tt.wantRanks)
+			}
+			if tt.warn != "" && !strings.Contains(strings.Join(b.Manifest.Warnings, "\n"), tt.warn) {
+				t.Errorf("warnings %q, want %q", b.Manifest.Warnings, tt.warn)
+			}
+			if tt.warn == "" && len(b.Manifest.Warnings) != 0 {
+				t.Errorf("unexpected warnings %q", b.Manifest.Warnings)
+			}
+			if tt.launch[len(tt.launch)-1] != "--local-only" && len(tt.wantRanks) > 0 && b.Manifest.WorldSize != 2 {
+				t.Errorf("world size %d, want 2", b.Manifest.WorldSize)
+			}
+		})
+	}
+}

@@ -1,0 +1,262 @@
+package capture
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// childEnv is base with the companion first on PYTHONPATH and the bundle
+// and configuration variables set.
+func childEnv(base []string, compDir, bundle, cfg string) []string {
+	out := make([]string, 0, len(base)+3)
+	pp := compDir
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PYTHONPATH":
+			if v != "" {
+				pp = compDir + string(os.PathListSeparator) + v
+			}
+			continue
+		case "PTSCOPE_BUNDLE", "PTSCOPE_CONFIG":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PYTHONPATH="+pp, "PTSCOPE_BUNDLE="+bundle, "PTSCOPE_CONFIG="+cfg)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.tmp%d", filepath.Base(path), os.Getpid()))
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func writeManifest(dir string, m *Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, "manifest.json"), append(data, '\n'))
+}
+
+// procRecord is a .ptscope/proc/<pid>.json marker left by the companion in
+// every Python process it loaded in.
+type procRecord struct {
+	Pid            int    `json:"pid"`
+	Python         string `json:"python"`
+	Torch          string `json:"torch"`
+	TorchInstalled *bool  `json:"torch_installed"`
+	CUDAAvailable  *bool  `json:"cuda_available"`
+	Skipped        bool   `json:"skipped"`
+}
+
+// finishManifest fills the per-rank facts, files and warnings after the run.
+func finishManifest(dir string, m *Manifest, ranks []int) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		n, ok := rankDirNumber(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		info := RankInfo{Dir: e.Name(), Rank: n}
+		if data, err := os.ReadFile(filepath.Join(dir, e.Name(), "process.json")); err == nil {
+			if err := json.Unmarshal(data, &info); err != nil {
+				m.Warnings = append(m.Warnings, fmt.Sprintf("%s/process.json: %v", e.Name(), err))
+			}
+			info.Dir = e.Name()
+		} else {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process ended before writing process.json (killed?)", e.Name()))
+		}
+		if info.EndTimeUs == 0 && info.StartTimeUs != 0 {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process did not finish normally; no end snapshot", e.Name()))
+		}
+		m.Ranks = append(m.Ranks, info)
+	}
+	sort.SliceStable(m.Ranks, func(i, j int) bool { return m.Ranks[i].Rank < m.Ranks[j].Rank })
+	for _, r := range m.Ranks {
+		if m.DeviceName == "" && r.DeviceName != "" {
+			m.DeviceName, m.DeviceTotalMemoryBytes = r.DeviceName, r.DeviceTotalMemoryBytes
+		}
+		if m.AllocatorSettings == nil && r.AllocatorSettings != nil {
+			m.AllocatorSettings = r.AllocatorSettings
+		}
+		if m.TorchVersion == "" {
+			m.TorchVersion, m.CUDAVersion = r.TorchVersion, r.CUDAVersion
+		}
+		if r.WorldSize != nil && *r.WorldSize > m.WorldSize {
+			m.WorldSize = *r.WorldSize
+		}
+		if r.OOM != nil {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("rank %d ran out of GPU memory at step %d (requested %d bytes); see %s/%s", r.Rank, r.OOM.Step, r.OOM.RequestedBytes, r.Dir, r.OOM.Snapshot))
+		}
+	}
+	if m.WorldSize == 0 && len(m.Ranks) > 0 {
+		m.WorldSize = len(m.Ranks)
+	}
+	if len(m.Ranks) == 0 {
+		if w := noCaptureWarning(dir, ranks); w != "" {
+			m.Warnings = append(m.Warnings, w)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "companion.log")); err == nil && len(data) > 0 {
+		n := strings.Count(string(data), "\n")
+		m.Warnings = append(m.Warnings, fmt.Sprintf("the companion logged %d message(s); see %s", n, filepath.Join(dir, "companion.log")))
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		name := d.Name()
+		if strings.HasPrefix(name, ".") && p != dir {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() && name != "manifest.json" {
+			if rel, err := filepath.Rel(dir, p); err == nil {
+				m.Files = append(m.Files, filepath.ToSlash(rel))
+			}
+		}
+		return nil
+	})
+	sort.Strings(m.Files)
+}
+
+// noCaptureWarning explains, in one line, why no rank was captured.
+func noCaptureWarning(dir string, ranks []int) string {
+	procs, _ := filepath.Glob(filepath.Join(dir, ".ptscope", "proc", "*.json"))
+	var loaded, withTorch, skipped, noTorch, noCUDA int
+	python, torchVer := "", ""
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var r procRecord
+		if json.Unmarshal(data, &r) != nil {
+			continue
+		}
+		loaded++
+		switch {
+		case r.Skipped:
+			skipped++
+		case r.Torch != "":
+			withTorch++
+			torchVer = r.Torch
+			if r.CUDAAvailable != nil && !*r.CUDAAvailable {
+				noCUDA++
+			}
+		case r.TorchInstalled != nil && !*r.TorchInstalled:
+			noTorch++
+			python = r.Python
+		}
+	}
+	switch {
+	case loaded == 0:
+		return "nothing was captured: no Python process loaded the ptscope companion (is the command a Python program or launcher such as python or torchrun? python -I, -E or -S ignore PYTHONPATH)"
+	case skipped == loaded:
+		return fmt.Sprintf("nothing was captured: no process matched --ranks %v", ranks)
+	case withTorch == 0 && noTorch > 0:
+		return fmt.Sprintf("nothing was captured: PyTorch is not installed in the command's Python %s (the command ran without capture)", python)
+	case withTorch == 0:
+		return "nothing was captured: the command never imported torch"
+	case noCUDA == withTorch:
+		return fmt.Sprintf("nothing was captured: torch %s reports no usable CUDA device (torch.cuda.is_available() is False)", torchVer)
+	default:
+		return "nothing was captured: torch never initialised CUDA (no GPU visible, or a CPU-only run)"
+	}
+}
+
+// tailer follows rank*/live.jsonl while the command runs.
+type tailer struct {
+	dir     string
+	offsets map[string]int64
+	last    map[string]Sample
+	peak    map[string]Sample // per-field maxima
+	partial map[string][]byte
+}
+
+func newTailer(dir string) *tailer {
+	return &tailer{dir: dir, offsets: map[string]int64{}, last: map[string]Sample{}, peak: map[string]Sample{}, partial: map[string][]byte{}}
+}
+
+func (t *tailer) poll() {
+	files, _ := filepath.Glob(filepath.Join(t.dir, "rank*", "live.jsonl"))
+	for _, f := range files {
+		key := filepath.Base(filepath.Dir(f))
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		if _, err := fh.Seek(t.offsets[key], io.SeekStart); err == nil {
+			data, _ := io.ReadAll(io.LimitReader(fh, 16<<20))
+			t.offsets[key] += int64(len(data))
+			buf := append(t.partial[key], data...)
+			for {
+				i := strings.IndexByte(string(buf), '\n')
+				if i < 0 {
+					break
+				}
+				var s Sample
+				if json.Unmarshal(buf[:i], &s) == nil {
+					t.add(key, s)
+				}
+				buf = buf[i+1:]
+			}
+			t.partial[key] = append([]byte(nil), buf...)
+		}
+		fh.Close()
+	}
+}
+
+func (t *tailer) add(key string, s Sample) {
+	t.last[key] = s
+	p := t.peak[key]
+	p.MaxAllocatedBytes = max(p.MaxAllocatedBytes, s.MaxAllocatedBytes, s.AllocatedBytes)
+	p.MaxReservedBytes = max(p.MaxReservedBytes, s.MaxReservedBytes, s.ReservedBytes)
+	p.DeviceUsedBytes = max(p.DeviceUsedBytes, s.DeviceUsedBytes)
+	p.HostRSSBytes = max(p.HostRSSBytes, s.HostRSSBytes)
+	p.DeviceTotalBytes = max(p.DeviceTotalBytes, s.DeviceTotalBytes)
+	t.peak[key] = p
+}
+
+func (t *tailer) keys() []string {
+	keys := make([]string, 0, len(t.last))
+	for k := range t.last {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, _ := rankDirNumber(keys[i])
+		b, _ := rankDirNumber(keys[j])
+		if a != b {
+			return a < b
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}

@@ -1,0 +1,22 @@
+"""A torchrun stand-in for the tests: imports torch (never initialises CUDA),
+starts N copies of a script with RANK/LOCAL_RANK/WORLD_SIZE set (or only
+LOCAL_RANK with --local-only), and exits with the worst exit code.
+Usage: fakelaunch.py N [--local-only] SCRIPT ARGS..."""
+import os
+import subprocess
+import sys
+
+import torch  # noqa: F401  (torchrun imports torch too)
+
+n = int(sys.argv[1])
+args = sys.argv[2:]
+local_only = args and args[0] == "--local-only"
+if local_only:
+    args = args[1:]
+procs = []
+for r in range(n):
+    env = dict(os.environ, LOCAL_RANK=str(r))
+    if not local_only:
+        env.update(RANK=str(r), WORLD_SIZE=str(n))
+    procs.append(subprocess.Popen([sys.executable] + args, env=env))
+sys.exit(max(p.wait() for p in procs))

@@ -1,0 +1,51 @@
+"""A training loop over testdata/faketorch, for the companion's tests.
+Usage: faketrain.py STEPS [oom|forward|sleep] ; prints max_memory_allocated=N."""
+import sys
+import time
+
+import torch
+
+
+class Attn(torch.nn.Module):
+    def forward(self, x):
+        return torch.empty(4 << 20)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attn()
+
+    def forward(self, x):
+        return self.attn(x)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h0 = Block()
+        self.h1 = Block()
+
+    def forward(self, x):
+        a = self.h0(x)
+        b = self.h1(x)
+        a.free()
+        return b
+
+
+steps = int(sys.argv[1])
+mode = sys.argv[2] if len(sys.argv) > 2 else "train"
+params = torch.empty(16 << 20)
+net = Net()
+opt = torch.optim.Optimizer(32 << 20)
+for i in range(steps):
+    out = net(None)
+    if mode == "oom" and i == 1:
+        torch.empty(2 << 30)
+    if mode != "forward":
+        torch.autograd.backward(out)
+        opt.step()
+    out.free()
+    if mode == "sleep":
+        time.sleep(0.05)
+print("max_memory_allocated=%d" % torch.cuda.max_memory_allocated())

@@ -1,0 +1,104 @@
+//go:build !windows
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/capture"
+)
+
+func runCLI(t *testing.T, args ...string) (exited *capture.Result, stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{ctx: context.Background(), stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
+	err = runCapture(e, runCommand(), args, func(r *capture.Result) { exited = r })
+	return exited, out.String(), errb.String(), err
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command given"},
+		{[]string{"--"}, "no command given"},
+		{[]string{"--schedule", "active=0", "--", "true"}, "active must be at least 1"},
+		{[]string{"--snapshot-at", "start", "--", "true"}, "unknown \"start\""},
+		{[]string{"--ranks", "x", "--", "true"}, "not a rank number"},
+		{[]string{"--max-snapshot-size", "lots", "--", "true"}, "max-snapshot-size"},
+		{[]string{"--stacks", "cpp", "--", "true"}, "stacks"},
+		{[]string{"--interval", "1ms", "--", "true"}, "interval"},
+		{[]string{"--no-such-flag", "true"}, "not defined"},
+	}
+	for _, tt := range tests {
+		exited, _, _, err := runCLI(t, append([]string{"--out", t.TempDir()}, tt.args...)...)
+		var ue *usageError
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !asUsage(err, &ue) {
+			t.Errorf("run %q: err %v, want usage error containing %q", tt.args, err, tt.want)
+		}
+		if exited != nil {
+			t.Errorf("run %q: exited", tt.args)
+		}
+	}
+}
+
+func asUsage(err error, ue **usageError) bool {
+	u, ok := err.(*usageError)
+	*ue = u
+	return ok
+}
+
+func TestRunExitCodes(t *testing.T) {
+	out := t.TempDir()
+	exited, _, stderr, err := runCLI(t, "--out", out, "--quiet", "--", "sh", "-c", "exit 0")
+	if err != nil || exited != nil {
+		t.Errorf("exit 0: err %v exited %+v", err, exited)
+	}
+	if !strings.Contains(stderr, "no Python process loaded the ptscope companion") {
+		t.Errorf("stderr %q", stderr)
+	}
+	exited, _, _, err = runCLI(t, "--out", out, "--quiet", "sh", "-c", "exit 9") // no "--" needed
+	if err != nil || exited == nil || exited.ExitCode != 9 {
+		t.Errorf("exit 9: err %v exited %+v", err, exited)
+	}
+	exited, _, stderr, err = runCLI(t, "--out", out, "--", "no-such-command-ptscope")
+	if err != nil || exited == nil || exited.ExitCode != 127 || !strings.Contains(stderr, "command not found") {
+		t.Errorf("not found: err %v exited %+v stderr %q", err, exited, stderr)
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "*_sh*", "manifest.json")); len(m) != 2 {
+		t.Errorf("bundles: %q", m)
+	}
+}
+
+func TestRunStreamsAndSummary(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	out := t.TempDir()
+	exited, stdout, stderr, err := runCLI(t, "--out", out, "--name", "demo", "--", py, "-c", "print('hello')")
+	if err != nil || exited != nil || stdout != "hello\n" {
+		t.Fatalf("err %v exited %+v stdout %q", err, exited, stdout)
+	}
+	if !strings.Contains(stderr, "ptscope: bundle ") || !strings.Contains(stderr, "_demo (exit 0") {
+		t.Errorf("summary missing: %q", stderr)
+	}
+	b, err := capture.ReadBundle(filepath.Join(out, "latest"))
+	if err != nil || b.Manifest.Name != "demo" || b.Manifest.Tool != "ptscope "+Version {
+		t.Errorf("bundle %+v %v", b, err)
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	var out bytes.Buffer
+	code := Main(context.Background(), []string{"help", "run"}, nil, &out, &out)
+	if code != 0 || !strings.Contains(out.String(), "wait warm warm ACT") || !strings.Contains(out.String(), "ptscope run -- python train.py") {
+		t.Errorf("help run: code %d\n%s", code, out.String())
+	}
+}
