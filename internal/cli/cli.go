@@ -37,9 +37,6 @@ type command struct {
 // commands lists every subcommand. Add new ones here.
 func commands() []command {
 	return []command{
-		analyzeCommand(),
-		checkCommand(),
-		demoCommand(),
 		versionCommand(),
 		runCommand(),
 	}
