@@ -8,6 +8,7 @@
 #   WORK     scratch folder for bundles (default /tmp/ptscope-e2e)
 #   OUT      where small artifacts are copied (the device tool's $OUT; default $WORK/out)
 #   PYTHON   python with torch (default python3)
+#   SWEEP_SIZES, SWEEP_CONTEXTS  override the sweep's sizes and context lengths
 # Needs: 1 GPU for single/signal/oom/overhead/sweep, 2 GPUs for ddp.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -157,8 +158,8 @@ run_section() {
     "$PYTHON" "$WORK/check.py" "$WORK/ddp/latest" ranks=1 >>"$LOG" 2>&1 && ok "--ranks 0 captured one rank" || fail "--ranks 0"
     ;;
   sweep)
-    say "== sweep: small, medium x ctx 256/512/1024 x fp32/bf16 x forward/training"
-    SIZES="small medium" CONTEXTS="256 512 1024" SWEEP_OUT="$WORK/sweep" PTSCOPE="$PTSCOPE" PYTHON="$PYTHON" \
+    say "== sweep: ${SWEEP_SIZES:-small medium} x ctx ${SWEEP_CONTEXTS:-256 512 1024} x fp32/bf16 x forward/training"
+    SIZES="${SWEEP_SIZES:-small medium}" CONTEXTS="${SWEEP_CONTEXTS:-256 512 1024}" SWEEP_OUT="$WORK/sweep" PTSCOPE="$PTSCOPE" PYTHON="$PYTHON" \
       bash examples/memory_sweep.sh 2>&1 | tee -a "$LOG"
     [ "${PIPESTATUS[0]}" = 0 ] && ok sweep || fail sweep
     ;;

@@ -576,6 +576,8 @@ class Capture:
             return
         self.finished = True
         self.stop_evt.set()
+        if self.fwd_since and not self.opt_seen and not self.bwd_since:
+            self.step += 1  # the last forward of a forward-only loop completes a step
         if self.phase is not None:
             self._guard("phase end", self._phase_end, self.phase[0], True)
         if self.prof is not None:
