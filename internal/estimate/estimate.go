@@ -1,0 +1,631 @@
+package estimate
+
+import (
+	"fmt"
+	"math"
+)
+
+// Term is one labelled amount of memory with the formula that produced it.
+type Term struct {
+	Name    string `json:"name"`
+	Bytes   int64  `json:"bytes"`
+	Formula string `json:"formula"`
+	// Where: "allocated" (counted by torch.cuda.memory_allocated), "reserved" (allocator
+	// overhead on top) or "device" (outside the PyTorch allocator).
+	Where string `json:"where"`
+}
+
+// Phase is the allocated memory at the peak of one phase and what it is made of.
+type Phase struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+	Terms []Term `json:"terms"`
+}
+
+// Activations describes what one rank keeps for backward.
+type Activations struct {
+	PerLayer          []ActItem `json:"per_layer"`
+	PerLayerBytes     int64     `json:"per_layer_bytes"`
+	AttentionBytes    int64     `json:"attention_bytes"` // per layer
+	MLPBytes          int64     `json:"mlp_bytes"`       // per layer
+	NormBytes         int64     `json:"norm_bytes"`      // per layer
+	Layers            int       `json:"layers"`          // on this rank
+	InFlight          float64   `json:"in_flight_micro_batches"`
+	LayersTotalBytes  int64     `json:"layers_total_bytes"`
+	Embedding         []ActItem `json:"embedding"`
+	Head              []ActItem `json:"head"`
+	LogitsBytes       int64     `json:"logits_bytes"`
+	LossBytes         int64     `json:"loss_bytes"` // fp32 log-softmax saved by cross-entropy
+	TotalBytes        int64     `json:"total_bytes"`
+	RecomputedLayer   int64     `json:"recomputed_layer_bytes,omitempty"`
+	ResidualTensor    int64     `json:"residual_tensor_bytes"`
+	ResidualTensorHow string    `json:"residual_tensor_formula"`
+}
+
+// Rank is the estimate for one rank (one pipeline stage).
+type Rank struct {
+	Name               string      `json:"name"`
+	Stage              int         `json:"stage"`
+	Params             int64       `json:"params"`
+	PeakAllocatedBytes int64       `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64       `json:"peak_reserved_bytes"`
+	DeviceTotalBytes   int64       `json:"device_total_bytes"`
+	PeakPhase          string      `json:"peak_phase"`
+	Terms              []Term      `json:"terms"`
+	Phases             []Phase     `json:"phases"`
+	Activations        Activations `json:"activations"`
+	// ModelStates are the full sizes of parameters, gradients, optimizer state and master
+	// weights on this rank (the peak phase may hold only part of the gradients).
+	ModelStates         map[string]int64 `json:"model_states"`
+	persistentAllocated int64
+}
+
+// Result is an estimate for a model, setup and device.
+type Result struct {
+	Model  Model  `json:"model"`
+	Setup  Setup  `json:"setup"`
+	Device Device `json:"device"`
+	Params int64  `json:"params"`
+	Ranks  []Rank `json:"ranks"`
+	Top    int    `json:"-"` // index of the most loaded rank
+}
+
+// TopRank is the most loaded rank.
+func (r *Result) TopRank() *Rank { return &r.Ranks[r.Top] }
+
+// Fits reports whether the most loaded rank fits the device (false when no memory size is known).
+func (r *Result) Fits() (fits, known bool) {
+	if r.Device.MemoryBytes <= 0 {
+		return false, false
+	}
+	return r.TopRank().DeviceTotalBytes <= r.Device.MemoryBytes, true
+}
+
+// FragmentationRatio is the allowance for caching-allocator fragmentation on top of the
+// non-persistent (activation and temporary) part of the peak; see docs/validation.md.
+const FragmentationRatio = 0.08
+
+// Estimate computes the memory of every distinct rank.
+func Estimate(m Model, s Setup, dev Device) (*Result, error) {
+	m, err := m.normalize()
+	if err != nil {
+		return nil, err
+	}
+	s, err = s.normalize(m)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Model: m, Setup: s, Device: dev, Params: m.Params()}
+	for k := 0; k < s.PP; k++ {
+		res.Ranks = append(res.Ranks, estimateStage(m, s, dev, k))
+	}
+	for i, r := range res.Ranks {
+		if r.DeviceTotalBytes > res.Ranks[res.Top].DeviceTotalBytes {
+			res.Top = i
+		}
+	}
+	return res, nil
+}
+
+// stageTensors lists the parameter tensors of pipeline stage k, already split by TP and EP.
+func stageTensors(m Model, s Setup, k int) (layer, other []tensor, layers int) {
+	split := func(ts []tensor) []tensor {
+		out := make([]tensor, 0, len(ts))
+		for _, t := range ts {
+			if t.expert && s.EP > 1 && t.expertIdx >= m.Experts/s.EP {
+				continue // expert parallelism keeps experts/ep experts on each rank
+			}
+			if t.tpSplit && s.TP > 1 {
+				t.numel /= int64(s.TP)
+				t.rows /= int64(s.TP)
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+	layer = split(m.layerTensors())
+	if k == 0 {
+		other = append(other, split(m.embeddingTensors())...)
+	}
+	if k == s.PP-1 {
+		other = append(other, split(m.headTensors())...)
+		if s.PP > 1 && m.TiedEmbeddings {
+			other = append(other, split(m.embeddingTensors()[:1])...) // copy of the tied embedding
+		}
+	}
+	return layer, other, m.Layers / s.PP
+}
+
+func round512(n int64) int64 { return (n + 511) / 512 * 512 }
+
+// tensorBytes sums element counts times size, each tensor rounded to the allocator's 512 B.
+func tensorBytes(ts []tensor, times int, elem int64, shard int64) int64 {
+	var n int64
+	for _, t := range ts {
+		n += round512(ceilDiv(t.numel, shard) * elem)
+	}
+	return n * int64(times)
+}
+
+func ceilDiv(a, b int64) int64 {
+	if b <= 1 {
+		return a
+	}
+	return (a + b - 1) / b
+}
+
+func estimateStage(m Model, s Setup, dev Device, k int) Rank {
+	sh := newShape(m, s)
+	layerTs, otherTs, L := stageTensors(m, s, k)
+	first, last := k == 0, k == s.PP-1
+	N := int64(s.DP * s.CP) // ZeRO/FSDP shard group
+	shardP, shardG, shardO := int64(1), int64(1), int64(1)
+	if s.Zero >= 1 {
+		shardO = N
+	}
+	if s.Zero >= 2 {
+		shardG = N
+	}
+	if s.Zero >= 3 {
+		shardP = N
+	}
+	var params int64
+	for _, t := range otherTs {
+		params += t.numel
+	}
+	params += int64(L) * sumNumel(layerTs)
+	r := Rank{Name: fmt.Sprintf("pp_stage_%d", k), Stage: k, Params: params}
+	if s.PP == 1 {
+		r.Name = "rank"
+	}
+	all := func(elem, shard int64) int64 {
+		return tensorBytes(layerTs, L, elem, shard) + tensorBytes(otherTs, 1, elem, shard)
+	}
+	pdesc := fmt.Sprintf("%d params on this rank", params)
+
+	// --- persistent model states
+	var terms []Term
+	addT := func(name, where string, b int64, f string, a ...any) int64 {
+		terms = append(terms, Term{Name: name, Bytes: b, Formula: fmt.Sprintf(f, a...), Where: where})
+		return b
+	}
+	W := all(sh.pb, shardP)
+	if s.Offload == "params" {
+		W = 0
+	}
+	addT("parameters", "allocated", W, "%s · %d B%s", pdesc, sh.pb, shardNote(shardP, "params"))
+	G := all(sh.gb, shardG)
+	var master, gradCopy, optState, optTemp int64
+	if !s.ForwardOnly {
+		addT("gradients", "allocated", G, "%s · %d B (%s)%s", pdesc, sh.gb, s.GradDType, shardNote(shardG, "grads"))
+		if s.MasterWeights {
+			master = all(4, shardO)
+			if sh.gb < 4 {
+				gradCopy = all(4, shardO)
+			}
+		}
+		sb := sh.stateBytes
+		switch s.Optimizer {
+		case "adamw", "adam":
+			optState = 2 * all(sb, shardO)
+			optTemp = all(sb, shardO) // foreach: sqrt(exp_avg_sq) for every parameter at once
+		case "sgd":
+			optState = all(sb, shardO)
+		case "adamw8bit":
+			optState = 2 * all(1, shardO)
+		case "adafactor":
+			var big int64
+			fact := func(ts []tensor) (n int64) {
+				for _, t := range ts {
+					f := t.numel
+					if t.rows > 0 {
+						f = t.rows + t.cols
+					}
+					n += round512(ceilDiv(f, shardO) * sb)
+					big = max(big, t.numel)
+				}
+				return n
+			}
+			optState = int64(L)*fact(layerTs) + fact(otherTs) // factored second moments
+			optTemp = round512(ceilDiv(big, shardO) * sb)
+		}
+		if s.Offload == "optimizer" || s.Offload == "params" {
+			master, gradCopy, optState, optTemp = 0, 0, 0, 0
+		}
+		addT("master_weights", "allocated", master, "fp32 copy of 16-bit params: %s · 4 B%s", pdesc, shardNote(shardO, "optimizer"))
+		if gradCopy > 0 {
+			addT("fp32_grad_copy", "allocated", gradCopy, "fp32 gradients for the optimizer: %s · 4 B%s", pdesc, shardNote(shardO, "optimizer"))
+		}
+		addT("optimizer_state", "allocated", optState, "%s: %s%s", s.Optimizer, optStateFormula(s.Optimizer, sh.stateBytes), shardNote(shardO, "optimizer"))
+	}
+	ws := dev.CublasWorkspaceBytes
+	addT("cublas_workspace", "allocated", ws, "cuBLAS + cuBLASLt workspaces allocated through the caching allocator (%s)", dev.Arch)
+
+	// --- activations
+	selective := s.Recompute == "selective"
+	full := s.Recompute == "full"
+	layerIts := sh.layerSaved(selective)
+	perLayerFull := sumItems(layerIts)
+	perLayer := perLayerFull
+	if full {
+		perLayer = sumItems(sh.layerCheckpointed())
+	}
+	inflight := 1.0
+	if s.PP > 1 && !s.ForwardOnly {
+		inflight = float64(min(s.PP-k, s.MicroBatches))
+		if s.VPP > 1 {
+			inflight *= 1 + float64(s.PP-1)/float64(s.PP*s.VPP)
+		}
+	}
+	var embIts, headIts []ActItem
+	if first {
+		embIts = sh.embeddingSaved()
+	}
+	if last {
+		headIts = sh.headSaved()
+	}
+	logits := sh.logitsBytes()
+	lossSaved := sh.vocabRowBytes(4)
+	layersTotal := int64(math.Round(inflight * float64(int64(L)*perLayer)))
+	embTotal := int64(math.Round(inflight * float64(sumItems(embIts))))
+	act := Activations{PerLayer: layerIts, PerLayerBytes: perLayer, Layers: L, InFlight: inflight,
+		AttentionBytes: groupBytes(layerIts, "attention"), MLPBytes: groupBytes(layerIts, "mlp"), NormBytes: groupBytes(layerIts, "norm"),
+		LayersTotalBytes: layersTotal, Embedding: embIts, Head: headIts,
+		ResidualTensor:    sh.tokens * int64(m.Hidden) * sh.res / sh.seqShard,
+		ResidualTensorHow: fmt.Sprintf("micro_batch·seq/cp·hidden·%s/%d = %d·%d·%d·%d/%d", dname(sh.res), sh.seqShard, s.MicroBatch, sh.seqLocal, m.Hidden, sh.res, sh.seqShard)}
+	if full {
+		act.RecomputedLayer = perLayerFull
+	}
+	if last {
+		act.LogitsBytes = logits
+		if !s.ForwardOnly {
+			act.LossBytes = lossSaved
+		}
+	}
+	headTotal := sumItems(headIts)
+	act.TotalBytes = layersTotal + embTotal + headTotal
+	if !s.ForwardOnly {
+		act.TotalBytes += act.LogitsBytes + act.LossBytes
+	}
+	r.Activations = act
+
+	// autocast weight cache: low-precision copies of matmul weights, held until autocast exits
+	// and, in training, saved by autograd until each layer's backward.
+	var cacheLayer, cacheOther int64
+	if s.AMP {
+		for _, t := range layerTs {
+			if t.matmul {
+				cacheLayer += round512(t.numel * sh.act)
+			}
+		}
+		for _, t := range otherTs {
+			if t.matmul {
+				cacheOther += round512(t.numel * sh.act)
+			}
+		}
+	}
+	cacheAll := int64(L)*cacheLayer + cacheOther
+
+	// FSDP / ZeRO-3: unsharded parameters of the current and the prefetched layer
+	var unsharded, unshardedGrad int64
+	if s.Zero >= 3 && N > 1 {
+		unsharded = 2 * tensorBytes(layerTs, 1, sh.pb, 1)
+		unshardedGrad = tensorBytes(layerTs, 1, sh.gb, 1)
+	}
+	var ddpBuckets int64
+	if !s.ForwardOnly && s.DP > 1 && s.Zero == 0 && s.TP == 1 && s.PP == 1 {
+		ddpBuckets = G // torch DDP bucket copies (gradient_as_bucket_view=False)
+		addT("ddp_buckets", "allocated", ddpBuckets, "DistributedDataParallel gradient buckets: a flat copy of the gradients")
+	}
+	persistent := W + master + gradCopy + optState + ws + ddpBuckets
+	r.persistentAllocated = persistent
+	r.ModelStates = map[string]int64{"parameters": W, "gradients": G, "master_weights": master,
+		"fp32_grad_copy": gradCopy, "optimizer_state": optState}
+	if s.ForwardOnly {
+		r.ModelStates = map[string]int64{"parameters": W}
+	}
+	h := int64(m.Hidden)
+	rows, ffn := sh.mlpTokens()
+	persist := func(extra ...Term) []Term {
+		ts := []Term{
+			{Name: "parameters", Bytes: W, Where: "allocated", Formula: "model parameters on this rank"},
+			{Name: "master_weights", Bytes: master, Where: "allocated", Formula: "fp32 master copy"},
+			{Name: "fp32_grad_copy", Bytes: gradCopy, Where: "allocated", Formula: "fp32 gradients for the optimizer"},
+			{Name: "optimizer_state", Bytes: optState, Where: "allocated", Formula: s.Optimizer + " state"},
+			{Name: "ddp_buckets", Bytes: ddpBuckets, Where: "allocated", Formula: "DDP gradient buckets"},
+			{Name: "cublas_workspace", Bytes: ws, Where: "allocated", Formula: "cuBLAS/cuBLASLt workspaces"},
+		}
+		return append(ts, extra...)
+	}
+	term := func(name string, b int64, f string, a ...any) Term {
+		return Term{Name: name, Bytes: b, Where: "allocated", Formula: fmt.Sprintf(f, a...)}
+	}
+
+	var phases []Phase
+	if s.ForwardOnly {
+		kv := int64(0)
+		if m.HFUseCache {
+			kv = int64(L) * sh.tokens * 2 * int64(m.KVHeads) * int64(m.HeadDim) * sh.act / sh.t
+		}
+		layerTmp := sh.tokens*h*sh.res/sh.seqShard + rows*ffn*2*sh.act/sh.t + sh.tokens*h*sh.act
+		var headTmp, lg int64
+		if last {
+			headTmp = sh.tokens * h * (2*sh.res + sh.act) / sh.seqShard
+			lg = logits
+		}
+		tmp, tf := layerTmp, fmt.Sprintf("one layer's MLP in flight: tokens·(h·res + 2·ffn·act + h·act) = %d", layerTmp)
+		if headTmp+lg > layerTmp {
+			tmp, tf = headTmp, "final norm input/output and the matmul input"
+		} else {
+			lg = 0
+		}
+		phases = append(phases, Phase{Name: "forward", Terms: persist(
+			term("autocast_weight_cache", cacheAll, "low-precision copies of matmul weights cached by torch.autocast"),
+			term("activations", kv, "Hugging Face use_cache: layers·tokens·2kv·act"),
+			term("unsharded_params", unsharded, "2 layers gathered (ZeRO-3/FSDP)"),
+			term("logits", lg, "tokens·vocab·act/t"),
+			term("temporaries", tmp, "%s", tf),
+		)})
+	} else {
+		g0 := int64(0)
+		if s.GradAccum > 1 || s.MicroBatches > 1 {
+			g0 = G
+		}
+		saved := layersTotal + embTotal + headTotal
+		var lg, lossFwd, lossTmpFwd, keep, lossBwdTmp int64
+		if last {
+			lg = logits
+			lossFwd = lossSaved
+			lossTmpFwd = sh.lossForwardTemp()
+			if s.KeepLogits {
+				keep = logits
+			}
+			lossBwdTmp = sh.lossBackwardTemp()
+		}
+		fwdTmp := int64(0)
+		if !last {
+			fwdTmp = rows * ffn * sh.act / sh.t // one MLP intermediate being produced
+		}
+		phases = append(phases, Phase{Name: "forward", Terms: persist(
+			term("gradients", g0, "kept across micro-batches (grad accumulation or pipeline)"),
+			term("autocast_weight_cache", cacheAll, "low-precision copies of all matmul weights (autocast cache)"),
+			term("unsharded_params", unsharded, "current + prefetched layer gathered (ZeRO-3/FSDP)"),
+			term("activations", saved, "%.2f micro-batches · %d layers · %d B + embedding + head", inflight, L, perLayer),
+			term("logits", lg, "tokens·vocab·%d/t", sh.act),
+			term("loss", lossFwd, "fp32 log-softmax saved by cross-entropy: tokens·vocab·4/t"),
+			term("temporaries", lossTmpFwd+fwdTmp, "%s", sh.lossForwardTempFormula()),
+		)})
+
+		// backward: the loss at its start, then the layers from last to first
+		headGrad := tensorBytes(otherTs, 1, sh.gb, shardG)
+		layerGrad := tensorBytes(layerTs, 1, sh.gb, shardG)
+		var best Phase
+		other := layersTotal - int64(L)*perLayer // other micro-batches in flight
+		if last {
+			best = sumPhase(Phase{Name: "backward", Terms: persist(
+				term("gradients", g0, "present at the start of backward"),
+				term("autocast_weight_cache", cacheAll-boolMul(full, int64(L)*cacheLayer), "low-precision weight copies saved for backward"),
+				term("unsharded_params", unsharded, "gathered layers (ZeRO-3/FSDP)"),
+				term("activations", saved, "all saved activations"),
+				term("logits", keep, "logits held by the caller"),
+				term("loss", lossFwd, "fp32 log-softmax"),
+				term("temporaries", lossBwdTmp, "%s", sh.lossBackwardTempFormula()),
+			)})
+		}
+		tmpBwd := rows*ffn*2*sh.act/sh.t + 2*sh.tokens*h*sh.res/sh.seqShard
+		var maxMat int64
+		for _, t := range layerTs {
+			maxMat = max(maxMat, t.numel)
+		}
+		if sh.amp {
+			tmpBwd += maxMat * sh.act // a weight gradient in bf16 before its fp32 cast
+		}
+		for j := L - 1; j >= 0; j-- {
+			grads := g0
+			if g0 == 0 {
+				grads = headGrad + int64(L-1-j)*layerGrad
+			}
+			cache := cacheOther + cacheLayer
+			if !full {
+				cache += int64(j) * cacheLayer
+			}
+			rec := int64(0)
+			if full {
+				rec = perLayerFull
+			}
+			p := sumPhase(Phase{Name: "backward", Terms: persist(
+				term("gradients", grads, "gradients so far (layer %d of %d)", j, L),
+				term("autocast_weight_cache", cache, "weight copies of layers not yet differentiated"),
+				term("unsharded_params", unsharded+unshardedGrad, "gathered layers and one unsharded layer gradient (ZeRO-3/FSDP)"),
+				term("activations", other+int64(j+1)*perLayer+embTotal+rec, "saved activations of layers 0..%d (+ other micro-batches, + the recomputed layer)", j),
+				term("logits", keep, "logits held by the caller"),
+				term("temporaries", tmpBwd, "gradients of one layer's MLP intermediates and residual stream"),
+			)})
+			if p.Bytes > best.Bytes {
+				best = p
+			}
+		}
+		// end of backward: all gradients plus the embedding's gradient before accumulation
+		embTmp := int64(0)
+		if first {
+			embTmp = round512(int64(m.Vocab) * h * sh.gb / sh.t)
+		}
+		end := sumPhase(Phase{Name: "backward", Terms: persist(
+			term("gradients", G, "all gradients"),
+			term("unsharded_params", unsharded+unshardedGrad, "gathered layers (ZeRO-3/FSDP)"),
+			term("logits", keep, "logits held by the caller"),
+			term("temporaries", embTmp, "embedding gradient before it is added to the tied weight's: vocab·h·%d/t", sh.gb),
+		)})
+		if end.Bytes > best.Bytes {
+			best = end
+		}
+		phases = append(phases, best)
+
+		keepStep := int64(0)
+		if s.PP == 1 && s.KeepLogits {
+			keepStep = logits
+		}
+		phases = append(phases, Phase{Name: "optimizer_step", Terms: persist(
+			term("gradients", G, "all gradients"),
+			term("logits", keepStep, "logits held by the caller until the step returns"),
+			term("temporaries", optTemp, "%s", optTempFormula(s.Optimizer)),
+		)})
+	}
+	for i := range phases {
+		phases[i] = sumPhase(phases[i])
+	}
+	r.Phases = phases
+	peak := phases[0]
+	for _, p := range phases[1:] {
+		if p.Bytes > peak.Bytes {
+			peak = p
+		}
+	}
+	r.PeakPhase = peak.Name
+	r.PeakAllocatedBytes = peak.Bytes
+	// the breakdown is the peak phase's terms (they sum to the peak) plus the terms beyond it
+	detail := map[string]Term{}
+	for _, t := range terms {
+		detail[t.Name] = t
+	}
+	terms = terms[:0]
+	for _, t := range peak.Terms {
+		if d, ok := detail[t.Name]; ok && d.Bytes == t.Bytes {
+			t.Formula = d.Formula
+		}
+		if t.Bytes != 0 || t.Name == "activations" {
+			terms = append(terms, t)
+		}
+	}
+	dyn := r.PeakAllocatedBytes - persistent
+	segPersistent := segmentOverhead(layerTs, otherTs, L, sh, s, shardP, shardG, shardO, master > 0, optState > 0)
+	frag := int64(float64(max(dyn, 0)) * FragmentationRatio)
+	addT("allocator_segments", "reserved", segPersistent, "2 MiB rounding of large persistent tensors, 20 MiB segments for 1-10 MiB ones")
+	addT("fragmentation_allowance", "reserved", frag, "%.0f%% of the non-persistent peak (%d B): split, cached blocks the allocator cannot reuse", FragmentationRatio*100, dyn)
+	r.PeakReservedBytes = roundUp(r.PeakAllocatedBytes+segPersistent+frag, 2<<20)
+	nccl := ncclBytes(s)
+	addT("cuda_context", "device", dev.CUDAContextBytes, "CUDA context, kernels and library handles (%s)", dev.Arch)
+	addT("nccl_buffers", "device", nccl, "%s", ncclFormula(s))
+	r.DeviceTotalBytes = r.PeakReservedBytes + dev.CUDAContextBytes + nccl
+	r.Terms = terms
+	return r
+}
+
+func boolMul(b bool, v int64) int64 {
+	if b {
+		return v
+	}
+	return 0
+}
+
+func sumPhase(p Phase) Phase {
+	var n int64
+	for _, t := range p.Terms {
+		n += t.Bytes
+	}
+	p.Bytes = n
+	return p
+}
+
+func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }
+
+func shardNote(n int64, what string) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" / %d (%s sharded over dp·cp)", n, what)
+}
+
+func optStateFormula(o string, sb int64) string {
+	switch o {
+	case "adamw", "adam":
+		return fmt.Sprintf("exp_avg + exp_avg_sq = 2 · %d B/param", sb)
+	case "sgd":
+		return fmt.Sprintf("momentum buffer = %d B/param", sb)
+	case "adamw8bit":
+		return "two 8-bit states = 2 B/param"
+	case "adafactor":
+		return "factored second moment: (rows + cols) · 4 B per matrix"
+	}
+	return ""
+}
+
+func optTempFormula(o string) string {
+	switch o {
+	case "adamw", "adam":
+		return "foreach AdamW: sqrt(exp_avg_sq) for all parameters at once (1 · state bytes/param)"
+	case "adafactor":
+		return "one update tensor of the largest parameter"
+	}
+	return "in-place update, no temporaries"
+}
+
+// segmentOverhead models the caching allocator's segments for the persistent tensors: sizes over
+// 10 MiB are rounded up to 2 MiB, 1-10 MiB ones share 20 MiB segments, small ones 2 MiB segments.
+func segmentOverhead(layerTs, otherTs []tensor, L int, sh shape, s Setup, shardP, shardG, shardO int64, master, opt bool) int64 {
+	type kind struct {
+		elem, shard int64
+		n           int
+	}
+	kinds := []kind{{sh.pb, shardP, 1}}
+	if !s.ForwardOnly {
+		kinds = append(kinds, kind{sh.gb, shardG, 1})
+		if master {
+			kinds = append(kinds, kind{4, shardO, 1})
+		}
+		if opt {
+			kinds = append(kinds, kind{sh.stateBytes, shardO, 2})
+		}
+	}
+	var over, mid, small int64
+	for _, k := range kinds {
+		each := func(ts []tensor, times int64) {
+			for _, t := range ts {
+				b := round512(ceilDiv(t.numel, k.shard) * k.elem)
+				switch {
+				case b > 10<<20:
+					over += (roundUp(b, 2<<20) - b) * times * int64(k.n)
+				case b > 1<<20:
+					mid += b * times * int64(k.n)
+				default:
+					small += b * times * int64(k.n)
+				}
+			}
+		}
+		each(layerTs, int64(L))
+		each(otherTs, 1)
+	}
+	return over + (roundUp(mid, 20<<20) - mid) + (roundUp(small, 2<<20) - small)
+}
+
+// ncclBytes is NCCL's device memory outside the allocator: per communicator this rank joins,
+// about 544 MB for 2 ranks and 688 MB for more (NCCL issue 964, A100 NVLink).
+func ncclBytes(s Setup) int64 {
+	var n int64
+	for _, g := range commGroups(s) {
+		if g == 2 {
+			n += 544e6
+		} else {
+			n += 688e6
+		}
+	}
+	return n
+}
+
+func commGroups(s Setup) []int {
+	var gs []int
+	for _, g := range []int{s.DP * s.CP, s.TP, s.PP, s.CP, s.EP} {
+		if g > 1 {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+func ncclFormula(s Setup) string {
+	gs := commGroups(s)
+	if len(gs) == 0 {
+		return "single process: no NCCL communicators"
+	}
+	return fmt.Sprintf("%d communicators (group sizes %v) · 544 MB (2 ranks) or 688 MB (more), NCCL issue 964", len(gs), gs)
+}
