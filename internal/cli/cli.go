@@ -39,6 +39,7 @@ func commands() []command {
 	return []command{
 		versionCommand(),
 		runCommand(),
+		estimateCommand(),
 	}
 }
 
