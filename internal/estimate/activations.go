@@ -221,28 +221,56 @@ func KorthikantiPerLayer(s, b, h, a, t int64, sp, selective bool) float64 {
 	return sbh * (10 + 24/float64(t) + attn)
 }
 
-// lossForwardTemp is what cross-entropy allocates in forward beyond the saved fp32 log-softmax:
-// for 16-bit logits, the fp32 copy log_softmax converts them to.
+// The loss. F.cross_entropy is log_softmax(x, dtype=x.dtype) then nll_loss. On fp32 logits the
+// log-softmax (tokens x vocab x 4 B) is saved and backward adds nll_loss's gradient and
+// log_softmax's gradient. Under autocast the log-softmax stays 16-bit and nll_loss (an fp32
+// autocast op) saves an fp32 copy of it; backward then adds only nll_loss's fp32 gradient before
+// the copy is released. Hugging Face models call logits.float() first (LossUpcast): the fp32 path.
+
+func (sh shape) lossFP32() bool { return sh.act >= 4 || sh.m.LossUpcast }
+
+// lossSaved is what the loss keeps for backward.
+func (sh shape) lossSaved() int64 {
+	if sh.lossFP32() {
+		return sh.vocabRowBytes(4)
+	}
+	return sh.vocabRowBytes(sh.act) + sh.vocabRowBytes(4)
+}
+
+func (sh shape) lossSavedFormula() string {
+	if sh.lossFP32() {
+		return "fp32 log-softmax: tokens·vocab·4/t"
+	}
+	return fmt.Sprintf("%d-byte log-softmax + nll_loss's fp32 copy of it: tokens·vocab·(%d+4)/t", sh.act, sh.act)
+}
+
+// lossForwardTemp is what the loss allocates in forward and frees before backward: the fp32
+// copy of 16-bit logits made by logits.float().
 func (sh shape) lossForwardTemp() int64 {
-	if sh.act < 4 {
+	if sh.act < 4 && sh.m.LossUpcast {
 		return sh.vocabRowBytes(4)
 	}
 	return 0
 }
 
 func (sh shape) lossForwardTempFormula() string {
-	if sh.act < 4 {
-		return "fp32 copy of the 16-bit logits for log_softmax: tokens·vocab·4/t"
+	if sh.lossForwardTemp() > 0 {
+		return "fp32 copy of the 16-bit logits (logits.float()): tokens·vocab·4/t"
 	}
-	return "none (fp32 logits go straight into log_softmax)"
+	return "none"
 }
 
-// lossBackwardTemp is the start of backward: nll_loss's gradient (fp32, tokens x vocab) and
-// log_softmax's gradient.
+// lossBackwardTemp is the start of backward.
 func (sh shape) lossBackwardTemp() int64 {
-	return 2 * sh.vocabRowBytes(4)
+	if sh.lossFP32() {
+		return 2 * sh.vocabRowBytes(4)
+	}
+	return sh.vocabRowBytes(4)
 }
 
 func (sh shape) lossBackwardTempFormula() string {
-	return "gradient of the log-softmax (tokens·vocab·4/t) and of the logits (tokens·vocab·4/t)"
+	if sh.lossFP32() {
+		return "nll_loss's gradient and log_softmax's gradient, fp32: 2·tokens·vocab·4/t"
+	}
+	return "nll_loss's fp32 gradient: tokens·vocab·4/t"
 }

@@ -138,11 +138,34 @@ func stageTensors(m Model, s Setup, k int) (layer, other []tensor, layers int) {
 
 func round512(n int64) int64 { return (n + 511) / 512 * 512 }
 
-// tensorBytes sums element counts times size, each tensor rounded to the allocator's 512 B.
+// blockBytes is the block the CUDA caching allocator hands out for a request of n bytes, as
+// torch.cuda.memory_allocated counts it: n rounded up to 512 B; a request over 10 MiB gets a
+// segment rounded up to 2 MiB, and the allocator does not split off a remainder of 1 MiB or
+// less (kSmallSize), so such a request occupies the whole rounded block.
+func blockBytes(n int64) int64 {
+	n = round512(n)
+	if n > 10<<20 {
+		if r := roundUp(n, 2<<20); r-n <= 1<<20 {
+			return r
+		}
+	}
+	return n
+}
+
+// tensorBytes sums the allocator blocks of a tensor list, each tensor's elements split over shard.
 func tensorBytes(ts []tensor, times int, elem int64, shard int64) int64 {
 	var n int64
 	for _, t := range ts {
-		n += round512(ceilDiv(t.numel, shard) * elem)
+		n += blockBytes(ceilDiv(t.numel, shard) * elem)
+	}
+	return n * int64(times)
+}
+
+// rawBytes is tensorBytes without any allocator rounding.
+func rawBytes(ts []tensor, times int, elem int64, shard int64) int64 {
+	var n int64
+	for _, t := range ts {
+		n += ceilDiv(t.numel, shard) * elem
 	}
 	return n * int64(times)
 }
@@ -265,7 +288,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 		headIts = sh.headSaved()
 	}
 	logits := sh.logitsBytes()
-	lossSaved := sh.vocabRowBytes(4)
+	lossSaved := sh.lossSaved()
 	layersTotal := int64(math.Round(inflight * float64(int64(L)*perLayer)))
 	embTotal := int64(math.Round(inflight * float64(sumItems(embIts))))
 	act := Activations{PerLayer: layerIts, PerLayerBytes: perLayer, Layers: L, InFlight: inflight,
@@ -392,7 +415,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 			term("unsharded_params", unsharded, "current + prefetched layer gathered (ZeRO-3/FSDP)"),
 			term("activations", saved, "%.2f micro-batches · %d layers · %d B + embedding + head", inflight, L, perLayer),
 			term("logits", lg, "tokens·vocab·%d/t", sh.act),
-			term("loss", lossFwd, "fp32 log-softmax saved by cross-entropy: tokens·vocab·4/t"),
+			term("loss", lossFwd, "%s", sh.lossSavedFormula()),
 			term("temporaries", lossTmpFwd+fwdTmp, "%s", sh.lossForwardTempFormula()),
 		)})
 
@@ -408,7 +431,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 				term("unsharded_params", unsharded, "gathered layers (ZeRO-3/FSDP)"),
 				term("activations", saved, "all saved activations"),
 				term("logits", keep, "logits held by the caller"),
-				term("loss", lossFwd, "fp32 log-softmax"),
+				term("loss", lossFwd, "%s", sh.lossSavedFormula()),
 				term("temporaries", lossBwdTmp, "%s", sh.lossBackwardTempFormula()),
 			)})
 		}
@@ -446,15 +469,24 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 			}
 		}
 		// end of backward: all gradients plus the embedding's gradient before accumulation
-		embTmp := int64(0)
+		embTmp, embF := int64(0), ""
 		if first {
 			embTmp = round512(int64(m.Vocab) * h * sh.gb / sh.t)
+			embF = "the embedding's gradient (vocab·h·%d/t)"
+			if m.TiedEmbeddings && !sh.amp {
+				// fp32: the tied weight's first gradient is the output projection's matmul
+				// gradient, and the embedding's is added out of place (old + new + sum live at
+				// once); under autocast it arrives through the fp32 cast and is added in place.
+				// Seen in the H100 allocator history (docs/validation.md).
+				embTmp *= 2
+				embF = "the embedding's gradient and its sum with the tied output projection's (2·vocab·h·%d/t)"
+			}
 		}
 		end := sumPhase(Phase{Name: "backward", Terms: persist(
 			term("gradients", G, "all gradients"),
 			term("unsharded_params", unsharded+unshardedGrad, "gathered layers (ZeRO-3/FSDP)"),
 			term("logits", keep, "logits held by the caller"),
-			term("temporaries", embTmp, "embedding gradient before it is added to the tied weight's: vocab·h·%d/t", sh.gb),
+			term("temporaries", embTmp, embF, sh.gb),
 		)})
 		if end.Bytes > best.Bytes {
 			best = end
@@ -500,7 +532,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 	dyn := r.PeakAllocatedBytes - persistent
 	segPersistent := segmentOverhead(layerTs, otherTs, L, sh, s, shardP, shardG, shardO, master > 0, optState > 0)
 	frag := int64(float64(max(dyn, 0)) * FragmentationRatio)
-	addT("allocator_segments", "reserved", segPersistent, "2 MiB rounding of large persistent tensors, 20 MiB segments for 1-10 MiB ones")
+	addT("allocator_segments", "reserved", segPersistent, "split-off remainders of 2 MiB-rounded segments of persistent tensors, 20 MiB segments for 1-10 MiB ones")
 	addT("fragmentation_allowance", "reserved", frag, "%.0f%% of the non-persistent peak (%d B): split, cached blocks the allocator cannot reuse", FragmentationRatio*100, dyn)
 	r.PeakReservedBytes = roundUp(r.PeakAllocatedBytes+segPersistent+frag, 2<<20)
 	nccl := ncclBytes(s)
@@ -584,7 +616,7 @@ func segmentOverhead(layerTs, otherTs []tensor, L int, sh shape, s Setup, shardP
 				b := round512(ceilDiv(t.numel, k.shard) * k.elem)
 				switch {
 				case b > 10<<20:
-					over += (roundUp(b, 2<<20) - b) * times * int64(k.n)
+					over += (roundUp(b, 2<<20) - blockBytes(b)) * times * int64(k.n)
 				case b > 1<<20:
 					mid += b * times * int64(k.n)
 				default:

@@ -44,6 +44,8 @@ type Model struct {
 	// HFUseCache: Hugging Face models return a KV cache (past_key_values) even in training
 	// unless use_cache=False; it stays alive as long as the model output does.
 	HFUseCache bool `json:"hf_use_cache,omitempty"`
+	// LossUpcast: the loss is computed on logits.float() (Hugging Face ForCausalLMLoss).
+	LossUpcast bool `json:"loss_upcast,omitempty"`
 }
 
 // normalize fills defaults and checks the model; it returns a copy.
@@ -287,7 +289,7 @@ func ReadHFConfig(r io.Reader, name string) (Model, error) {
 	if err := json.NewDecoder(r).Decode(&c); err != nil {
 		return Model{}, fmt.Errorf("%s: not a JSON config: %w", name, err)
 	}
-	m := Model{Name: name}
+	m := Model{Name: name, LossUpcast: true}
 	m.Layers = firstInt(c.NLayer, c.NumHiddenLayers)
 	m.Hidden = firstInt(c.NEmbd, c.HiddenSize)
 	m.Heads = firstInt(c.NHead, c.NumAttentionHead)
