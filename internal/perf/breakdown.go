@@ -1,0 +1,239 @@
+package perf
+
+import (
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+)
+
+// Breakdown is a step's wall time split in the plugin's priority order:
+// Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec
+// > Other. The parts sum to the step's duration.
+type Breakdown struct {
+	KernelNS        int64 `json:"kernel_ns"`
+	MemcpyNS        int64 `json:"memcpy_ns"`
+	MemsetNS        int64 `json:"memset_ns"`
+	CommunicationNS int64 `json:"communication_ns"`
+	RuntimeNS       int64 `json:"runtime_ns"`
+	DataLoaderNS    int64 `json:"dataloader_ns"`
+	CPUExecNS       int64 `json:"cpu_exec_ns"`
+	OtherNS         int64 `json:"other_ns"`
+}
+
+// Total is the sum of all parts.
+func (b Breakdown) Total() int64 {
+	return b.KernelNS + b.MemcpyNS + b.MemsetNS + b.CommunicationNS + b.RuntimeNS + b.DataLoaderNS + b.CPUExecNS + b.OtherNS
+}
+
+// Parts returns the parts with their display names, in priority order.
+func (b Breakdown) Parts() []Part {
+	return []Part{{"Kernel", b.KernelNS}, {"Memcpy", b.MemcpyNS}, {"Memset", b.MemsetNS},
+		{"Communication", b.CommunicationNS}, {"Runtime", b.RuntimeNS}, {"DataLoader", b.DataLoaderNS},
+		{"CPU Exec", b.CPUExecNS}, {"Other", b.OtherNS}}
+}
+
+// Part is one named share of a step.
+type Part struct {
+	Name string
+	NS   int64
+}
+
+// Phases is a step's wall time split by training phase, with priority data
+// loading > optimizer > backward > forward > other. The parts sum to the
+// step's duration.
+type Phases struct {
+	ForwardNS     int64 `json:"forward_ns"`
+	BackwardNS    int64 `json:"backward_ns"`
+	OptimizerNS   int64 `json:"optimizer_ns"`
+	DataLoadingNS int64 `json:"data_loading_ns"`
+	OtherNS       int64 `json:"other_ns"`
+}
+
+func isDataLoader(name string) bool {
+	return strings.HasPrefix(name, "enumerate(DataLoader)#") || strings.HasPrefix(name, "enumerate(DataPipe)#")
+}
+
+func isOptimizer(name string) bool {
+	return strings.HasPrefix(name, "Optimizer.step#") || strings.HasPrefix(name, "Optimizer.zero_grad#")
+}
+
+func isCommOpName(name string) bool {
+	return strings.HasPrefix(name, "nccl:") || strings.HasPrefix(name, "gloo:")
+}
+
+// isCommKernel reports NCCL/RCCL/HCCL kernels by name (HTA's rule) or by
+// the collective arguments Kineto copies onto them.
+func isCommKernelName(name string) bool {
+	return strings.HasPrefix(name, "nccl") || strings.Contains(name, "ncclKernel") || strings.Contains(name, "ncclDevKernel") ||
+		strings.HasPrefix(name, "rccl") || strings.HasPrefix(name, "hccl")
+}
+
+// roles holds the union of each role's intervals over the whole trace.
+type roles struct {
+	kernel, memcpy, memset, comm, runtime, dataloader, cpu spans
+	all                                                    spans  // kernels of both kinds, built on demand
+	commKernel                                             []bool // per GPU event index in g.gpu
+}
+
+func buildRoles(g *graph) *roles {
+	ev := g.ev
+	r := &roles{commKernel: make([]bool, len(g.gpu))}
+	for k, i := range g.gpu {
+		s := span{ev.TS[i], ev.End(int(i))}
+		switch ev.Kind[i] {
+		case kineto.KindKernel:
+			if g.isCommGPU(int(i)) {
+				r.comm = append(r.comm, s)
+				r.commKernel[k] = true
+			} else {
+				r.kernel = append(r.kernel, s)
+			}
+		case kineto.KindMemcpy:
+			r.memcpy = append(r.memcpy, s)
+		case kineto.KindMemset:
+			r.memset = append(r.memset, s)
+		}
+	}
+	for i := 0; i < ev.Len(); i++ {
+		k := ev.Kind[i]
+		s := span{ev.TS[i], ev.End(i)}
+		switch {
+		case k.IsLaunch():
+			r.runtime = append(r.runtime, s)
+		case isOp(k) || k == kineto.KindPythonFunction:
+			name := g.t.Name(i)
+			switch {
+			case strings.HasPrefix(name, "ProfilerStep#"):
+			case isDataLoader(name):
+				r.dataloader = append(r.dataloader, s)
+			case isCommOpName(name):
+				r.comm = append(r.comm, s)
+			default:
+				r.cpu = append(r.cpu, s)
+			}
+		}
+	}
+	for _, v := range []*spans{&r.kernel, &r.memcpy, &r.memset, &r.comm, &r.runtime, &r.dataloader, &r.cpu} {
+		*v = union(*v)
+	}
+	return r
+}
+
+// isCommGPU reports whether GPU event i is communication.
+func (g *graph) isCommGPU(i int) bool {
+	ev := g.ev
+	if ev.Kind[i] != kineto.KindKernel {
+		return false
+	}
+	if a := ev.Aux[i]; a >= 0 && g.t.GPU[a].Comm >= 0 {
+		return true
+	}
+	if isCommKernelName(g.t.Name(i)) {
+		return true
+	}
+	if o := g.owner[i]; o >= 0 && isCommOpName(g.t.Name(int(o))) {
+		return true
+	}
+	return false
+}
+
+// attribute splits every step by priority. Time taken by a higher role is
+// not available to lower ones.
+func attribute(r *roles, steps []stepSpan) []Breakdown {
+	slots := make(spans, 0, len(steps))
+	for _, s := range steps {
+		slots = append(slots, span{s.start, s.end})
+	}
+	slots = union(slots)
+	out := make([]Breakdown, len(steps))
+	fields := func(b *Breakdown) []*int64 {
+		return []*int64{&b.KernelNS, &b.MemcpyNS, &b.MemsetNS, &b.CommunicationNS, &b.RuntimeNS, &b.DataLoaderNS, &b.CPUExecNS}
+	}
+	for k, role := range []spans{r.kernel, r.memcpy, r.memset, r.comm, r.runtime, r.dataloader, r.cpu} {
+		taken := intersect(role, slots)
+		slots = subtract(slots, taken)
+		for i, s := range steps {
+			*fields(&out[i])[k] = taken.overlap(s.start, s.end)
+		}
+	}
+	for i, s := range steps {
+		out[i].OtherNS = (s.end - s.start) - out[i].Total()
+	}
+	return out
+}
+
+// phaseSpans builds the union of each training phase: the host spans of its
+// annotations or ops plus the GPU work they launched.
+func phaseSpans(g *graph) (data, opt, bwd, fwd spans) {
+	ev := g.ev
+	// classify ops: the outermost classifying ancestor decides
+	n := ev.Len()
+	cls := make([]uint8, n) // 0 none, 1 data, 2 optimizer, 3 backward, 4 forward
+	for _, i := range g.order {
+		name := g.t.Name(int(i))
+		c := uint8(0)
+		if p := g.parent[i]; p >= 0 {
+			c = cls[p]
+		}
+		if c == 0 || c == 4 {
+			switch {
+			case isDataLoader(name):
+				c = 1
+			case isOptimizer(name):
+				c = 2
+			case g.isAutograd(int(i)) || strings.HasPrefix(name, "autograd::engine::evaluate_function") ||
+				strings.HasSuffix(name, "Backward0") || strings.HasSuffix(name, "Backward1"):
+				c = 3
+			case c == 0 && ev.Kind[i] == kineto.KindCPUOp:
+				c = 4
+			}
+		}
+		cls[i] = c
+	}
+	add := func(c uint8, s span) {
+		switch c {
+		case 1:
+			data = append(data, s)
+		case 2:
+			opt = append(opt, s)
+		case 3:
+			bwd = append(bwd, s)
+		case 4:
+			fwd = append(fwd, s)
+		}
+	}
+	for _, i := range g.order {
+		add(cls[i], span{ev.TS[i], ev.End(int(i))})
+	}
+	for _, i := range g.gpu {
+		if o := g.owner[i]; o >= 0 {
+			add(cls[o], span{ev.TS[i], ev.End(int(i))})
+		}
+	}
+	return union(data), union(opt), union(bwd), union(fwd)
+}
+
+func attributePhases(g *graph, steps []stepSpan) []Phases {
+	data, opt, bwd, fwd := phaseSpans(g)
+	slots := make(spans, 0, len(steps))
+	for _, s := range steps {
+		slots = append(slots, span{s.start, s.end})
+	}
+	slots = union(slots)
+	out := make([]Phases, len(steps))
+	fields := func(p *Phases) []*int64 {
+		return []*int64{&p.DataLoadingNS, &p.OptimizerNS, &p.BackwardNS, &p.ForwardNS}
+	}
+	for k, role := range []spans{data, opt, bwd, fwd} {
+		taken := intersect(role, slots)
+		slots = subtract(slots, taken)
+		for i, s := range steps {
+			*fields(&out[i])[k] = taken.overlap(s.start, s.end)
+		}
+	}
+	for i, s := range steps {
+		p := &out[i]
+		p.OtherNS = (s.end - s.start) - p.DataLoadingNS - p.OptimizerNS - p.BackwardNS - p.ForwardNS
+	}
+	return out
+}

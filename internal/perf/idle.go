@@ -1,0 +1,235 @@
+package perf
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+)
+
+// Idle splits the GPU idle time between consecutive events on each stream
+// (HTA's rule): host_wait if the next event's launch started after the
+// previous event ended (the CPU enqueued too late), else kernel_wait if the
+// gap is shorter than KernelWaitNS, else other (e.g. waits on events).
+type Idle struct {
+	GPUSpanNS    int64   `json:"gpu_span_ns"` // first start to last end, summed over streams
+	BusyNS       int64   `json:"busy_ns"`
+	IdleNS       int64   `json:"idle_ns"`
+	HostWaitNS   int64   `json:"host_wait_ns"`
+	KernelWaitNS int64   `json:"kernel_wait_ns"`
+	OtherNS      int64   `json:"other_ns"`
+	IdleRatio    float64 `json:"idle_ratio"`
+	Streams      int     `json:"streams"`
+}
+
+// Launch summarises kernel launch delays: GPU start − (launch start + launch
+// duration), clipped at 0 (HTA).
+type Launch struct {
+	Launches       int     `json:"launches"`
+	MeanDelayNS    int64   `json:"mean_delay_ns"`
+	P50DelayNS     int64   `json:"p50_delay_ns"`
+	P95DelayNS     int64   `json:"p95_delay_ns"`
+	MaxDelayNS     int64   `json:"max_delay_ns"`
+	LongDelays     int     `json:"long_delays"` // delay > 100 us
+	MeanRuntimeNS  int64   `json:"mean_runtime_ns"`
+	ShortKernels   int     `json:"short_kernels"` // kernel shorter than its launch call
+	ShortKernelPct float64 `json:"short_kernel_ratio"`
+	TinyKernels    int     `json:"tiny_kernels"` // kernels under 10 us
+	Kernels        int     `json:"kernels"`
+}
+
+// Copy is memcpy or memset traffic of one kind (direction, pinned or pageable).
+type Copy struct {
+	Name          string  `json:"name"`
+	Direction     string  `json:"direction"`
+	Pageable      bool    `json:"pageable"`
+	Calls         int     `json:"calls"`
+	Bytes         int64   `json:"bytes"`
+	TotalNS       int64   `json:"total_ns"`
+	BandwidthGBps float64 `json:"bandwidth_gb_per_s"`
+}
+
+// Sync is a synchronising call made by the host.
+type Sync struct {
+	Name    string `json:"name"`
+	Calls   int    `json:"calls"`
+	TotalNS int64  `json:"total_ns"`
+}
+
+const kernelWaitNS = 30_000 // HTA's consecutive_kernel_delay, 30 us
+
+func idleTime(g *graph, s, e int64) Idle {
+	ev := g.ev
+	type key struct{ dev, stream int32 }
+	streams := map[key][]int32{}
+	for _, i := range g.gpu {
+		if ev.TS[i] < s || ev.TS[i] >= e {
+			continue
+		}
+		info := g.t.GPU[ev.Aux[i]]
+		k := key{info.Device, info.Stream}
+		streams[k] = append(streams[k], i) // already sorted by start
+	}
+	var out Idle
+	out.Streams = len(streams)
+	for _, list := range streams {
+		prevEnd := ev.End(int(list[0]))
+		first := ev.TS[list[0]]
+		busy := spans{{first, prevEnd}}
+		for _, i := range list[1:] {
+			ts := ev.TS[i]
+			if gap := ts - prevEnd; gap > 0 {
+				switch l := g.launch[i]; {
+				case l >= 0 && ev.TS[l] > prevEnd:
+					out.HostWaitNS += gap
+				case gap < kernelWaitNS:
+					out.KernelWaitNS += gap
+				default:
+					out.OtherNS += gap
+				}
+			}
+			busy = append(busy, span{ts, ev.End(int(i))})
+			prevEnd = max(prevEnd, ev.End(int(i)))
+		}
+		out.GPUSpanNS += prevEnd - first
+		out.BusyNS += union(busy).total()
+	}
+	out.IdleNS = out.HostWaitNS + out.KernelWaitNS + out.OtherNS
+	if out.GPUSpanNS > 0 {
+		out.IdleRatio = float64(out.IdleNS) / float64(out.GPUSpanNS)
+	}
+	return out
+}
+
+func launchStats(g *graph) Launch {
+	ev := g.ev
+	var delays []int64
+	var rt int64
+	var out Launch
+	for _, i := range g.gpu {
+		if ev.Kind[i] != kineto.KindKernel {
+			continue
+		}
+		out.Kernels++
+		if ev.Dur[i] < 10_000 {
+			out.TinyKernels++
+		}
+		l := g.launch[i]
+		if l < 0 {
+			continue
+		}
+		d := ev.TS[i] - ev.End(int(l))
+		if d < 0 {
+			d = 0
+		}
+		delays = append(delays, d)
+		rt += ev.Dur[l]
+		if ev.Dur[i] < ev.Dur[l] {
+			out.ShortKernels++
+		}
+	}
+	out.Launches = len(delays)
+	if len(delays) == 0 {
+		return out
+	}
+	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
+	var sum int64
+	for _, d := range delays {
+		sum += d
+		if d > 100_000 {
+			out.LongDelays++
+		}
+	}
+	out.MeanDelayNS = sum / int64(len(delays))
+	out.P50DelayNS = delays[len(delays)/2]
+	out.P95DelayNS = delays[len(delays)*95/100]
+	out.MaxDelayNS = delays[len(delays)-1]
+	out.MeanRuntimeNS = rt / int64(len(delays))
+	out.ShortKernelPct = float64(out.ShortKernels) / float64(len(delays))
+	return out
+}
+
+// copies groups memcpy and memset events by name, e.g.
+// "Memcpy HtoD (Pageable -> Device)".
+func copies(g *graph) []Copy {
+	ev := g.ev
+	rows := map[uint32]*Copy{}
+	var order []uint32
+	for _, i := range g.gpu {
+		k := ev.Kind[i]
+		if k != kineto.KindMemcpy && k != kineto.KindMemset {
+			continue
+		}
+		r := rows[ev.Name[i]]
+		if r == nil {
+			name := g.t.Strings[ev.Name[i]]
+			r = &Copy{Name: name, Pageable: strings.Contains(name, "Pageable")}
+			if k == kineto.KindMemset {
+				r.Direction = "memset"
+			} else if f := strings.Fields(name); len(f) > 1 {
+				r.Direction = f[1]
+			}
+			rows[ev.Name[i]] = r
+			order = append(order, ev.Name[i])
+		}
+		r.Calls++
+		r.TotalNS += ev.Dur[i]
+		if b := g.t.GPU[ev.Aux[i]].Bytes; b > 0 {
+			r.Bytes += b
+		}
+	}
+	out := make([]Copy, 0, len(order))
+	for _, n := range order {
+		r := rows[n]
+		if r.TotalNS > 0 {
+			r.BandwidthGBps = float64(r.Bytes) / float64(r.TotalNS)
+		}
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TotalNS > out[j].TotalNS })
+	return out
+}
+
+// syncs lists host calls that wait for the GPU.
+func syncs(g *graph) []Sync {
+	ev := g.ev
+	rows := map[string]*Sync{}
+	for i := 0; i < ev.Len(); i++ {
+		k := ev.Kind[i]
+		if !k.IsLaunch() && k != kineto.KindSync {
+			continue
+		}
+		name := g.t.Name(i)
+		if k != kineto.KindSync && !isSyncCall(name) {
+			continue
+		}
+		r := rows[name]
+		if r == nil {
+			r = &Sync{Name: name}
+			rows[name] = r
+		}
+		r.Calls++
+		r.TotalNS += ev.Dur[i]
+	}
+	out := make([]Sync, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TotalNS != out[j].TotalNS {
+			return out[i].TotalNS > out[j].TotalNS
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func isSyncCall(name string) bool {
+	switch name {
+	case "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+		"cudaMemcpy", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "hipDeviceSynchronize",
+		"hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy":
+		return true
+	}
+	return false
+}

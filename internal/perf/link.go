@@ -1,0 +1,141 @@
+package perf
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+)
+
+// graph links the events of one trace: CPU op -> runtime/driver call (External
+// id, else time nesting on the thread), runtime/driver -> GPU event
+// (correlation, cuda_runtime and cuda_driver alike), and host events to their
+// enclosing op on the same thread.
+type graph struct {
+	t      *kineto.Trace
+	ev     *kineto.Events
+	extOp  map[int64]int32 // External id -> cpu_op / user_annotation event
+	launch []int32         // GPU event -> its runtime/driver launch, -1
+	owner  []int32         // GPU or runtime event -> the op that issued it, -1
+	parent []int32         // host event -> innermost enclosing op on its thread, -1
+	order  []int32         // op events, parents before children
+	gpu    []int32         // GPU events (kernel, memcpy, memset) sorted by start
+	steps  []int32         // ProfilerStep#N host events, sorted by start
+	autogr map[int64]bool  // (pid<<32|tid) of autograd engine threads
+}
+
+func threadKey(pid, tid int32) int64 { return int64(pid)<<32 | int64(uint32(tid)) }
+
+func isOp(k kineto.Kind) bool { return k == kineto.KindCPUOp || k == kineto.KindUserAnnotation }
+
+func newGraph(t *kineto.Trace) *graph {
+	ev := &t.Events
+	n := ev.Len()
+	g := &graph{t: t, ev: ev, extOp: make(map[int64]int32), autogr: map[int64]bool{}}
+	launchByCorr := make(map[int64]int32)
+	byThread := map[int64][]int32{}
+	for i := 0; i < n; i++ {
+		k := ev.Kind[i]
+		switch {
+		case isOp(k):
+			if x := ev.Ext[i]; x > 0 {
+				if _, dup := g.extOp[x]; !dup {
+					g.extOp[x] = int32(i)
+				}
+			}
+			tk := threadKey(ev.PID[i], ev.TID[i])
+			byThread[tk] = append(byThread[tk], int32(i))
+			if strings.HasPrefix(t.Name(i), "ProfilerStep#") {
+				g.steps = append(g.steps, int32(i))
+			}
+		case k.IsLaunch():
+			if c := ev.Corr[i]; c >= 0 {
+				launchByCorr[c] = int32(i)
+			}
+			tk := threadKey(ev.PID[i], ev.TID[i])
+			byThread[tk] = append(byThread[tk], int32(i))
+		case k.IsGPU():
+			g.gpu = append(g.gpu, int32(i))
+		}
+	}
+	for _, th := range t.Threads {
+		if strings.Contains(th.Name, "pt_autograd") {
+			g.autogr[threadKey(th.PID, th.TID)] = true
+		}
+	}
+	// nesting per thread
+	g.parent = make([]int32, n)
+	for i := range g.parent {
+		g.parent[i] = -1
+	}
+	keys := make([]int64, 0, len(byThread))
+	for k := range byThread {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	var stack []int32
+	for _, k := range keys {
+		list := byThread[k]
+		sort.Slice(list, func(a, b int) bool {
+			x, y := list[a], list[b]
+			if ev.TS[x] != ev.TS[y] {
+				return ev.TS[x] < ev.TS[y]
+			}
+			if ev.Dur[x] != ev.Dur[y] {
+				return ev.Dur[x] > ev.Dur[y]
+			}
+			// ops enclose runtime calls that start and end with them
+			return isOp(ev.Kind[x]) && !isOp(ev.Kind[y])
+		})
+		stack = stack[:0]
+		for _, i := range list {
+			end := ev.End(int(i))
+			for len(stack) > 0 && ev.End(int(stack[len(stack)-1])) < end {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) > 0 {
+				g.parent[i] = stack[len(stack)-1]
+			}
+			if isOp(ev.Kind[i]) {
+				stack = append(stack, i)
+				g.order = append(g.order, i)
+			}
+		}
+	}
+	// runtime -> op, GPU -> launch -> op
+	g.owner = make([]int32, n)
+	g.launch = make([]int32, n)
+	for i := 0; i < n; i++ {
+		g.owner[i], g.launch[i] = -1, -1
+		k := ev.Kind[i]
+		switch {
+		case k.IsLaunch():
+			if o, ok := g.extOp[ev.Ext[i]]; ok && ev.Ext[i] > 0 {
+				g.owner[i] = o
+			} else {
+				g.owner[i] = g.parent[i]
+			}
+		case k.IsGPU():
+			if c := ev.Corr[i]; c >= 0 {
+				if l, ok := launchByCorr[c]; ok {
+					g.launch[i] = l
+				}
+			}
+		}
+	}
+	for _, i := range g.gpu {
+		if o, ok := g.extOp[ev.Ext[i]]; ok && ev.Ext[i] > 0 {
+			g.owner[i] = o
+		} else if l := g.launch[i]; l >= 0 {
+			g.owner[i] = g.owner[l]
+		}
+	}
+	sort.Slice(g.gpu, func(a, b int) bool { return ev.TS[g.gpu[a]] < ev.TS[g.gpu[b]] })
+	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
+	return g
+}
+
+// isAutograd reports whether event i runs on an autograd engine thread.
+func (g *graph) isAutograd(i int) bool {
+	return g.autogr[threadKey(g.ev.PID[i], g.ev.TID[i])]
+}

@@ -1,0 +1,133 @@
+package perf
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Memory is the allocator curve from [memory] events (profile_memory=True).
+type Memory struct {
+	PeakAllocatedBytes int64          `json:"peak_allocated_bytes"` // max over GPUs
+	PeakReservedBytes  int64          `json:"peak_reserved_bytes"`
+	Devices            []MemoryDevice `json:"devices"`
+	OOMEvents          int            `json:"oom_events"`
+}
+
+// MemoryDevice is the curve of one device ("GPU0", "CPU").
+type MemoryDevice struct {
+	Device             string        `json:"device"`
+	DeviceID           int           `json:"device_id"`
+	IsGPU              bool          `json:"is_gpu"`
+	Events             int           `json:"events"`
+	PeakAllocatedBytes int64         `json:"peak_allocated_bytes"`
+	PeakAllocatedAtNS  int64         `json:"peak_allocated_at_ns"` // relative to the first step's start
+	PeakReservedBytes  int64         `json:"peak_reserved_bytes"`
+	PeakReservedAtNS   int64         `json:"peak_reserved_at_ns"`
+	CapacityBytes      int64         `json:"capacity_bytes,omitempty"`
+	Curve              []MemoryPoint `json:"-"`
+}
+
+// MemoryPoint is one sample of the curve.
+type MemoryPoint struct {
+	TNS            int64 // relative to the first step's start
+	Allocated      int64
+	Reserved       int64
+	AllocatedBytes int64
+}
+
+// memoryCurve builds per-device curves; t0 is the time origin. Curves are
+// decimated to at most maxPoints (min/max preserving per bucket).
+func memoryCurve(g *graph, t0 int64, maxPoints int) Memory {
+	var out Memory
+	type key struct {
+		typ int8
+		id  int32
+	}
+	devs := map[key]*MemoryDevice{}
+	mem := g.t.Memory
+	idx := make([]int, len(mem))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return mem[idx[a]].TS < mem[idx[b]].TS })
+	for _, j := range idx {
+		m := mem[j]
+		if m.OOM {
+			out.OOMEvents++
+		}
+		if m.DeviceType != 0 && m.DeviceType != 1 {
+			continue
+		}
+		k := key{m.DeviceType, m.DeviceID}
+		d := devs[k]
+		if d == nil {
+			d = &MemoryDevice{DeviceID: int(m.DeviceID), IsGPU: m.DeviceType == 1}
+			if d.IsGPU {
+				d.Device = fmt.Sprintf("GPU%d", m.DeviceID)
+				if int(m.DeviceID) < len(g.t.Meta.Devices) && m.DeviceID >= 0 {
+					d.CapacityBytes = g.t.Meta.Devices[m.DeviceID].TotalGlobalMem
+				}
+			} else {
+				d.Device = "CPU"
+			}
+			devs[k] = d
+		}
+		d.Events++
+		t := m.TS - t0
+		if m.TotalAllocated > d.PeakAllocatedBytes {
+			d.PeakAllocatedBytes, d.PeakAllocatedAtNS = m.TotalAllocated, t
+		}
+		if m.TotalReserved > d.PeakReservedBytes {
+			d.PeakReservedBytes, d.PeakReservedAtNS = m.TotalReserved, t
+		}
+		if m.TotalAllocated >= 0 {
+			d.Curve = append(d.Curve, MemoryPoint{TNS: t, Allocated: m.TotalAllocated, Reserved: m.TotalReserved})
+		}
+	}
+	for _, d := range devs {
+		d.Curve = decimate(d.Curve, maxPoints)
+		if d.IsGPU {
+			out.PeakAllocatedBytes = max(out.PeakAllocatedBytes, d.PeakAllocatedBytes)
+			out.PeakReservedBytes = max(out.PeakReservedBytes, d.PeakReservedBytes)
+		}
+		out.Devices = append(out.Devices, *d)
+	}
+	sort.Slice(out.Devices, func(i, j int) bool {
+		a, b := out.Devices[i], out.Devices[j]
+		if a.IsGPU != b.IsGPU {
+			return a.IsGPU
+		}
+		return a.DeviceID < b.DeviceID
+	})
+	return out
+}
+
+// decimate keeps, per bucket, the points of minimum and maximum allocation.
+func decimate(p []MemoryPoint, maxPoints int) []MemoryPoint {
+	if maxPoints <= 0 || len(p) <= maxPoints {
+		return p
+	}
+	buckets := maxPoints / 2
+	per := (len(p) + buckets - 1) / buckets
+	out := make([]MemoryPoint, 0, maxPoints+2)
+	for s := 0; s < len(p); s += per {
+		e := min(s+per, len(p))
+		lo, hi := s, s
+		for i := s; i < e; i++ {
+			if p[i].Allocated < p[lo].Allocated {
+				lo = i
+			}
+			if p[i].Allocated > p[hi].Allocated {
+				hi = i
+			}
+		}
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		out = append(out, p[lo])
+		if hi != lo {
+			out = append(out, p[hi])
+		}
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+package perf
+
+import (
+	"fmt"
+	"sort"
+)
+
+// CrossRank compares the ranks of a distributed run.
+type CrossRank struct {
+	Ranks       []RankSummary    `json:"ranks"`
+	Steps       []StepSkew       `json:"steps"`
+	Collectives []CollectiveSkew `json:"collectives"` // the most skewed, at most 20
+	// LateArrivals counts, per rank, the collectives it was the last to join.
+	LateArrivals map[int]int `json:"late_arrivals"`
+	Straggler    int         `json:"straggler_rank"` // -1 if none stands out
+	MaxSkewNS    int64       `json:"max_step_skew_ns"`
+}
+
+// RankSummary is one rank's headline numbers.
+type RankSummary struct {
+	Rank                int     `json:"rank"`
+	Steps               int     `json:"steps"`
+	AverageStepNS       int64   `json:"average_step_ns"`
+	GPUUtilizationRatio float64 `json:"gpu_utilization_ratio"`
+	CommunicationNS     int64   `json:"communication_ns"`
+}
+
+// StepSkew is one step across ranks.
+type StepSkew struct {
+	Name        string  `json:"name"`
+	DurationsNS []int64 `json:"durations_ns"` // by rank order of Ranks
+	SkewNS      int64   `json:"skew_ns"`
+	SlowestRank int     `json:"slowest_rank"`
+}
+
+// CollectiveSkew is one collective matched across ranks (by process group
+// and sequence number, else by order per name).
+type CollectiveSkew struct {
+	Name        string `json:"name"`
+	Index       int    `json:"index"`
+	StartSkewNS int64  `json:"start_skew_ns"` // latest start − earliest start (absolute clock)
+	LastRank    int    `json:"last_rank"`     // the rank that started last (the one the others waited for)
+	MaxDurNS    int64  `json:"max_duration_ns"`
+	MinDurNS    int64  `json:"min_duration_ns"`
+	SlowestRank int    `json:"slowest_rank"`
+}
+
+func crossRank(ranks []Rank) *CrossRank {
+	c := &CrossRank{LateArrivals: map[int]int{}, Straggler: -1}
+	for _, r := range ranks {
+		c.Ranks = append(c.Ranks, RankSummary{Rank: r.Rank, Steps: len(r.Steps), AverageStepNS: r.AverageStepNS,
+			GPUUtilizationRatio: r.GPUUtilizationRatio, CommunicationNS: r.Comm.KernelNS})
+	}
+	// steps by name
+	byName := map[string][]int64{}
+	var names []string
+	for k, r := range ranks {
+		for _, st := range r.Steps {
+			d := byName[st.Name]
+			if d == nil {
+				d = make([]int64, len(ranks))
+				for i := range d {
+					d[i] = -1
+				}
+				names = append(names, st.Name)
+			}
+			d[k] = st.DurationNS
+			byName[st.Name] = d
+		}
+	}
+	for _, n := range names {
+		d := byName[n]
+		s := StepSkew{Name: n, DurationsNS: d}
+		lo, hi := int64(-1), int64(-1)
+		for k, v := range d {
+			if v < 0 {
+				continue
+			}
+			if lo < 0 || v < lo {
+				lo = v
+			}
+			if v > hi {
+				hi = v
+				s.SlowestRank = ranks[k].Rank
+			}
+		}
+		s.SkewNS = hi - lo
+		c.MaxSkewNS = max(c.MaxSkewNS, s.SkewNS)
+		c.Steps = append(c.Steps, s)
+	}
+	// collectives
+	type key struct {
+		name, pg string
+		n        int64
+	}
+	groups := map[key][]*commEvent{}
+	var order []key
+	for k, r := range ranks {
+		count := map[[2]string]int64{}
+		for i := range r.comm {
+			e := &r.comm[i]
+			kk := key{name: e.name, pg: e.pg}
+			if e.seq >= 0 {
+				kk.n = e.seq
+			} else {
+				id := [2]string{e.name, e.pg}
+				kk.n = count[id]
+				count[id]++
+			}
+			g := groups[kk]
+			if g == nil {
+				g = make([]*commEvent, len(ranks))
+				order = append(order, kk)
+			}
+			if g[k] == nil {
+				g[k] = e
+			}
+			groups[kk] = g
+		}
+	}
+	for _, kk := range order {
+		g := groups[kk]
+		x := CollectiveSkew{Name: kk.name, Index: int(kk.n), MinDurNS: -1}
+		var first, last int64 = -1, -1
+		seen := 0
+		for k, e := range g {
+			if e == nil {
+				continue
+			}
+			seen++
+			if first < 0 || e.start < first {
+				first = e.start
+			}
+			if e.start > last {
+				last = e.start
+				x.LastRank = ranks[k].Rank
+			}
+			d := e.end - e.start
+			if d > x.MaxDurNS {
+				x.MaxDurNS = d
+				x.SlowestRank = ranks[k].Rank
+			}
+			if x.MinDurNS < 0 || d < x.MinDurNS {
+				x.MinDurNS = d
+			}
+		}
+		if seen < 2 {
+			continue
+		}
+		x.StartSkewNS = last - first
+		c.LateArrivals[x.LastRank]++
+		c.Collectives = append(c.Collectives, x)
+	}
+	total := len(c.Collectives)
+	sort.SliceStable(c.Collectives, func(i, j int) bool { return c.Collectives[i].StartSkewNS > c.Collectives[j].StartSkewNS })
+	if len(c.Collectives) > 20 {
+		c.Collectives = c.Collectives[:20]
+	}
+	// a straggler is the rank that arrives last in more than half of the collectives
+	for r, n := range c.LateArrivals {
+		if total > 0 && 2*n > total && len(ranks) > 1 {
+			c.Straggler = r
+		}
+	}
+	return c
+}
+
+func crossFindings(c *CrossRank) []Finding {
+	out := []Finding{}
+	if c.Straggler >= 0 {
+		out = append(out, Finding{ID: "straggler", Severity: "warning",
+			Message:        fmt.Sprintf("Rank %d is the last to join %d of the matched collectives; the other ranks wait for it.", c.Straggler, c.LateArrivals[c.Straggler]),
+			Recommendation: "Compare that rank's step breakdown (data loading, CPU work) and its host; balance its input."})
+	}
+	var lo, hi int64 = -1, -1
+	for _, r := range c.Ranks {
+		if lo < 0 || r.AverageStepNS < lo {
+			lo = r.AverageStepNS
+		}
+		hi = max(hi, r.AverageStepNS)
+	}
+	if lo > 0 && float64(hi-lo)/float64(lo) > 0.1 {
+		out = append(out, Finding{ID: "rank_skew", Severity: "warning",
+			Message:        fmt.Sprintf("Average step time differs by %s between the fastest and slowest rank.", pct(float64(hi-lo)/float64(lo))),
+			Recommendation: "Look at the slowest rank's breakdown; uneven data or hosts make all ranks wait at each collective."})
+	}
+	return out
+}

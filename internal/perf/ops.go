@@ -1,0 +1,243 @@
+package perf
+
+import (
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+)
+
+// Operator is one row of the operator table (cpu_op events grouped by name,
+// or by name and input shapes).
+type Operator struct {
+	Name               string `json:"name"`
+	InputShapes        string `json:"input_shapes,omitempty"`
+	Calls              int    `json:"calls"`
+	HostSelfNS         int64  `json:"host_self_ns"`
+	HostTotalNS        int64  `json:"host_total_ns"`
+	DeviceSelfNS       int64  `json:"device_self_ns"`
+	DeviceTotalNS      int64  `json:"device_total_ns"`
+	TensorCoreEligible bool   `json:"tensor_core_eligible"`
+	TensorCoreSelfNS   int64  `json:"tensor_core_self_ns"`
+}
+
+// Kernel is one row of the kernel table (kernels grouped by name).
+type Kernel struct {
+	Name                   string  `json:"name"`
+	Calls                  int     `json:"calls"`
+	TotalNS                int64   `json:"total_ns"`
+	MeanNS                 int64   `json:"mean_ns"`
+	MinNS                  int64   `json:"min_ns"`
+	MaxNS                  int64   `json:"max_ns"`
+	MeanBlocksPerSM        float64 `json:"mean_blocks_per_sm"`
+	MeanOccupancyRatio     float64 `json:"mean_occupancy_ratio"`
+	TensorCore             bool    `json:"tensor_core"`
+	Communication          bool    `json:"communication"`
+	TopOperator            string  `json:"top_operator,omitempty"`
+	TensorCoreEligibleCall bool    `json:"tensor_core_eligible_op"`
+}
+
+// tcEligibleOps is the plugin's list of operators that could use tensor cores.
+var tcEligibleOps = map[string]bool{}
+
+func init() {
+	for _, n := range strings.Fields(`aten::_convolution aten::conv1d aten::conv2d aten::conv3d aten::conv_tbc
+	aten::conv_transpose1d aten::conv_transpose2d aten::conv_transpose3d aten::convolution aten::cudnn_convolution
+	aten::cudnn_convolution_transpose aten::prelu aten::addmm aten::addmv aten::addr aten::matmul aten::mm aten::mv
+	aten::linear aten::addbmm aten::baddbmm aten::bmm aten::chain_matmul aten::linalg_multi_dot
+	aten::_thnn_fused_lstm_cell aten::_thnn_fused_gru_cell aten::lstm_cell aten::gru_cell aten::rnn_tanh_cell
+	aten::rnn_relu_cell CudnnConvolutionBackward BmmBackward0 aten::cudnn_convolution_transpose_backward
+	CudnnConvolutionTransposeBackward MmBackward aten::cudnn_convolution_backward_weight aten::addmm_ AddmvBackward
+	MvBackward aten::cudnn_convolution_transpose_backward_weight aten::cudnn_convolution_transpose_backward_input
+	AddmmBackward aten::cudnn_convolution_backward_input AddbmmBackward aten::cudnn_convolution_backward
+	aten::_scaled_mm aten::_int_mm aten::convolution_backward MmBackward0 AddmmBackward0 BaddbmmBackward0`) {
+		tcEligibleOps[n] = true
+	}
+}
+
+// IsTensorCoreEligibleOp reports whether an operator could run on tensor cores.
+func IsTensorCoreEligibleOp(name string) bool { return tcEligibleOps[name] }
+
+type opKey struct{ name, shape uint32 }
+
+// opStats holds per-event host and device times, computed once.
+type opStats struct {
+	hostSelf, devSelf, devTotal, tcSelf []int64 // indexed by event
+}
+
+func computeOpStats(g *graph) *opStats {
+	ev := g.ev
+	n := ev.Len()
+	st := &opStats{hostSelf: make([]int64, n), devSelf: make([]int64, n), devTotal: make([]int64, n), tcSelf: make([]int64, n)}
+	for _, i := range g.order {
+		st.hostSelf[i] = ev.Dur[i]
+	}
+	for i := 0; i < n; i++ {
+		if p := g.parent[i]; p >= 0 && (isOp(ev.Kind[i]) || ev.Kind[i].IsLaunch()) {
+			st.hostSelf[p] -= ev.Dur[i]
+		}
+	}
+	for _, i := range g.gpu {
+		if o := g.owner[i]; o >= 0 {
+			st.devSelf[o] += ev.Dur[i]
+			if ev.Kind[i] == kineto.KindKernel && IsTensorCoreKernel(g.t.Name(int(i))) {
+				st.tcSelf[o] += ev.Dur[i]
+			}
+		}
+	}
+	for _, i := range g.order {
+		st.devTotal[i] = st.devSelf[i]
+	}
+	for k := len(g.order) - 1; k >= 0; k-- {
+		i := g.order[k]
+		if p := g.parent[i]; p >= 0 {
+			st.devTotal[p] += st.devTotal[i]
+		}
+	}
+	for i := range st.hostSelf {
+		if st.hostSelf[i] < 0 {
+			st.hostSelf[i] = 0
+		}
+	}
+	return st
+}
+
+// operators groups cpu_op events (and, with annotations, user annotations,
+// ProfilerStep#N as "ProfilerStep*") by name, optionally by input shapes.
+func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
+	ev := g.ev
+	rows := map[opKey]*Operator{}
+	var keys []opKey
+	for _, i := range g.order {
+		k := ev.Kind[i]
+		if k != kineto.KindCPUOp && !(annotations && k == kineto.KindUserAnnotation) {
+			continue
+		}
+		key := opKey{name: ev.Name[i]}
+		if byShape && ev.Aux[i] >= 0 {
+			key.shape = g.t.Ops[ev.Aux[i]].Shape
+		}
+		r := rows[key]
+		if r == nil {
+			name := g.t.Strings[key.name]
+			if strings.HasPrefix(name, "ProfilerStep#") {
+				name = "ProfilerStep*"
+			}
+			r = &Operator{Name: name, InputShapes: g.t.Strings[key.shape], TensorCoreEligible: tcEligibleOps[name]}
+			rows[key] = r
+			keys = append(keys, key)
+		}
+		r.Calls++
+		r.HostTotalNS += ev.Dur[i]
+		r.HostSelfNS += st.hostSelf[i]
+		r.DeviceSelfNS += st.devSelf[i]
+		r.DeviceTotalNS += st.devTotal[i]
+		r.TensorCoreSelfNS += st.tcSelf[i]
+	}
+	// merge rows that share a display name (ProfilerStep*)
+	out := make([]Operator, 0, len(keys))
+	idx := map[[2]string]int{}
+	for _, k := range keys {
+		r := rows[k]
+		id := [2]string{r.Name, r.InputShapes}
+		if j, ok := idx[id]; ok {
+			o := &out[j]
+			o.Calls += r.Calls
+			o.HostSelfNS += r.HostSelfNS
+			o.HostTotalNS += r.HostTotalNS
+			o.DeviceSelfNS += r.DeviceSelfNS
+			o.DeviceTotalNS += r.DeviceTotalNS
+			o.TensorCoreSelfNS += r.TensorCoreSelfNS
+			continue
+		}
+		idx[id] = len(out)
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.DeviceSelfNS != b.DeviceSelfNS {
+			return a.DeviceSelfNS > b.DeviceSelfNS
+		}
+		if a.HostSelfNS != b.HostSelfNS {
+			return a.HostSelfNS > b.HostSelfNS
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
+// kernels groups kernel events by name. Means of blocks per SM and occupancy
+// are weighted by duration, as in the plugin.
+func kernels(g *graph) []Kernel {
+	ev := g.ev
+	type acc struct {
+		Kernel
+		bw, ow, od float64
+		ops        map[uint32]int64
+	}
+	rows := map[uint32]*acc{}
+	var order []uint32
+	for _, i := range g.gpu {
+		if ev.Kind[i] != kineto.KindKernel {
+			continue
+		}
+		name := ev.Name[i]
+		a := rows[name]
+		if a == nil {
+			n := g.t.Strings[name]
+			a = &acc{Kernel: Kernel{Name: n, MinNS: math.MaxInt64, TensorCore: IsTensorCoreKernel(n)}, ops: map[uint32]int64{}}
+			rows[name] = a
+			order = append(order, name)
+		}
+		d := ev.Dur[i]
+		a.Calls++
+		a.TotalNS += d
+		a.MinNS = min(a.MinNS, d)
+		a.MaxNS = max(a.MaxNS, d)
+		info := g.t.GPU[ev.Aux[i]]
+		if info.BlocksPerSM > 0 {
+			a.bw += float64(info.BlocksPerSM) * float64(d)
+		}
+		if info.Occupancy >= 0 {
+			a.ow += float64(info.Occupancy) / 100 * float64(d)
+		}
+		a.od += float64(d)
+		if g.isCommGPU(int(i)) {
+			a.Communication = true
+		}
+		if o := g.owner[i]; o >= 0 {
+			a.ops[ev.Name[o]] += d
+		}
+	}
+	out := make([]Kernel, 0, len(order))
+	for _, n := range order {
+		a := rows[n]
+		if a.Calls > 0 {
+			a.MeanNS = a.TotalNS / int64(a.Calls)
+		}
+		if a.od > 0 {
+			a.MeanBlocksPerSM = a.bw / a.od
+			a.MeanOccupancyRatio = a.ow / a.od
+		}
+		var best uint32
+		var bestT int64 = -1
+		for op, t := range a.ops {
+			if t > bestT || (t == bestT && g.t.Strings[op] < g.t.Strings[best]) {
+				best, bestT = op, t
+			}
+		}
+		if bestT >= 0 {
+			a.TopOperator = g.t.Strings[best]
+			a.TensorCoreEligibleCall = tcEligibleOps[a.TopOperator]
+		}
+		out = append(out, a.Kernel)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TotalNS != out[j].TotalNS {
+			return out[i].TotalNS > out[j].TotalNS
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
