@@ -40,6 +40,7 @@ func commands() []command {
 		versionCommand(),
 		runCommand(),
 		estimateCommand(),
+		traceCommand(),
 	}
 }
 
