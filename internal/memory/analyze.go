@@ -226,12 +226,21 @@ func (a *Device) atPeak(o Options) {
 		g.Count++
 	}
 	peakUS := a.Peak.TimeUS
+	type gkey struct {
+		stack snapshot.StackID
+		meta  uint32
+	}
+	groupCache := map[gkey]string{}
 	for i, al := range live {
 		meta := ""
 		if al.Metadata != 0 {
 			meta = s.Strings[al.Metadata]
 		}
-		group := groupOf(s, al.Stack, o.Rules, meta)
+		group, ok := groupCache[gkey{al.Stack, al.Metadata}]
+		if !ok {
+			group = groupOf(s, al.Stack, o.Rules, meta)
+			groupCache[gkey{al.Stack, al.Metadata}] = group
+		}
 		add(cats, al.Category.String(), al.Size)
 		add(groups, group, al.Size)
 		src, ok := SourceFrame(s, al.Stack)

@@ -77,3 +77,103 @@ func TestCategoryTimelineSumsToAllocated(t *testing.T) {
 		}
 	}
 }
+
+// testdataSnapshot reads a real snapshot committed in the repository's
+// testdata/snapshots (made by scripts/gpu/snapshot_scenarios.py; the facts
+// measured in the process are in facts.jsonl there).
+func testdataSnapshot(t testing.TB, name string) *snapshot.Snapshot {
+	t.Helper()
+	s, err := snapshot.ReadFile(filepath.Join("..", "..", "testdata", "snapshots", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRealScenarios(t *testing.T) {
+	cases := []struct {
+		file         string
+		maxAllocated int64 // torch.cuda.max_memory_allocated, 0 if not measured
+		endAllocated int64 // torch.cuda.memory_allocated at dump
+		pattern      string
+		oomVerdicts  []string
+		tol          float64
+	}{
+		{"validate_gpt2tiny_fp32.pickle.xz", 1414996992, 536659968, "stable", nil, 0.001},
+		{"expandable_gpt2_2l.pickle.xz", 415645696, 244655616, "", nil, 0.001},
+		{"leak_gpt2_2l.pickle.xz", 782174720, 678285312, "leak", nil, 0.01},
+		{"oom_capacity.pickle.xz", 0, 83820019712, "", []string{"capacity"}, 0},
+		{"oom_fragmentation.pickle.xz", 0, 49141514240, "", []string{"fragmentation", "fragmentation"}, 0},
+	}
+	for _, c := range cases {
+		s := testdataSnapshot(t, c.file)
+		a := Analyze(s, 0, Options{})
+		if c.maxAllocated > 0 {
+			rel := math.Abs(float64(a.Peak.AllocatedBytes-c.maxAllocated)) / float64(c.maxAllocated)
+			if rel > c.tol {
+				t.Errorf("%s: peak %d vs torch %d (%.3f%%)", c.file, a.Peak.AllocatedBytes, c.maxAllocated, 100*rel)
+			}
+		}
+		if a.End.AllocatedBytes != c.endAllocated {
+			t.Errorf("%s: end allocated %d, torch memory_allocated %d", c.file, a.End.AllocatedBytes, c.endAllocated)
+		}
+		if c.pattern != "" && a.Pattern != c.pattern {
+			t.Errorf("%s: pattern %q, want %q", c.file, a.Pattern, c.pattern)
+		}
+		if len(a.OOMs) != len(c.oomVerdicts) {
+			t.Errorf("%s: %d OOMs, want %d", c.file, len(a.OOMs), len(c.oomVerdicts))
+			continue
+		}
+		for i, v := range c.oomVerdicts {
+			if a.OOMs[i].Verdict != v {
+				t.Errorf("%s: OOM %d verdict %q, want %q", c.file, i, a.OOMs[i].Verdict, v)
+			}
+		}
+	}
+}
+
+// The leak keeps one forward graph per step: the accumulating stacks must be
+// forward allocations of the model, and the growth per step positive.
+func TestLeakStacks(t *testing.T) {
+	a := Analyze(testdataSnapshot(t, "leak_gpt2_2l.pickle.xz"), 0, Options{})
+	if a.Leak == nil || a.Leak.BytesPerStep <= 1<<20 || len(a.Leak.Stacks) == 0 {
+		t.Fatalf("leak = %+v", a.Leak)
+	}
+	var ids []string
+	for _, f := range a.Findings {
+		ids = append(ids, f.ID)
+	}
+	if !contains(ids, "leak") {
+		t.Errorf("findings %v lack leak", ids)
+	}
+	if a.Leak.Stacks[0].Category != "activation" {
+		t.Errorf("top leaking stack category %q", a.Leak.Stacks[0].Category)
+	}
+}
+
+// With recording from before the model is built, parameters and optimizer
+// state are recognised from their stacks: 4-layer GPT-2 (hidden 512) has
+// 38.6M parameters, 154 MB in fp32, and AdamW keeps two fp32 moments.
+func TestParamsAndOptimizerState(t *testing.T) {
+	a := Analyze(testdataSnapshot(t, "validate_gpt2tiny_fp32.pickle.xz"), 0, Options{})
+	got := map[string]int64{}
+	for _, c := range a.CategoriesAtPeak {
+		got[c.Name] = c.Bytes
+	}
+	const params = 4*(12*512*512+13*512) + 50257*512 + 1024*512 + 2*512 // GPT-2 parameter count
+	if p := got["parameter"]; math.Abs(float64(p)-4*params)/(4*params) > 0.01 {
+		t.Errorf("parameter bytes %d, want about %d", p, 4*params)
+	}
+	if o := got["optimizer_state"]; math.Abs(float64(o)-8*params)/(8*params) > 0.01 {
+		t.Errorf("optimizer_state bytes %d, want about %d", o, 8*params)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

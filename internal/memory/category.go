@@ -78,6 +78,14 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 		facts[i] = factsOf(s, snapshot.StackID(i))
 	}
 	n := len(ph.Of)
+	training := trainingTrace(ph)
+	firstFwd := firstForwards(ph)
+	firstForwardOfStep := func(a *Alloc) int {
+		if a.AllocIdx < 0 || ph.StepOf[a.AllocIdx] < 0 {
+			return -1
+		}
+		return firstFwd[ph.StepOf[a.AllocIdx]]
+	}
 	phaseAt := func(i int32) Phase {
 		if i < 0 || int(i) >= n {
 			return PhaseUnknown
@@ -127,11 +135,11 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 			}
 		case pa == PhaseForward:
 			switch {
-			case pf == PhaseBackward || (alive && trainingTrace(ph)):
+			case pf == PhaseBackward || (alive && training):
 				a.Category = CatActivation
 			case freedInSameStatement(fa, ff, a):
 				a.Category = CatTemporary
-			case fa.class != fcForward && int(a.AllocIdx) <= firstForwardOfStep(ph, a):
+			case fa.class != fcForward && int(a.AllocIdx) <= firstForwardOfStep(a):
 				a.Category = CatInput
 			default:
 				a.Category = CatActivation
@@ -146,15 +154,13 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 
 // sameStep reports whether a was allocated and freed within one step.
 func sameStep(ph *Phases, a *Alloc) bool {
-	if a.FreeReqIdx < 0 {
+	if a.FreeReqIdx < 0 || a.AllocIdx < 0 {
 		return false
 	}
-	for _, st := range ph.Steps {
-		if int(a.AllocIdx) >= st.Start && int(a.AllocIdx) < st.End {
-			return int(a.FreeReqIdx) < st.End
-		}
+	if len(ph.Steps) == 0 {
+		return true
 	}
-	return len(ph.Steps) == 0
+	return ph.StepOf[a.AllocIdx] == ph.StepOf[a.FreeReqIdx]
 }
 
 func trainingTrace(ph *Phases) bool {
@@ -166,17 +172,19 @@ func trainingTrace(ph *Phases) bool {
 	return false
 }
 
-func firstForwardOfStep(ph *Phases, a *Alloc) int {
-	for _, st := range ph.Steps {
-		if int(a.AllocIdx) >= st.Start && int(a.AllocIdx) < st.End {
-			for i := st.Start; i < st.End; i++ {
-				if ph.Of[i] == PhaseForward {
-					return i
-				}
+// firstForwards returns, per step, the first forward entry (-1 if none).
+func firstForwards(ph *Phases) []int {
+	out := make([]int, len(ph.Steps))
+	for k, st := range ph.Steps {
+		out[k] = -1
+		for i := st.Start; i < st.End; i++ {
+			if ph.Of[i] == PhaseForward {
+				out[k] = i
+				break
 			}
 		}
 	}
-	return -1
+	return out
 }
 
 // freedInSameStatement: the free's innermost frame is the alloc's, so the

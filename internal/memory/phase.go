@@ -41,6 +41,7 @@ type Step struct {
 // Phases labels every entry of a trace with a phase and splits it into steps.
 type Phases struct {
 	Of     []Phase // per entry
+	StepOf []int32 // per entry: index into Steps, -1 outside any step
 	Steps  []Step
 	Source string // how steps were found: "annotations", "optimizer frames", "repeating pattern", "none"
 }
@@ -274,6 +275,15 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 			}
 		}
 	}
+	p.StepOf = make([]int32, n)
+	for i := range p.StepOf {
+		p.StepOf[i] = -1
+	}
+	for k, st := range p.Steps {
+		for j := st.Start; j < st.End; j++ {
+			p.StepOf[j] = int32(k)
+		}
+	}
 	segments := p.Steps
 	if len(segments) == 0 {
 		segments = []Step{{Start: 0, End: n}}
@@ -287,7 +297,15 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 // labelStep fills unlabelled entries of one step: forward until the first
 // sign of backward, backward until the optimizer, other after it.
 func labelStep(of []Phase, tr *snapshot.Trace, classes []frameClass, base int) {
-	state := PhaseForward
+	// Without a single module forward in the step (a plain script), the
+	// phases are unknown rather than forward.
+	state := PhaseUnknown
+	for k := range of {
+		if tr.Action[base+k] == snapshot.ActionAlloc && classes[tr.Stack[base+k]] == fcForward {
+			state = PhaseForward
+			break
+		}
+	}
 	sawForward := false
 	for k := range of {
 		i := base + k

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(context.Background(), args, strings.NewReader(""), &o, &e)
+	return code, o.String(), e.String()
+}
+
+func snap(name string) string { return filepath.Join("..", "..", "testdata", "snapshots", name) }
+
+func TestDemoGolden(t *testing.T) {
+	code, out, errs := run(t, "demo")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden := filepath.Join("testdata", "demo.golden")
+	if *update {
+		os.WriteFile(golden, []byte(out), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Errorf("demo output differs from %s (run go test ./internal/cli -update after checking):\n%s", golden, out)
+	}
+	// The report states the peak that torch measured within 1%: 5,538,270,208 B.
+	if !strings.Contains(out, "5,530,117,120 B") {
+		t.Error("peak line missing")
+	}
+}
+
+// The JSON contract of docs/json.md: the keys scripts rely on.
+func TestAnalyzeJSONContract(t *testing.T) {
+	code, out, errs := run(t, "analyze", "--json", snap("leak_gpt2_2l.pickle.xz"), snap("oom_fragmentation.pickle.xz"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["schema_version"].(float64) != 1 {
+		t.Error("schema_version")
+	}
+	inputs := doc["inputs"].([]any)
+	if len(inputs) != 2 || len(doc["comparison"].([]any)) != 2 {
+		t.Fatalf("inputs %d", len(inputs))
+	}
+	need := func(m map[string]any, keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("missing key %q", k)
+			}
+		}
+	}
+	leak := inputs[0].(map[string]any)["devices"].([]any)[0].(map[string]any)
+	need(leak, "device", "peak", "categories_at_peak", "top_allocations", "pattern", "leak", "ooms", "efficiency_ratio", "truncated", "findings", "steps", "fragmentation")
+	need(leak["peak"].(map[string]any), "allocated_bytes", "reserved_bytes", "time_us")
+	need(leak["categories_at_peak"].([]any)[0].(map[string]any), "name", "bytes")
+	top := leak["top_allocations"].([]any)[0].(map[string]any)
+	need(top, "bytes", "category", "frames")
+	need(top["frames"].([]any)[0].(map[string]any), "filename", "line", "name")
+	if leak["pattern"] != "leak" || leak["leak"].(map[string]any)["bytes_per_step"].(float64) <= 0 {
+		t.Errorf("pattern %v leak %v", leak["pattern"], leak["leak"])
+	}
+	need(leak["findings"].([]any)[0].(map[string]any), "id", "severity", "message")
+	oom := inputs[1].(map[string]any)["devices"].([]any)[0].(map[string]any)["ooms"].([]any)
+	if len(oom) != 2 {
+		t.Fatalf("ooms %d", len(oom))
+	}
+	o := oom[1].(map[string]any)
+	need(o, "requested_bytes", "device_free_bytes", "allocated_bytes", "reserved_bytes", "verdict")
+	if o["verdict"] != "fragmentation" || o["requested_bytes"].(float64) != 800<<20 {
+		t.Errorf("oom = %v", o)
+	}
+}
+
+func TestCheckExitCodes(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"check", "--max-peak", "100GiB", snap("leak_gpt2_2l.pickle.xz")}, 0},
+		{[]string{"check", "--max-peak", "500MiB", snap("leak_gpt2_2l.pickle.xz")}, 1},
+		{[]string{"check", "--no-leak", snap("leak_gpt2_2l.pickle.xz")}, 1},
+		{[]string{"check", "--no-leak", snap("validate_gpt2tiny_fp32.pickle.xz")}, 0},
+		{[]string{"check", "--min-efficiency", "90%", snap("oom_fragmentation.pickle.xz")}, 1},
+		{[]string{"check", "--no-oom", snap("oom_capacity.pickle.xz")}, 1},
+		{[]string{"check", snap("leak_gpt2_2l.pickle.xz")}, 2},                       // no threshold
+		{[]string{"check", "--max-peak", "lots", snap("leak_gpt2_2l.pickle.xz")}, 2}, // bad size
+		{[]string{"check", "--max-peak", "1GiB", "no/such/file"}, 2},
+	}
+	for _, c := range cases {
+		code, _, errs := run(t, c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errs)
+		}
+	}
+}
+
+// Broken inputs give a correct report or exit 2 with one line naming the
+// file; never a panic.
+func TestBrokenInputs(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile(filepath.Join("..", "pickle", "testdata", "shared_p4.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := mustXZ(t, snap("leak_gpt2_2l.pickle.xz"))
+	evil, _ := os.ReadFile(filepath.Join("..", "pickle", "testdata", "evil_p4.pickle"))
+	files := map[string][]byte{
+		"empty.pickle":          {},
+		"truncated.pickle":      real[:len(real)/3],
+		"not_a_snapshot.pickle": good,
+		"evil.pickle":           evil,
+		"text.json":             []byte(`{"segments": 3}`),
+		"garbage.pickle":        append([]byte{0x80, 0x04}, bytes.Repeat([]byte{0xff}, 100)...),
+	}
+	for i := 0; i < 20; i++ {
+		b := append([]byte(nil), real...)
+		b[(i*7919+13)%len(b)] ^= byte(1 << (i % 8))
+		files["flip"+string(rune('a'+i))+".pickle"] = b
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, data, 0o644)
+		code, _, errs := run(t, "analyze", p)
+		switch code {
+		case 0:
+		case 2:
+			if n := strings.Count(strings.TrimSpace(errs), "\n"); n != 0 || !strings.Contains(errs, name) {
+				t.Errorf("%s: error is not one line naming the file: %q", name, errs)
+			}
+		default:
+			t.Errorf("%s: exit %d: %s", name, code, errs)
+		}
+	}
+	if _, err := os.Stat("/tmp/ptscope_pwned"); err == nil {
+		t.Fatal("a pickle ran a command")
+	}
+}
+
+func mustXZ(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	r, err := inputReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.ReadFrom(r)
+	return buf.Bytes()
+}
+
+func TestOutFolder(t *testing.T) {
+	out := t.TempDir()
+	code, _, errs := run(t, "analyze", "--out", out, "--name", "leak", snap("leak_gpt2_2l.pickle.xz"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	latest := filepath.Join(out, "latest")
+	for _, f := range []string{"analysis_report.txt", "report.json", "README.md", "memory_timeline.png", "overview.png",
+		"top_consumers.png", "categories.png", "block_sizes.png", "efficiency.png"} {
+		st, err := os.Stat(filepath.Join(latest, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	readme, _ := os.ReadFile(filepath.Join(latest, "README.md"))
+	if !strings.Contains(string(readme), "`leak`") {
+		t.Error("README.md lacks the leak finding")
+	}
+}
+
+func TestHelpAndUsage(t *testing.T) {
+	if code, out, _ := run(t, "help", "analyze"); code != 0 || !strings.Contains(out, "Examples:") {
+		t.Errorf("help analyze: %d", code)
+	}
+	if code, _, _ := run(t, "analyze"); code != 2 {
+		t.Errorf("analyze without input: exit %d", code)
+	}
+	if code, _, _ := run(t, "nosuchcommand"); code != 2 {
+		t.Errorf("unknown command: exit %d", code)
+	}
+	if code, out, _ := run(t, "analyze", "--print-rules"); code != 0 || !strings.Contains(out, "attention:") {
+		t.Errorf("--print-rules: %d", code)
+	}
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/units"
+)
+
+const checkUsage = `Usage: ptscope check [flags] FILE|DIR...
+
+Check snapshots against thresholds, for CI. Exit status 0 when every
+threshold holds, 1 when one is exceeded (each failure is printed), 2 when an
+input cannot be read.
+
+Examples:
+  ptscope check --max-peak 70GiB snapshot.pickle
+  ptscope check --max-peak 20GiB --min-efficiency 0.9 --no-leak run_bundle/
+`
+
+func checkCommand() command {
+	c := command{name: "check", summary: "fail (exit 1) when a snapshot exceeds memory thresholds, for CI", usage: checkUsage}
+	c.run = func(e *env, args []string) error {
+		var f analyzeFlags
+		fs := newFlagSet(e, c)
+		f.register(fs)
+		maxPeak := fs.String("max-peak", "", "highest allowed peak allocated memory, e.g. 70GiB")
+		maxReserved := fs.String("max-reserved", "", "highest allowed peak reserved memory")
+		minEff := fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
+		noLeak := fs.Bool("no-leak", false, "fail when the step pattern is a leak")
+		noOOM := fs.Bool("no-oom", false, "fail when the trace holds an out-of-memory event")
+		paths, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(paths) == 0 {
+			return usagef("check: no input")
+		}
+		var peak, reserved int64 = -1, -1
+		if *maxPeak != "" {
+			if peak, err = units.ParseBytes(*maxPeak); err != nil {
+				return usagef("--max-peak: %v", err)
+			}
+		}
+		if *maxReserved != "" {
+			if reserved, err = units.ParseBytes(*maxReserved); err != nil {
+				return usagef("--max-reserved: %v", err)
+			}
+		}
+		eff := -1.0
+		if *minEff != "" {
+			v := strings.TrimSuffix(*minEff, "%")
+			x, perr := strconv.ParseFloat(v, 64)
+			if perr != nil || x < 0 {
+				return usagef("--min-efficiency: %q is not a ratio", *minEff)
+			}
+			if strings.HasSuffix(*minEff, "%") || x > 1 {
+				x /= 100
+			}
+			eff = x
+		}
+		if peak < 0 && reserved < 0 && eff < 0 && !*noLeak && !*noOOM {
+			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom)")
+		}
+		doc, err := analyzePaths(paths, &f)
+		if err != nil {
+			return err
+		}
+		var fails []string
+		for _, in := range doc.Inputs {
+			for _, d := range in.Devices {
+				where := fmt.Sprintf("%s device %d", in.Path, d.Device)
+				if peak >= 0 && d.Peak.AllocatedBytes > peak {
+					fails = append(fails, fmt.Sprintf("%s: peak allocated %s > %s", where, units.Bytes(d.Peak.AllocatedBytes), units.Bytes(peak)))
+				}
+				if reserved >= 0 && d.Peak.ReservedBytes > reserved {
+					fails = append(fails, fmt.Sprintf("%s: peak reserved %s > %s", where, units.Bytes(d.Peak.ReservedBytes), units.Bytes(reserved)))
+				}
+				if eff >= 0 && d.FragmentationOut.PeakRatio < eff {
+					fails = append(fails, fmt.Sprintf("%s: efficiency at the peak %s < %s", where, units.Percent(d.FragmentationOut.PeakRatio), units.Percent(eff)))
+				}
+				if *noLeak && d.Pattern == "leak" {
+					fails = append(fails, fmt.Sprintf("%s: memory leaks %s per step", where, units.Bytes(d.Leak.BytesPerStep)))
+				}
+				if *noOOM && len(d.OOMs) > 0 {
+					fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, len(d.OOMs)))
+				}
+				fmt.Fprintf(e.stdout, "%s: peak allocated %s, reserved %s, efficiency %s, pattern %s\n", where,
+					units.Bytes(d.Peak.AllocatedBytes), units.Bytes(d.Peak.ReservedBytes), units.Percent(d.FragmentationOut.PeakRatio), d.Pattern)
+			}
+		}
+		if len(fails) > 0 {
+			return &thresholdError{fails}
+		}
+		fmt.Fprintln(e.stdout, "check passed")
+		return nil
+	}
+	return c
+}
