@@ -346,6 +346,8 @@ type jsonRank struct {
 	Breakdown          map[string]int64     `json:"breakdown"`
 	Phases             []jsonPhase          `json:"phases"`
 	Activations        estimate.Activations `json:"activations"`
+	ModelStates        map[string]int64     `json:"model_states"`
+	AllocatorRounding  int64                `json:"allocator_rounding_bytes"`
 	Terms              []estimate.Term      `json:"terms"`
 }
 
@@ -364,7 +366,8 @@ type jsonEstimate struct {
 func rankJSON(r *estimate.Result, rk estimate.Rank) jsonRank {
 	j := jsonRank{Name: rk.Name, Stage: rk.Stage, Params: rk.Params, PeakAllocatedBytes: rk.PeakAllocatedBytes,
 		PeakReservedBytes: rk.PeakReservedBytes, DeviceTotalBytes: rk.DeviceTotalBytes, PeakPhase: rk.PeakPhase,
-		Breakdown: map[string]int64{}, Activations: rk.Activations, Terms: rk.Terms}
+		Breakdown: map[string]int64{}, Activations: rk.Activations, Terms: rk.Terms,
+		ModelStates: rk.ModelStates, AllocatorRounding: rk.AllocatorRounding}
 	for _, t := range rk.Terms {
 		j.Breakdown[t.Name] += t.Bytes
 	}

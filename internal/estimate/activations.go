@@ -227,7 +227,8 @@ func KorthikantiPerLayer(s, b, h, a, t int64, sp, selective bool) float64 {
 // autocast op) saves an fp32 copy of it; backward then adds only nll_loss's fp32 gradient before
 // the copy is released. Hugging Face models call logits.float() first (LossUpcast): the fp32 path.
 
-func (sh shape) lossFP32() bool { return sh.act >= 4 || sh.m.LossUpcast }
+// Without autocast, 16-bit training code (Megatron, Hugging Face) computes the loss on fp32 logits.
+func (sh shape) lossFP32() bool { return sh.act >= 4 || sh.m.LossUpcast || !sh.amp }
 
 // lossSaved is what the loss keeps for backward.
 func (sh shape) lossSaved() int64 {
@@ -247,7 +248,7 @@ func (sh shape) lossSavedFormula() string {
 // lossForwardTemp is what the loss allocates in forward and frees before backward: the fp32
 // copy of 16-bit logits made by logits.float().
 func (sh shape) lossForwardTemp() int64 {
-	if sh.act < 4 && sh.m.LossUpcast {
+	if sh.act < 4 && sh.lossFP32() {
 		return sh.vocabRowBytes(4)
 	}
 	return 0

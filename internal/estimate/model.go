@@ -72,7 +72,7 @@ func (m Model) normalize() (Model, error) {
 	if m.Experts > 0 && m.TopK == 0 {
 		m.TopK = 2
 	}
-	if m.MoEFFN == 0 {
+	if m.MoEFFN == 0 && m.Experts > 0 {
 		m.MoEFFN = m.FFN
 	}
 	switch {

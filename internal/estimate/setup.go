@@ -94,6 +94,9 @@ func (s Setup) normalize(m Model) (Setup, error) {
 	}
 	if s.MicroBatches <= 0 {
 		s.MicroBatches = s.GradAccum
+		if s.PP > 1 {
+			s.MicroBatches = max(s.GradAccum, s.PP) // 1F1B needs at least pp micro-batches to fill the pipeline
+		}
 	}
 	switch {
 	case s.Seq <= 0:

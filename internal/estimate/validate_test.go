@@ -3,10 +3,12 @@ package estimate
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -100,14 +102,19 @@ func readMeasured(t testing.TB, path string) []measured {
 	return out
 }
 
+var report = flag.Bool("report", false, "print the validation table (markdown) of estimate vs measurement")
+
+// TestValidationReport prints the table in docs/validation.md: go test ./internal/estimate -run ValidationReport -report -v
 func TestValidationReport(t *testing.T) {
+	if !*report {
+		t.Skip("use -report to print the validation table")
+	}
 	ms := readMeasured(t, "testdata/h100_peaks.jsonl")
 	type row struct {
 		name       string
 		est, got   int64
 		err        float64
 		estR, gotR int64
-		phases     string
 	}
 	var rows []row
 	dev, _ := GPU("h100-80gb")
@@ -121,18 +128,15 @@ func TestValidationReport(t *testing.T) {
 			t.Fatalf("%s: %v", m.name(), err)
 		}
 		tr := r.TopRank()
-		ph := ""
-		for i, p := range m.Phases {
-			if i > 0 && i-1 < len(tr.Phases) {
-				ph += fmt.Sprintf(" %s %.3f/%.3f", p.Name, float64(tr.Phases[i-1].Bytes)/1e9, float64(p.PeakAllocated)/1e9)
-			}
-		}
-		rows = append(rows, row{m.name(), tr.PeakAllocatedBytes, m.MaxMemoryAllocated, float64(tr.PeakAllocatedBytes)/float64(m.MaxMemoryAllocated) - 1, tr.PeakReservedBytes, m.MaxMemoryReserved, ph})
+		rows = append(rows, row{m.name(), tr.PeakAllocatedBytes, m.MaxMemoryAllocated, float64(tr.PeakAllocatedBytes)/float64(m.MaxMemoryAllocated) - 1, tr.PeakReservedBytes, m.MaxMemoryReserved})
 	}
-	sort.Slice(rows, func(i, j int) bool { return math.Abs(rows[i].err) > math.Abs(rows[j].err) })
+	sort.SliceStable(rows, func(i, j int) bool { return math.Abs(rows[i].err) > math.Abs(rows[j].err) })
+	var b strings.Builder
+	b.WriteString("| configuration | measured allocated | estimate | error | measured reserved | estimate | error |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		t.Logf("%-40s est %6.3f GB got %6.3f GB err %+6.2f%%  res est %6.3f got %6.3f (%+.1f%%) |%s", r.name, float64(r.est)/1e9, float64(r.got)/1e9, r.err*100, float64(r.estR)/1e9, float64(r.gotR)/1e9, (float64(r.estR)/float64(r.gotR)-1)*100, r.phases)
+		fmt.Fprintf(&b, "| %s | %d | %d | %+.2f%% | %d | %d | %+.1f%% |\n", r.name, r.got, r.est, r.err*100, r.gotR, r.estR, (float64(r.estR)/float64(r.gotR)-1)*100)
 	}
+	fmt.Print(b.String())
 }
 
 // TestMeasuredPeaksWithin10Percent checks the estimate of peak_allocated_bytes against every
@@ -186,5 +190,30 @@ func TestFixturePeak(t *testing.T) {
 	}
 	if r.Params != 124439808 {
 		t.Errorf("gpt2 params = %d, want 124439808", r.Params)
+	}
+}
+
+// TestMeasuredReserved checks peak_reserved_bytes: the allocator's fragmentation is not
+// predictable per configuration, so the allowance is the median of the measurements and the bar is
+// wider (docs/validation.md): every configuration within 20%, the median within 3%.
+func TestMeasuredReserved(t *testing.T) {
+	ms := readMeasured(t, "testdata/h100_peaks.jsonl")
+	dev, _ := GPU("h100-80gb")
+	var errs []float64
+	for _, m := range ms {
+		mod, s, _ := m.modelAndSetup()
+		r, err := Estimate(mod, s, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := float64(r.TopRank().PeakReservedBytes)/float64(m.MaxMemoryReserved) - 1
+		if math.Abs(e) > 0.20 {
+			t.Errorf("%s: reserved estimate %d B, measured %d B (%+.1f%%)", m.name(), r.TopRank().PeakReservedBytes, m.MaxMemoryReserved, e*100)
+		}
+		errs = append(errs, e)
+	}
+	sort.Float64s(errs)
+	if med := errs[len(errs)/2]; math.Abs(med) > 0.03 {
+		t.Errorf("median reserved error %+.1f%%", med*100)
 	}
 }
