@@ -138,14 +138,17 @@ run_section() {
     "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_off.json" >/dev/null 2>&1
     "$PTSCOPE" run --quiet --out "$WORK/ov" --memory=false --phases=false --modules=false --snapshot-at none -- "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_live.json" >/dev/null 2>&1
     "$PTSCOPE" run --quiet --out "$WORK/ov" -- "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_hist.json" >/dev/null 2>&1
+    "$PTSCOPE" run --quiet --out "$WORK/ov" --phases=false --modules=false -- "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_hist_only.json" >/dev/null 2>&1
+    "$PTSCOPE" run --quiet --out "$WORK/ov" --memory=false --snapshot-at none -- "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_hooks_only.json" >/dev/null 2>&1
     "$PTSCOPE" run --quiet --out "$WORK/ov" --stacks all -- "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_hist_all.json" >/dev/null 2>&1
     "$PTSCOPE" run --quiet --out "$WORK/ov" --trace --schedule wait=0,warmup=2,active=21,repeat=1 -- "$PYTHON" $LM "${args[@]}" --json-out "$WORK/ov_trace.json" >/dev/null 2>&1
     off=$(med "$WORK/ov_off.json")
-    for m in off live hist hist_all trace; do
+    for m in off live hooks_only hist_only hist hist_all trace; do
       v=$(med "$WORK/ov_$m.json" 2>/dev/null || echo nan)
       say "$(printf '  %-9s median step %8s ms  (%s)' "$m" "$v" "$("$PYTHON" -c 'import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print("%+.1f%%" % ((a/b-1)*100))' "$v" "$off" 2>/dev/null)")"
     done
-    say "  modes: off = plain python; live = companion with samples only; hist = default (memory history, python stacks, phases, modules);"
+    say "  modes: off = plain python; live = companion with samples only; hooks_only = phases + module metadata, no history;"
+    say "         hist_only = memory history (python stacks) without phases/modules; hist = default (history, phases, modules);"
     say "         hist_all = --stacks all; trace = default + --trace with every measured step active (profile_memory, record_shapes)"
     ;;
   ddp)

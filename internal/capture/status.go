@@ -40,7 +40,7 @@ func writeSummary(w io.Writer, res *Result, t *tailer) {
 	m := res.Manifest
 	how := fmt.Sprintf("exit %d", res.ExitCode)
 	if res.Signal != 0 {
-		how = "killed by " + res.Signal.String()
+		how = fmt.Sprintf("killed by signal %d, %s", int(res.Signal), res.Signal)
 	}
 	fmt.Fprintf(w, "ptscope: bundle %s (%s, %s)\n", res.Dir, how, units.Duration(time.Duration(m.DurationNs).Nanoseconds()))
 	if len(m.Ranks) == 0 {

@@ -98,8 +98,9 @@ class Capture:
         self.stop_evt = threading.Event()
         self.finished = False
         self.main_thread = threading.main_thread()
+        self.main_ident = self.main_thread.ident
         self.names = weakref.WeakKeyDictionary()  # module -> fqn
-        self.tls = threading.local()
+        self.stack = []  # modules whose forward runs on the main thread
         self.peak_device_used = 0
         self.peak_rss = 0
         self.handles = []
@@ -304,12 +305,6 @@ class Capture:
             if sm is not None:
                 self.set_metadata = sm
 
-    def _fqn(self, module):
-        name = self.names.get(module)
-        if name is None:
-            name = type(module).__name__
-        return name
-
     def _learn_names(self, root):
         if root in self.names:
             return
@@ -321,33 +316,26 @@ class Capture:
             self.names[root] = type(root).__name__
 
     def _fwd_pre(self, module, args):
-        if self.disabled:
+        # hot path: runs for every module call
+        if self.disabled or threading.get_ident() != self.main_ident:
             return None
         try:
-            if threading.current_thread() is not self.main_thread:
-                return None
-            tls = self.tls
-            stack = getattr(tls, "stack", None)
-            if stack is None:
-                stack = tls.stack = []
-            in_bw = torch._C._current_graph_task_id() != -1
-            if not stack and not in_bw:
+            stack = self.stack
+            if not stack and torch._C._current_graph_task_id() == -1:
                 self._learn_names(module)
                 self._root_forward_begin()
             stack.append(module)
             if self.set_metadata is not None:
-                self.set_metadata(self._fqn(module))
+                self.set_metadata(self.names.get(module) or type(module).__name__)
         except Exception as err:
             log_once("forward pre-hook", "forward pre-hook failed (%r)" % (err,))
         return None
 
     def _fwd_post(self, module, args, output):
-        if self.disabled:
+        if self.disabled or threading.get_ident() != self.main_ident:
             return None
         try:
-            if threading.current_thread() is not self.main_thread:
-                return None
-            stack = getattr(self.tls, "stack", None)
+            stack = self.stack
             if not stack:
                 return None
             # pop up to and including this module (robust to exceptions in children)
@@ -356,7 +344,7 @@ class Capture:
                 if m is module:
                     break
             if self.set_metadata is not None:
-                self.set_metadata(self._fqn(stack[-1]) if stack else "")
+                self.set_metadata((self.names.get(stack[-1]) or type(stack[-1]).__name__) if stack else "")
             if not stack and self.phase is not None and self.phase[0] == "forward":
                 self._phase_end("forward")
         except Exception as err:
@@ -468,7 +456,10 @@ class Capture:
                          skip_first=int(sc.get("skip_first", 0)))
         import warnings
 
-        with warnings.catch_warnings():  # torch's notes about schedules are not the user's business
+        # torch 2.10/2.11 warn about "cycles" at every schedule transition, even
+        # with repeat=1 (pytorch#180387); it is ptscope's schedule, not the user's.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prof = profile(activities=acts, schedule=sched, on_trace_ready=self._trace_ready,
                            profile_memory=bool(cfg.get("profile_memory", True)),
@@ -576,7 +567,7 @@ class Capture:
             return
         self.finished = True
         self.stop_evt.set()
-        if self.fwd_since and not self.opt_seen and not self.bwd_since:
+        if self.fwd_since and not self.opt_seen and not self.bwd_since and self.phase is None:
             self.step += 1  # the last forward of a forward-only loop completes a step
         if self.phase is not None:
             self._guard("phase end", self._phase_end, self.phase[0], True)
