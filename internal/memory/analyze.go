@@ -116,7 +116,7 @@ type TopAlloc struct {
 	Module         string     `json:"module,omitempty"`
 	Stream         int64      `json:"stream"`
 	Address        uint64     `json:"address"`
-	AgeUS          int64      `json:"age_us"` // at the peak; -1 if allocated before recording
+	AgeNS          int64      `json:"age_ns"` // at the peak; -1 if allocated before recording
 	AllocIndex     int        `json:"alloc_index"`
 	Origin         string     `json:"origin"`
 	Frames         []FrameOut `json:"frames"`
@@ -128,7 +128,7 @@ type StepOut struct {
 	StartIndex         int    `json:"start_index"`
 	EndIndex           int    `json:"end_index"`
 	StartUS            int64  `json:"start_us"`
-	DurationUS         int64  `json:"duration_us"`
+	DurationNS         int64  `json:"duration_ns"`
 	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
 	EndAllocatedBytes  int64  `json:"end_allocated_bytes"`
 	Partial            bool   `json:"partial"`
@@ -148,7 +148,7 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Device {
 	out.atPeak(o)
 	for _, st := range ph.Steps {
 		out.Steps = append(out.Steps, StepOut{Name: st.Name, StartIndex: st.Start, EndIndex: st.End, StartUS: st.StartUS,
-			DurationUS: st.EndUS - st.StartUS, PeakAllocatedBytes: st.Peak, EndAllocatedBytes: st.EndAllocated, Partial: st.Partial})
+			DurationNS: (st.EndUS - st.StartUS) * 1000, PeakAllocatedBytes: st.Peak, EndAllocatedBytes: st.EndAllocated, Partial: st.Partial})
 	}
 	out.Pattern, out.Leak = classifyPattern(s, r, ph, o)
 	out.Fragmentation = NewFragmentation(s, d)
@@ -265,10 +265,10 @@ func (a *Device) atPeak(o Options) {
 		stackCat[al.Stack][al.Category] += al.Size
 		if i < o.TopN {
 			ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category.String(), Group: group,
-				Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr, AgeUS: -1, AllocIndex: int(al.AllocIdx),
+				Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr, AgeNS: -1, AllocIndex: int(al.AllocIdx),
 				Origin: originName(al.Origin), Frames: a.frames(al.Stack, o)}
 			if al.AllocIdx >= 0 && a.HasTime {
-				ta.AgeUS = peakUS - a.Replay.Timeline.TimeUS[al.AllocIdx]
+				ta.AgeNS = (peakUS - a.Replay.Timeline.TimeUS[al.AllocIdx]) * 1000
 			}
 			a.TopAllocations = append(a.TopAllocations, ta)
 		}

@@ -156,8 +156,8 @@ func writeDevice(p *printer, d *memory.Device, o TextOptions) {
 		if i >= o.TopN && o.TopN > 0 {
 			break
 		}
-		age := usDur(a.AgeUS)
-		if a.AgeUS < 0 {
+		age := units.Duration(a.AgeNS)
+		if a.AgeNS < 0 {
 			age = "before rec."
 		}
 		rows := stackLines(a.Frames, 3)
@@ -187,7 +187,7 @@ func writeDevice(p *printer, d *memory.Device, o TextOptions) {
 			}
 			dur := "-"
 			if d.HasTime {
-				dur = usDur(s.DurationUS)
+				dur = units.Duration(s.DurationNS)
 			}
 			t.Rows = append(t.Rows, []string{s.Name, comma(int64(s.EndIndex - s.StartIndex)), dur, units.Bytes(s.PeakAllocatedBytes), units.Bytes(s.EndAllocatedBytes), note})
 		}
