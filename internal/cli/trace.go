@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/perf"
@@ -81,6 +83,11 @@ func traceCommand() command {
 		}
 		if f.top < 0 {
 			return usagef("trace: --top must be positive")
+		}
+		// traces are read into compact columns: a tighter GC keeps the peak
+		// RSS near the live size (measured: 247 -> under 200 MB on 360 MB).
+		if os.Getenv("GOGC") == "" {
+			defer debug.SetGCPercent(debug.SetGCPercent(50))
 		}
 		rep, err := LoadTraceReport(e.ctx, paths, perf.Options{GroupByShape: f.groupByShape, Annotations: f.annotations})
 		if err != nil {

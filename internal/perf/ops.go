@@ -61,43 +61,48 @@ func IsTensorCoreEligibleOp(name string) bool { return tcEligibleOps[name] }
 
 type opKey struct{ name, shape uint32 }
 
-// opStats holds per-event host and device times, computed once.
+// opStats holds host and device times per op event, indexed by the op's
+// position in graph.order (pos maps an event to it, -1 for non-ops).
 type opStats struct {
-	hostSelf, devSelf, devTotal, tcSelf []int64 // indexed by event
+	pos                                 []int32
+	hostSelf, devSelf, devTotal, tcSelf []int64
 }
 
 func computeOpStats(g *graph) *opStats {
 	ev := g.ev
 	n := ev.Len()
-	st := &opStats{hostSelf: make([]int64, n), devSelf: make([]int64, n), devTotal: make([]int64, n), tcSelf: make([]int64, n)}
-	for _, i := range g.order {
-		st.hostSelf[i] = ev.Dur[i]
+	m := len(g.order)
+	st := &opStats{pos: make([]int32, n), hostSelf: make([]int64, m), devSelf: make([]int64, m), devTotal: make([]int64, m), tcSelf: make([]int64, m)}
+	for i := range st.pos {
+		st.pos[i] = -1
+	}
+	for k, i := range g.order {
+		st.pos[i] = int32(k)
+		st.hostSelf[k] = ev.Dur[i]
 	}
 	for i := 0; i < n; i++ {
 		if p := g.parent[i]; p >= 0 && (isOp(ev.Kind[i]) || ev.Kind[i].IsLaunch()) {
-			st.hostSelf[p] -= ev.Dur[i]
+			st.hostSelf[st.pos[p]] -= ev.Dur[i]
 		}
 	}
 	for _, i := range g.gpu {
 		if o := g.owner[i]; o >= 0 {
-			st.devSelf[o] += ev.Dur[i]
+			k := st.pos[o]
+			st.devSelf[k] += ev.Dur[i]
 			if ev.Kind[i] == kineto.KindKernel && IsTensorCoreKernel(g.t.Name(int(i))) {
-				st.tcSelf[o] += ev.Dur[i]
+				st.tcSelf[k] += ev.Dur[i]
 			}
 		}
 	}
-	for _, i := range g.order {
-		st.devTotal[i] = st.devSelf[i]
-	}
+	copy(st.devTotal, st.devSelf)
 	for k := len(g.order) - 1; k >= 0; k-- {
-		i := g.order[k]
-		if p := g.parent[i]; p >= 0 {
-			st.devTotal[p] += st.devTotal[i]
+		if p := g.parent[g.order[k]]; p >= 0 {
+			st.devTotal[st.pos[p]] += st.devTotal[k]
 		}
 	}
-	for i := range st.hostSelf {
-		if st.hostSelf[i] < 0 {
-			st.hostSelf[i] = 0
+	for k := range st.hostSelf {
+		if st.hostSelf[k] < 0 {
+			st.hostSelf[k] = 0
 		}
 	}
 	return st
@@ -109,7 +114,7 @@ func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
 	ev := g.ev
 	rows := map[opKey]*Operator{}
 	var keys []opKey
-	for _, i := range g.order {
+	for pos, i := range g.order {
 		k := ev.Kind[i]
 		if k != kineto.KindCPUOp && !(annotations && k == kineto.KindUserAnnotation) {
 			continue
@@ -130,10 +135,10 @@ func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
 		}
 		r.Calls++
 		r.HostTotalNS += ev.Dur[i]
-		r.HostSelfNS += st.hostSelf[i]
-		r.DeviceSelfNS += st.devSelf[i]
-		r.DeviceTotalNS += st.devTotal[i]
-		r.TensorCoreSelfNS += st.tcSelf[i]
+		r.HostSelfNS += st.hostSelf[pos]
+		r.DeviceSelfNS += st.devSelf[pos]
+		r.DeviceTotalNS += st.devTotal[pos]
+		r.TensorCoreSelfNS += st.tcSelf[pos]
 	}
 	// merge rows that share a display name (ProfilerStep*)
 	out := make([]Operator, 0, len(keys))

@@ -1,0 +1,58 @@
+// Command gentrace writes a large Kineto trace for benchmarks by replicating
+// the events of a real one (see package gen).
+//
+//	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 360MB -o big.pt.trace.json
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/kineto/gen"
+	"github.com/ptscope/ptscope/internal/units"
+
+	"io"
+)
+
+func main() {
+	src := flag.String("src", "", "source trace (plain or compressed)")
+	size := flag.String("size", "360MB", "approximate size of the output")
+	out := flag.String("o", "", "output file")
+	flag.Parse()
+	if *src == "" || *out == "" {
+		fmt.Fprintln(os.Stderr, "usage: gentrace -src TRACE -size 360MB -o OUT")
+		os.Exit(2)
+	}
+	n, err := units.ParseBytes(*size)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gentrace:", err)
+		os.Exit(2)
+	}
+	r, err := input.Open(*src)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gentrace:", err)
+		os.Exit(2)
+	}
+	data, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gentrace:", err)
+		os.Exit(2)
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gentrace:", err)
+		os.Exit(2)
+	}
+	st, err := gen.Generate(f, data, n)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gentrace:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s: %d bytes, %d events, %d copies of %s\n", *out, st.Bytes, st.Events, st.Copies, *src)
+}
