@@ -192,6 +192,13 @@ def _activate():
         log_once("activate", "capture failed to start (training continues without it): %r" % (err,))
 
 
+def _any_rank_captured():
+    try:
+        return any(n.startswith("rank") for n in os.listdir(_STATE["bundle"]))
+    except OSError:
+        return False
+
+
 def _at_exit():
     """Tell the parent why this process captured nothing (for its one warning)."""
     if _STATE["capture"] is not None or _STATE["disabled"]:
@@ -203,7 +210,9 @@ def _at_exit():
             import importlib.util
 
             rec["torch_installed"] = importlib.util.find_spec("torch") is not None
-        else:
+        elif not _any_rank_captured():
+            # only asked when nothing was captured anywhere (the parent's warning
+            # needs it); a launcher or worker of a capturing run skips the CUDA query
             try:
                 rec["cuda_available"] = bool(torch.cuda.is_available())
             except Exception:
