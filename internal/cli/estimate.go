@@ -256,15 +256,28 @@ func writeEstimateText(w io.Writer, r *estimate.Result, explain bool) {
 		tw.Flush()
 		fmt.Fprintf(w, "\nmost loaded rank: %s\n", top.Name)
 	}
+	ms := top.ModelStates
+	fmt.Fprintf(w, "model states on this rank: parameters %s, gradients %s, optimizer state %s, master weights %s",
+		units.Bytes(ms["parameters"]), units.Bytes(ms["gradients"]), units.Bytes(ms["optimizer_state"]), units.Bytes(ms["master_weights"]))
+	if ms["fp32_grad_copy"] > 0 {
+		fmt.Fprintf(w, ", fp32 gradient copy %s", units.Bytes(ms["fp32_grad_copy"]))
+	}
+	fmt.Fprintf(w, " (allocator rounding included: %s)\n\n", units.Bytes(top.AllocatorRounding))
+	fmt.Fprintf(w, "at the peak (%s):\n", top.PeakPhase)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "term\tbytes\t\twhere\t")
+	if explain {
+		fmt.Fprintln(tw, "  term\tsize\tbytes\twhere\tformula")
+	} else {
+		fmt.Fprintln(tw, "  term\tsize\tbytes\twhere")
+	}
 	for _, t := range top.Terms {
 		if t.Bytes == 0 && !explain {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t\n", t.Name, units.Bytes(t.Bytes), t.Bytes, t.Where)
 		if explain {
-			fmt.Fprintf(tw, "  = %s\t\t\t\t\n", t.Formula)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", t.Name, units.Bytes(t.Bytes), t.Bytes, t.Where, t.Formula)
+		} else {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", t.Name, units.Bytes(t.Bytes), t.Bytes, t.Where)
 		}
 	}
 	tw.Flush()
@@ -276,7 +289,7 @@ func writeEstimateText(w io.Writer, r *estimate.Result, explain bool) {
 	}
 	fmt.Fprintln(w)
 	if a.LogitsBytes > 0 {
-		fmt.Fprintf(w, "logits %s, loss (fp32 log-softmax) %s\n", units.Bytes(a.LogitsBytes), units.Bytes(a.LossBytes))
+		fmt.Fprintf(w, "logits %s, saved by the loss %s\n", units.Bytes(a.LogitsBytes), units.Bytes(a.LossBytes))
 	}
 	if explain {
 		fmt.Fprintf(w, "\none residual-stream tensor: %s = %s\n", units.Bytes(a.ResidualTensor), a.ResidualTensorHow)
@@ -317,9 +330,34 @@ func writeEstimateText(w io.Writer, r *estimate.Result, explain bool) {
 			verdict = "DOES NOT FIT"
 		}
 		fmt.Fprintf(w, "verdict: %s on %s (%s): headroom %s (%s)\n", verdict, r.Device.Name, units.Bytes(r.Device.MemoryBytes), units.Bytes(head), units.Percent(float64(head)/float64(r.Device.MemoryBytes)))
+		if !fits {
+			for _, h := range estimateHints(r) {
+				fmt.Fprintf(w, "hint: %s\n", h)
+			}
+		}
 	} else {
 		fmt.Fprintln(w, "verdict: give --gpu or --device-memory for a fit verdict")
 	}
+}
+
+// estimateHints suggests the usual levers for the most loaded rank, largest saving first.
+func estimateHints(r *estimate.Result) []string {
+	s, top := r.Setup, r.TopRank()
+	a := top.Activations
+	var hs []string
+	if s.TP > 1 && !s.SP {
+		hs = append(hs, fmt.Sprintf("--sp shards the %s of LayerNorm inputs/outputs per layer that tensor parallelism replicates", units.Bytes(a.NormBytes)))
+	}
+	if s.Recompute != "full" && !s.ForwardOnly {
+		hs = append(hs, fmt.Sprintf("--recompute full keeps only each layer's input (activations now %s)", units.Bytes(a.LayersTotalBytes)))
+	}
+	if !s.ForwardOnly && s.Zero < 3 && s.DP*s.CP > 1 {
+		hs = append(hs, fmt.Sprintf("--zero %d shards more model state over the %d data-parallel ranks", s.Zero+1, s.DP*s.CP))
+	}
+	if s.MicroBatch > 1 {
+		hs = append(hs, "a smaller --micro-batch with more --grad-accum keeps the same global batch")
+	}
+	return hs
 }
 
 func ifs(b bool, t, f string) string {

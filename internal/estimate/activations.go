@@ -240,9 +240,9 @@ func (sh shape) lossSaved() int64 {
 
 func (sh shape) lossSavedFormula() string {
 	if sh.lossFP32() {
-		return "fp32 log-softmax: tokens·vocab·4/t"
+		return fmt.Sprintf("fp32 log-softmax: tokens·vocab·4/t = %d·%d·4/%d", sh.tokens, sh.m.Vocab, sh.t)
 	}
-	return fmt.Sprintf("%d-byte log-softmax + nll_loss's fp32 copy of it: tokens·vocab·(%d+4)/t", sh.act, sh.act)
+	return fmt.Sprintf("%d-byte log-softmax + nll_loss's fp32 copy of it: tokens·vocab·(%d+4)/t = %d·%d·%d/%d", sh.act, sh.act, sh.tokens, sh.m.Vocab, sh.act+4, sh.t)
 }
 
 // lossForwardTemp is what the loss allocates in forward and frees before backward: the fp32
@@ -271,7 +271,7 @@ func (sh shape) lossBackwardTemp() int64 {
 
 func (sh shape) lossBackwardTempFormula() string {
 	if sh.lossFP32() {
-		return "nll_loss's gradient and log_softmax's gradient, fp32: 2·tokens·vocab·4/t"
+		return fmt.Sprintf("nll_loss's gradient and log_softmax's gradient, fp32: 2·tokens·vocab·4/t = 2·%d·%d·4/%d", sh.tokens, sh.m.Vocab, sh.t)
 	}
-	return "nll_loss's fp32 gradient: tokens·vocab·4/t"
+	return fmt.Sprintf("nll_loss's fp32 gradient: tokens·vocab·4/t = %d·%d·4/%d", sh.tokens, sh.m.Vocab, sh.t)
 }

@@ -383,6 +383,20 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 		}
 		return append(ts, extra...)
 	}
+	var matmulParams int64
+	for _, t := range layerTs {
+		if t.matmul {
+			matmulParams += int64(L) * t.numel
+		}
+	}
+	for _, t := range otherTs {
+		if t.matmul {
+			matmulParams += t.numel
+		}
+	}
+	cacheF := fmt.Sprintf("torch.autocast caches a %d-byte copy of each matmul weight: %d params · %d B", sh.act, matmulParams, sh.act)
+	logitsF := fmt.Sprintf("tokens·vocab·%d B/t = %d·%d·%d/%d", sh.act, sh.tokens, m.Vocab, sh.act, sh.t)
+	actF := fmt.Sprintf("%.2f micro-batches · %d layers · %d B/layer + embedding %d B + head %d B", inflight, L, perLayer, embTotal, headTotal)
 	term := func(name string, b int64, f string, a ...any) Term {
 		return Term{Name: name, Bytes: b, Where: "allocated", Formula: fmt.Sprintf(f, a...)}
 	}
@@ -406,10 +420,10 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 			lg = 0
 		}
 		phases = append(phases, Phase{Name: "forward", Terms: persist(
-			term("autocast_weight_cache", cacheAll, "low-precision copies of matmul weights cached by torch.autocast"),
+			term("autocast_weight_cache", cacheAll, "%s", cacheF),
 			term("activations", kv, "Hugging Face use_cache: layers·tokens·2kv·act"),
 			term("unsharded_params", unsharded, "2 layers gathered (ZeRO-3/FSDP)"),
-			term("logits", lg, "tokens·vocab·act/t"),
+			term("logits", lg, "%s", logitsF),
 			term("temporaries", tmp, "%s", tf),
 		)})
 	} else {
@@ -434,10 +448,10 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 		}
 		phases = append(phases, Phase{Name: "forward", Terms: persist(
 			term("gradients", g0, "kept across micro-batches (grad accumulation or pipeline)"),
-			term("autocast_weight_cache", cacheAll, "low-precision copies of all matmul weights (autocast cache)"),
+			term("autocast_weight_cache", cacheAll, "%s", cacheF),
 			term("unsharded_params", unsharded, "current + prefetched layer gathered (ZeRO-3/FSDP)"),
-			term("activations", saved, "%.2f micro-batches · %d layers · %d B + embedding + head", inflight, L, perLayer),
-			term("logits", lg, "tokens·vocab·%d/t", sh.act),
+			term("activations", saved, "%s", actF),
+			term("logits", lg, "%s", logitsF),
 			term("loss", lossFwd, "%s", sh.lossSavedFormula()),
 			term("temporaries", lossTmpFwd+fwdTmp, "%s", sh.lossForwardTempFormula()),
 		)})
@@ -450,10 +464,10 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 		if last {
 			best = sumPhase(Phase{Name: "backward", Terms: persist(
 				term("gradients", g0, "present at the start of backward"),
-				term("autocast_weight_cache", cacheAll-boolMul(full, int64(L)*cacheLayer), "low-precision weight copies saved for backward"),
+				term("autocast_weight_cache", cacheAll-boolMul(full, int64(L)*cacheLayer), "%s (saved for backward)", cacheF),
 				term("unsharded_params", unsharded, "gathered layers (ZeRO-3/FSDP)"),
-				term("activations", saved, "all saved activations"),
-				term("logits", keep, "logits held by the caller"),
+				term("activations", saved, "%s", actF),
+				term("logits", keep, "held by the caller: %s", logitsF),
 				term("loss", lossFwd, "%s", sh.lossSavedFormula()),
 				term("temporaries", lossBwdTmp, "%s", sh.lossBackwardTempFormula()),
 			)})
@@ -484,8 +498,8 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 				term("autocast_weight_cache", cache, "weight copies of layers not yet differentiated"),
 				term("unsharded_params", unsharded+unshardedGrad, "gathered layers and one unsharded layer gradient (ZeRO-3/FSDP)"),
 				term("activations", other+int64(j+1)*perLayer+embTotal+rec, "saved activations of layers 0..%d (+ other micro-batches, + the recomputed layer)", j),
-				term("logits", keep, "logits held by the caller"),
-				term("temporaries", tmpBwd, "gradients of one layer's MLP intermediates and residual stream"),
+				term("logits", keep, "held by the caller: %s", logitsF),
+				term("temporaries", tmpBwd, "gradients of one layer's MLP intermediates and residual stream: rows·2·ffn·%d/t + 2·tokens·h·%d%s", sh.act, sh.res, ifStr(sh.amp, " + one weight gradient in 16-bit before its fp32 cast", "")),
 			)})
 			if p.Bytes > best.Bytes {
 				best = p
@@ -508,7 +522,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 		end := sumPhase(Phase{Name: "backward", Terms: persist(
 			term("gradients", G, "all gradients"),
 			term("unsharded_params", unsharded+unshardedGrad, "gathered layers (ZeRO-3/FSDP)"),
-			term("logits", keep, "logits held by the caller"),
+			term("logits", keep, "held by the caller: %s", logitsF),
 			term("temporaries", embTmp, embF, sh.gb),
 		)})
 		if end.Bytes > best.Bytes {
@@ -522,7 +536,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 		}
 		phases = append(phases, Phase{Name: "optimizer_step", Terms: persist(
 			term("gradients", G, "all gradients"),
-			term("logits", keepStep, "logits held by the caller until the step returns"),
+			term("logits", keepStep, "held by the caller until the step returns: %s", logitsF),
 			term("temporaries", optTemp, "%s", optTempFormula(s.Optimizer)),
 		)})
 	}
@@ -564,6 +578,13 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 	r.DeviceTotalBytes = r.PeakReservedBytes + dev.CUDAContextBytes + nccl
 	r.Terms = terms
 	return r
+}
+
+func ifStr(b bool, t, f string) string {
+	if b {
+		return t
+	}
+	return f
 }
 
 func boolMul(b bool, v int64) int64 {
