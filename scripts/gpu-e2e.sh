@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of `ptscope run` with real PyTorch on a CUDA machine.
 #
-#   scripts/gpu-e2e.sh [single] [signal] [oom] [overhead] [ddp] [sweep]   (default: all)
+#   scripts/gpu-e2e.sh [single] [signal] [oom] [compile] [overhead] [ddp] [sweep]   (default: all)
 #
 # Environment:
 #   PTSCOPE  ptscope binary (default: bin/ptscope-linux-amd64, else bin/ptscope, else `go build`)
@@ -27,7 +27,7 @@ export PTSCOPE PYTHON
 LOG=$OUT/e2e.log
 : >"$LOG"
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(single signal oom overhead ddp sweep)
+[ ${#sections[@]} -eq 0 ] && sections=(single signal oom compile overhead ddp sweep)
 FAIL=0
 say() { echo "$*" | tee -a "$LOG"; }
 fail() { say "FAIL: $*"; FAIL=1; }
@@ -160,6 +160,25 @@ run_section() {
     "$PTSCOPE" run --quiet --out "$WORK/ddp" --ranks 0 -- torchrun --standalone --nproc-per-node 2 $LM --fsdp --model-size small --steps 2 >>"$LOG" 2>&1
     "$PYTHON" "$WORK/check.py" "$WORK/ddp/latest" ranks=1 >>"$LOG" 2>&1 && ok "--ranks 0 captured one rank" || fail "--ranks 0"
     ;;
+  compile)
+    say "== torch.compile(fullgraph=True) model under ptscope run: global hooks must not break the graph"
+    cat >"$WORK/compiled.py" <<'PY'
+import torch, torch.nn as nn
+m = nn.Sequential(nn.Linear(512, 2048), nn.GELU(), nn.Linear(2048, 512)).cuda()
+opt = torch.optim.AdamW(m.parameters())
+cm = torch.compile(m, fullgraph=True)
+x = torch.randn(64, 512, device="cuda")
+for _ in range(5):
+    cm(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+print("compiled ok")
+PY
+    "$PTSCOPE" run --out "$WORK/compile" -- "$PYTHON" "$WORK/compiled.py" 2>&1 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] && ok "compile run exit 0" || fail "compile run exit $rc"
+    "$PYTHON" "$WORK/check.py" "$WORK/compile/latest" need=snapshot,phases,live ranks=1 2>&1 | tee -a "$LOG" && ok compile || fail compile
+    ;;
   sweep)
     say "== sweep: ${SWEEP_SIZES:-small medium} x ctx ${SWEEP_CONTEXTS:-256 512 1024} x fp32/bf16 x forward/training"
     SIZES="${SWEEP_SIZES:-small medium}" CONTEXTS="${SWEEP_CONTEXTS:-256 512 1024}" SWEEP_OUT="$WORK/sweep" PTSCOPE="$PTSCOPE" PYTHON="$PYTHON" \
@@ -174,6 +193,6 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 | tee -a "$LOG"
 for s in "${sections[@]}"; do run_section "$s"; done
 tar -C "$WORK" --exclude='*.pickle' --exclude='*.trace.json*' -czf "$OUT/bundles_small.tgz" \
-  $(cd "$WORK" && ls -d single signal oom ov ddp sweep 2>/dev/null) 2>/dev/null
+  $(cd "$WORK" && ls -d single signal oom compile ov ddp sweep 2>/dev/null) 2>/dev/null
 [ "$FAIL" = 0 ] && say "ALL OK" || say "SOME CHECKS FAILED"
 exit $FAIL

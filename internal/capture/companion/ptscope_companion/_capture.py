@@ -106,6 +106,12 @@ class Capture:
         self.handles = []
         self.set_metadata = None
         self.features = {}
+        # feature-detected helpers for the hot hooks
+        self.graph_task_id = getattr(torch._C, "_current_graph_task_id", None) or (lambda: -1)
+        ic = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+        if ic is None:  # torch < 2.3
+            ic = getattr(sys.modules.get("torch._dynamo"), "is_compiling", None)
+        self.is_compiling = ic or (lambda: False)
 
     # ------------------------------------------------------------------ helpers
     def _guard(self, key, fn, *args):
@@ -316,12 +322,13 @@ class Capture:
             self.names[root] = type(root).__name__
 
     def _fwd_pre(self, module, args):
-        # hot path: runs for every module call
-        if self.disabled or threading.get_ident() != self.main_ident:
+        # hot path: runs for every module call. Under torch.compile, dynamo
+        # folds is_compiling() to True, so tracing these hooks adds no graph break.
+        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
             return None
         try:
             stack = self.stack
-            if not stack and torch._C._current_graph_task_id() == -1:
+            if not stack and self.graph_task_id() == -1:
                 self._learn_names(module)
                 self._root_forward_begin()
             stack.append(module)
@@ -332,7 +339,7 @@ class Capture:
         return None
 
     def _fwd_post(self, module, args, output):
-        if self.disabled or threading.get_ident() != self.main_ident:
+        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
             return None
         try:
             stack = self.stack
@@ -481,8 +488,7 @@ class Capture:
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, label, force=False):
-        if not self.features.get("memory_history"):
-            return None
+        """Dump a snapshot (without --memory it holds the allocator state, no history)."""
         try:
             s = torch.cuda.memory._snapshot()
             data = pickle.dumps(s, protocol=4)
