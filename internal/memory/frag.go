@@ -107,8 +107,25 @@ func NewFragmentation(s *snapshot.Snapshot, d int) *Fragmentation {
 	for _, p := range pools {
 		f.Pools = append(f.Pools, *p)
 	}
-	sort.Slice(f.Pools, func(i, j int) bool { return f.Pools[i].Reserved > f.Pools[j].Reserved })
-	sort.Slice(f.Segments, func(i, j int) bool { return f.Segments[i].Size > f.Segments[j].Size })
+	sort.Slice(f.Pools, func(i, j int) bool {
+		a, b := f.Pools[i], f.Pools[j]
+		if a.Reserved != b.Reserved {
+			return a.Reserved > b.Reserved
+		}
+		if a.Stream != b.Stream {
+			return a.Stream < b.Stream
+		}
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return a.Pool[0] < b.Pool[0] || (a.Pool[0] == b.Pool[0] && a.Pool[1] < b.Pool[1])
+	})
+	sort.Slice(f.Segments, func(i, j int) bool {
+		if f.Segments[i].Size != f.Segments[j].Size {
+			return f.Segments[i].Size > f.Segments[j].Size
+		}
+		return f.Segments[i].Address < f.Segments[j].Address
+	})
 	f.ActiveSizes = histogram(active)
 	f.FreeSizes = histogram(free)
 	return f

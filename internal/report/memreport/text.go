@@ -217,6 +217,17 @@ func writeDevice(p *printer, d *memory.Device, o TextOptions) {
 		p.table(t)
 	}
 
+	if n := len(f.SegmentTable); n > 0 {
+		show := min(n, max(o.TopN, 5))
+		p.f("  largest segments (%d of %d):\n", show, f.Segments)
+		t = &report.Table{Header: []string{"address", "size", "type", "stream", "allocated", "free", "largest free", "blocks"}}
+		for _, g := range f.SegmentTable[:show] {
+			t.Rows = append(t.Rows, []string{fmt.Sprintf("0x%x", g.Address), units.Bytes(g.SizeBytes), g.Type, strconv.FormatInt(g.Stream, 10),
+				units.Bytes(g.AllocatedBytes), units.Bytes(g.FreeBytes), units.Bytes(g.LargestFreeBytes), strconv.Itoa(g.Blocks)})
+		}
+		p.table(t)
+	}
+
 	if len(d.OOMs) > 0 {
 		p.section("Out-of-memory events")
 		for _, x := range d.OOMs {
