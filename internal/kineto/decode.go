@@ -87,8 +87,12 @@ func (p *part) reset(seq int) {
 	clear(p.strIdx)
 	p.strIdx[""] = 0
 	p.pidStrs = p.pidStrs[:0]
-	p.ev = Events{}
-	p.gpu, p.ops, p.comms, p.mem, p.flows, p.threads, p.procs = nil, nil, nil, nil, nil, nil, nil
+	// the merger copies everything out, so the columns are reused
+	e := &p.ev
+	e.TS, e.Dur, e.Name, e.Cat, e.Kind = e.TS[:0], e.Dur[:0], e.Name[:0], e.Cat[:0], e.Kind[:0]
+	e.PID, e.TID, e.Ext, e.Corr, e.Aux = e.PID[:0], e.TID[:0], e.Ext[:0], e.Corr[:0], e.Aux[:0]
+	p.gpu, p.ops, p.comms, p.mem = p.gpu[:0], p.ops[:0], p.comms[:0], p.mem[:0]
+	p.flows, p.threads, p.procs = p.flows[:0], p.threads[:0], p.procs[:0]
 	p.damage = Damage{}
 	p.bytes = 0
 }

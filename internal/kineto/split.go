@@ -204,6 +204,18 @@ func (s *splitter) next() (*batch, error) {
 
 var errTruncated = errors.New("truncated")
 
+// byte classes of the scanner
+var strSpecial, structural [256]bool
+
+func init() {
+	for _, c := range []byte("\"\\\n") {
+		strSpecial[c] = true
+	}
+	for _, c := range []byte("\"{}[]") {
+		structural[c] = true
+	}
+}
+
 // cut scans s.pending for whole events. It returns a batch when it found at
 // least one, keeping the partial event in s.pending.
 func (s *splitter) cut() *batch {
@@ -243,17 +255,13 @@ scan:
 		}
 		if inStr {
 			// fast skip of plain string bytes
-			for i < n {
-				c = buf[i]
-				if c == '"' || c == '\\' || c == '\n' {
-					break
-				}
+			for i < n && !strSpecial[buf[i]] {
 				i++
 			}
 			if i >= n {
 				break
 			}
-			switch c {
+			switch buf[i] {
 			case '\\':
 				if i+1 >= n {
 					break scan // rescan the backslash with the next chunk
@@ -269,7 +277,13 @@ scan:
 			i++
 			continue
 		}
-		switch c {
+		for i < n && !structural[buf[i]] {
+			i++
+		}
+		if i >= n {
+			break
+		}
+		switch buf[i] {
 		case '"':
 			inStr = true
 		case '{', '[':

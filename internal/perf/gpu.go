@@ -109,7 +109,7 @@ func gpuMetrics(g *graph, s, e int64, commKernel func(k int) bool) []GPU {
 			a.occDur += dur
 		}
 		a.kernel += ce - cs
-		if IsTensorCoreKernel(g.t.Name(int(i))) {
+		if g.isTC(ev.Name[i]) {
 			a.tc += ce - cs
 		}
 		_ = commKernel

@@ -1,6 +1,10 @@
 package perf
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+	"sort"
+)
 
 // span is a half-open time interval [S, E) in ns.
 type span struct{ S, E int64 }
@@ -13,7 +17,7 @@ func union(v spans) spans {
 	if len(v) == 0 {
 		return v
 	}
-	sort.Slice(v, func(i, j int) bool { return v[i].S < v[j].S })
+	slices.SortFunc(v, func(a, b span) int { return cmp.Compare(a.S, b.S) })
 	out := v[:1]
 	for _, x := range v[1:] {
 		if x.E <= x.S {

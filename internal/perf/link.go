@@ -1,6 +1,8 @@
 package perf
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,6 +24,17 @@ type graph struct {
 	gpu    []int32         // GPU events (kernel, memcpy, memset) sorted by start
 	steps  []int32         // ProfilerStep#N host events, sorted by start
 	autogr map[int64]bool  // (pid<<32|tid) of autograd engine threads
+	tc     map[uint32]bool // tensor-core verdict per kernel name
+}
+
+// isTC reports whether the kernel named by string id name uses tensor cores.
+func (g *graph) isTC(name uint32) bool {
+	v, ok := g.tc[name]
+	if !ok {
+		v = IsTensorCoreKernel(g.t.Strings[name])
+		g.tc[name] = v
+	}
+	return v
 }
 
 func threadKey(pid, tid int32) int64 { return int64(pid)<<32 | int64(uint32(tid)) }
@@ -31,7 +44,7 @@ func isOp(k kineto.Kind) bool { return k == kineto.KindCPUOp || k == kineto.Kind
 func newGraph(t *kineto.Trace) *graph {
 	ev := &t.Events
 	n := ev.Len()
-	g := &graph{t: t, ev: ev, extOp: make(map[int64]int32), autogr: map[int64]bool{}}
+	g := &graph{t: t, ev: ev, extOp: make(map[int64]int32), autogr: map[int64]bool{}, tc: map[uint32]bool{}}
 	launchByCorr := make(map[int64]int32)
 	byThread := map[int64][]int32{}
 	for i := 0; i < n; i++ {
@@ -76,16 +89,22 @@ func newGraph(t *kineto.Trace) *graph {
 	var stack []int32
 	for _, k := range keys {
 		list := byThread[k]
-		sort.Slice(list, func(a, b int) bool {
-			x, y := list[a], list[b]
-			if ev.TS[x] != ev.TS[y] {
-				return ev.TS[x] < ev.TS[y]
+		slices.SortFunc(list, func(x, y int32) int {
+			if c := cmp.Compare(ev.TS[x], ev.TS[y]); c != 0 {
+				return c
 			}
-			if ev.Dur[x] != ev.Dur[y] {
-				return ev.Dur[x] > ev.Dur[y]
+			if c := cmp.Compare(ev.Dur[y], ev.Dur[x]); c != 0 {
+				return c
 			}
 			// ops enclose runtime calls that start and end with them
-			return isOp(ev.Kind[x]) && !isOp(ev.Kind[y])
+			xo, yo := isOp(ev.Kind[x]), isOp(ev.Kind[y])
+			switch {
+			case xo && !yo:
+				return -1
+			case yo && !xo:
+				return 1
+			}
+			return cmp.Compare(x, y)
 		})
 		stack = stack[:0]
 		for _, i := range list {
@@ -130,7 +149,12 @@ func newGraph(t *kineto.Trace) *graph {
 			g.owner[i] = g.owner[l]
 		}
 	}
-	sort.Slice(g.gpu, func(a, b int) bool { return ev.TS[g.gpu[a]] < ev.TS[g.gpu[b]] })
+	slices.SortFunc(g.gpu, func(a, b int32) int {
+		if c := cmp.Compare(ev.TS[a], ev.TS[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
 	return g
 }

@@ -89,7 +89,7 @@ func computeOpStats(g *graph) *opStats {
 		if o := g.owner[i]; o >= 0 {
 			k := st.pos[o]
 			st.devSelf[k] += ev.Dur[i]
-			if ev.Kind[i] == kineto.KindKernel && IsTensorCoreKernel(g.t.Name(int(i))) {
+			if ev.Kind[i] == kineto.KindKernel && g.isTC(ev.Name[i]) {
 				st.tcSelf[k] += ev.Dur[i]
 			}
 		}
