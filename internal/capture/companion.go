@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -51,13 +52,25 @@ func companionHash() (string, error) {
 // first on PYTHONPATH. An existing unpacked copy of the same content is
 // reused; a new one is written to a temporary folder and renamed into place.
 func InstallCompanion(cacheDir string) (string, error) {
-	if cacheDir == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			cacheDir = filepath.Join(d, "ptscope")
-		} else {
-			cacheDir = filepath.Join(os.TempDir(), "ptscope-cache")
-		}
+	if cacheDir != "" {
+		return installCompanion(cacheDir)
 	}
+	var errs []error
+	if d, err := os.UserCacheDir(); err == nil {
+		dir, err := installCompanion(filepath.Join(d, "ptscope"))
+		if err == nil {
+			return dir, nil
+		}
+		errs = append(errs, err)
+	}
+	dir, err := installCompanion(filepath.Join(os.TempDir(), fmt.Sprintf("ptscope-cache-%d", os.Getuid())))
+	if err == nil {
+		return dir, nil
+	}
+	return "", errors.Join(append(errs, err)...)
+}
+
+func installCompanion(cacheDir string) (string, error) {
 	sum, err := companionHash()
 	if err != nil {
 		return "", err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -95,47 +96,11 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		requests := 0
-		for {
-			select {
-			case <-done:
-				return
-			case s := <-sigs:
-				sig := s.(syscall.Signal)
-				switch {
-				case sig == syscall.SIGUSR1:
-					requests++
-					_ = writeFileAtomic(filepath.Join(dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(requests)))
-				case (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && terminalForeground():
-					// the terminal sent it to the whole foreground group, the command included
-				default:
-					_ = cmd.Process.Signal(sig)
-				}
-			}
-		}
-	}()
+	go func() { defer wg.Done(); forwardSignals(sigs, done, cmd.Process, dir) }()
 	tail := newTailer(dir)
 	if opts.StatusTTY && opts.Status != nil && !opts.Quiet {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(opts.Interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					fmt.Fprint(opts.Status, "\r\x1b[K")
-					return
-				case <-t.C:
-					tail.poll()
-					if line := tail.statusLine(); line != "" {
-						fmt.Fprint(opts.Status, "\x1b[K"+line+"\r")
-					}
-				}
-			}
-		}()
+		go func() { defer wg.Done(); showStatus(opts.Status, opts.Interval, tail, done) }()
 	}
 	waitErr := cmd.Wait()
 	close(done)
@@ -173,4 +138,45 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// forwardSignals passes signals on to the command until done is closed;
+// SIGUSR1 becomes a snapshot request for the companion instead.
+func forwardSignals(sigs <-chan os.Signal, done <-chan struct{}, p *os.Process, dir string) {
+	requests := 0
+	for {
+		select {
+		case <-done:
+			return
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			switch {
+			case sig == syscall.SIGUSR1:
+				requests++
+				_ = writeFileAtomic(filepath.Join(dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(requests)))
+			case (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && terminalForeground():
+				// the terminal sent it to the whole foreground group, the command included
+			default:
+				_ = p.Signal(sig)
+			}
+		}
+	}
+}
+
+// showStatus redraws the live status line every interval until done.
+func showStatus(w io.Writer, interval time.Duration, tail *tailer, done <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			fmt.Fprint(w, "\r\x1b[K")
+			return
+		case <-t.C:
+			tail.poll()
+			if line := tail.statusLine(); line != "" {
+				fmt.Fprint(w, "\x1b[K"+line+"\r")
+			}
+		}
+	}
 }
