@@ -334,8 +334,15 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 
 	// FSDP / ZeRO-3: unsharded parameters of the current and the prefetched layer
 	var unsharded, unshardedGrad int64
-	if s.Zero >= 3 && N > 1 {
-		unsharded = 2 * tensorBytes(layerTs, 1, sh.pb, 1)
+	switch {
+	case s.FSDP:
+		// FSDP2 gathers even on one rank; the root group (embeddings, final norm, output
+		// projection) stays gathered from forward through backward, and one layer is gathered
+		// at a time (its prefetch overlaps the previous layer's reshard).
+		unsharded = tensorBytes(otherTs, 1, sh.pb, 1) + tensorBytes(layerTs, 1, sh.pb, 1)
+		unshardedGrad = tensorBytes(layerTs, 1, sh.gb, 1)
+	case s.Zero >= 3 && N > 1:
+		unsharded = 2 * tensorBytes(layerTs, 1, sh.pb, 1) // current + prefetched layer
 		unshardedGrad = tensorBytes(layerTs, 1, sh.gb, 1)
 	}
 	var ddpBuckets int64

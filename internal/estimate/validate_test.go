@@ -24,6 +24,8 @@ type measured struct {
 		MixedPrecision string `json:"mixed_precision"`
 		Optimizer      string `json:"optimizer"`
 		Checkpoint     bool   `json:"checkpoint"`
+		FSDP           bool   `json:"fsdp"`
+		WorldSize      int    `json:"world_size"`
 		Parameters     int64  `json:"parameters"`
 	} `json:"config"`
 	TorchVersion       string `json:"torch_version"`
@@ -51,6 +53,9 @@ func (m measured) name() string {
 		if c.Checkpoint {
 			s += "/ckpt"
 		}
+		if c.FSDP {
+			s += fmt.Sprintf("/fsdp%d", c.WorldSize)
+		}
 	}
 	return s
 }
@@ -77,6 +82,9 @@ func (m measured) modelAndSetup() (Model, Setup, error) {
 	}
 	if c.Checkpoint {
 		s.Recompute = "full"
+	}
+	if c.FSDP {
+		s.FSDP, s.DP = true, max(c.WorldSize, 1)
 	}
 	return mod, s, nil
 }
@@ -109,7 +117,7 @@ func TestValidationReport(t *testing.T) {
 	if !*report {
 		t.Skip("use -report to print the validation table")
 	}
-	ms := readMeasured(t, "testdata/h100_peaks.jsonl")
+	ms := append(readMeasured(t, "testdata/h100_peaks.jsonl"), readMeasured(t, "testdata/h100_fsdp1_peaks.jsonl")...)
 	type row struct {
 		name       string
 		est, got   int64
@@ -146,6 +154,7 @@ func TestMeasuredPeaksWithin10Percent(t *testing.T) {
 	if len(ms) < 90 {
 		t.Fatalf("only %d measured configurations in testdata", len(ms))
 	}
+	ms = append(ms, readMeasured(t, "testdata/h100_fsdp1_peaks.jsonl")...)
 	dev, err := GPU("h100-80gb")
 	if err != nil {
 		t.Fatal(err)
