@@ -100,7 +100,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	tail := newTailer(dir)
 	if opts.StatusTTY && opts.Status != nil && !opts.Quiet {
 		wg.Add(1)
-		go func() { defer wg.Done(); showStatus(opts.Status, opts.Interval, tail, done) }()
+		go func() { defer wg.Done(); showStatus(opts.Status, fdOf(opts.Status), opts.Interval, tail, done) }()
 	}
 	waitErr := cmd.Wait()
 	close(done)
@@ -163,20 +163,51 @@ func forwardSignals(sigs <-chan os.Signal, done <-chan struct{}, p *os.Process, 
 	}
 }
 
-// showStatus redraws the live status line every interval until done.
-func showStatus(w io.Writer, interval time.Duration, tail *tailer, done <-chan struct{}) {
+// showStatus keeps the live status line on the terminal's bottom row until
+// done: the rows above become a scroll region (as apt does for its progress
+// bar), so the command's own output scrolls above the status and is never
+// overwritten. Without a known terminal size it redraws a line in place.
+func showStatus(w io.Writer, fd uintptr, interval time.Duration, tail *tailer, done <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	rows := 0 // rows of the scroll region set up, 0 = none
 	for {
 		select {
 		case <-done:
-			fmt.Fprint(w, "\r\x1b[K")
+			if rows > 0 {
+				// reset the region, clear the status row, put the cursor back
+				fmt.Fprintf(w, "\x1b7\x1b[r\x1b[%d;1H\x1b[2K\x1b8", rows)
+			} else {
+				fmt.Fprint(w, "\r\x1b[K")
+			}
 			return
 		case <-t.C:
 			tail.poll()
-			if line := tail.statusLine(); line != "" {
-				fmt.Fprint(w, "\x1b[K"+line+"\r")
+			line := tail.statusLine()
+			if line == "" {
+				continue
 			}
+			r, c := terminalSize(fd)
+			if r < 3 || c < 20 {
+				fmt.Fprint(w, "\x1b[K"+line+"\r")
+				continue
+			}
+			if len(line) > c-1 {
+				line = line[:c-1]
+			}
+			if r != rows {
+				// make room for the status row, then confine scrolling to the rows above it
+				fmt.Fprintf(w, "\n\x1b7\x1b[1;%dr\x1b8\x1b[1A", r-1)
+				rows = r
+			}
+			fmt.Fprintf(w, "\x1b7\x1b[%d;1H\x1b[2K%s\x1b8", rows, line)
 		}
 	}
+}
+
+func fdOf(w io.Writer) uintptr {
+	if f, ok := w.(*os.File); ok {
+		return f.Fd()
+	}
+	return ^uintptr(0)
 }

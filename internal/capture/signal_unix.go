@@ -34,3 +34,13 @@ func ExitLike(res *Result) {
 	}
 	os.Exit(res.ExitCode)
 }
+
+// terminalSize returns the rows and columns of the terminal on fd, or 0, 0.
+func terminalSize(fd uintptr) (rows, cols int) {
+	var ws struct{ Row, Col, X, Y uint16 }
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, uintptr(syscall.TIOCGWINSZ), uintptr(unsafe.Pointer(&ws)))
+	if errno != 0 {
+		return 0, 0
+	}
+	return int(ws.Row), int(ws.Col)
+}
