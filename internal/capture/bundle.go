@@ -105,6 +105,7 @@ type Phase struct {
 	MaxAllocatedBeforeBytes int64  `json:"max_allocated_before_bytes"`
 	MaxAllocatedAfterBytes  int64  `json:"max_allocated_after_bytes"`
 	Aborted                 bool   `json:"aborted,omitempty"`
+	Parent                  string `json:"parent,omitempty"` // the phase this one ran inside (forward inside an optimizer step closure)
 }
 
 // Sample is one line of live.jsonl.

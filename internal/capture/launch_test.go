@@ -5,10 +5,12 @@ package capture
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -367,6 +369,51 @@ func TestFakeTorchRanks(t *testing.T) {
 			}
 			if tt.launch[len(tt.launch)-1] != "--local-only" && len(tt.wantRanks) > 0 && b.Manifest.WorldSize != 2 {
 				t.Errorf("world size %d, want 2", b.Manifest.WorldSize)
+			}
+		})
+	}
+}
+
+func TestFakeTorchLoopShapes(t *testing.T) {
+	py := needPython(t)
+	tests := []struct {
+		mode  string
+		steps int
+		want  string // step:phase[<parent] per record
+	}{
+		{"train", 2, "0:forward 0:backward 0:optimizer 1:forward 1:backward 1:optimizer"},
+		{"closure", 2, "0:forward<optimizer 0:backward<optimizer 0:optimizer 1:forward<optimizer 1:backward<optimizer 1:optimizer"},
+		{"wrapped", 2, "0:forward 0:backward 0:optimizer 1:forward 1:backward 1:optimizer"},
+		{"accum", 2, "0:forward 0:backward 0:forward 0:backward 0:optimizer 1:forward 1:backward 1:forward 1:backward 1:optimizer"},
+		{"forward", 3, "0:forward 1:forward 2:forward"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			o := testOptions(t, fakeTorchEnv(t))
+			r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(tt.steps), tt.mode)
+			if r.res.ExitCode != 0 {
+				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
+			}
+			b, err := ReadBundle(r.res.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range b.Ranks[0].Phases {
+				s := fmt.Sprintf("%d:%s", p.Step, p.Name)
+				if p.Parent != "" {
+					s += "<" + p.Parent
+				}
+				if p.Aborted {
+					s += "!aborted"
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("phases\n got %s\nwant %s", strings.Join(got, " "), tt.want)
+			}
+			if b.Ranks[0].Info.Steps != tt.steps {
+				t.Errorf("steps %d, want %d", b.Ranks[0].Info.Steps, tt.steps)
 			}
 		})
 	}

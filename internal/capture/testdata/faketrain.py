@@ -1,5 +1,7 @@
 """A training loop over testdata/faketorch, for the companion's tests.
-Usage: faketrain.py STEPS [oom|forward|sleep] ; prints max_memory_allocated=N."""
+Usage: faketrain.py STEPS [train|oom|forward|sleep|closure|wrapped|accum] ; prints max_memory_allocated=N.
+closure: forward and backward run inside optimizer.step(closure) (as Lightning does);
+wrapped: a wrapping optimizer's step calls the inner one's; accum: 2 micro-batches per step."""
 import sys
 import time
 
@@ -38,7 +40,22 @@ mode = sys.argv[2] if len(sys.argv) > 2 else "train"
 params = torch.empty(16 << 20)
 net = Net()
 opt = torch.optim.Optimizer(32 << 20)
+if mode == "wrapped":
+    opt = torch.optim.WrappingOptimizer(opt)
+
+
+def closure():
+    o = net(None)
+    torch.autograd.backward(o)
+    o.free()
+
+
 for i in range(steps):
+    if mode == "closure":
+        opt.step(closure)
+        continue
+    if mode == "accum":
+        closure()
     out = net(None)
     if mode == "oom" and i == 1:
         torch.empty(2 << 30)

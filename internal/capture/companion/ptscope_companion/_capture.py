@@ -84,7 +84,8 @@ class Capture:
         self.opt_seen = False
         self.fwd_since = False
         self.bwd_since = False
-        self.phase = None  # (name, start_us, stats, record_function)
+        self.open = []  # open phases, outermost first (see phase)
+        self.opt_nested = 0
         self.phases = None
         self.live = None
         self.prof = None
@@ -375,7 +376,10 @@ class Capture:
     def _opt_post(self, optimizer, args, kwargs):
         if self.disabled or threading.current_thread() is not self.main_thread:
             return
+        nested = self.opt_nested > 0
         self._safe_phase_end("optimizer")
+        if nested:
+            return
         self.opt_seen = True
         try:
             self._step_done()
@@ -399,9 +403,17 @@ class Capture:
         except Exception as err:
             log_once("phase end " + name, "phase tracking failed (%r)" % (err,))
 
+    @property
+    def phase(self):
+        """The innermost open phase (name, start_us, stats, record_function, step), or None."""
+        return self.open[-1] if self.open else None
+
     def _phase_begin(self, name):
-        if self.phase is not None:  # an unfinished phase (an exception skipped its end)
-            self._phase_end(self.phase[0], aborted=True)
+        if name == "optimizer" and any(p[0] == name for p in self.open):
+            self.opt_nested += 1  # a wrapping optimizer's step calls the inner one's
+            return
+        if name == "forward" and self.open and self.open[-1][0] == "forward":
+            self._phase_end("forward", aborted=True)  # its end hook never ran (exception)
         rf = None
         try:
             if self.phases is not None:
@@ -410,14 +422,26 @@ class Capture:
         except Exception as err:
             rf = None
             log_once("record_function", "record_function failed (%r); phases are not annotated" % (err,))
-        self.phase = (name, _now_us(), self._stats(), rf)
+        self.open.append((name, _now_us(), self._stats(), rf, self.step))
 
     def _phase_end(self, name, aborted=False):
-        ph = self.phase
-        if ph is None or ph[0] != name:
+        """Close the innermost open phase called name (and, as aborted, any left open inside it)."""
+        if name == "optimizer" and self.opt_nested > 0 and not aborted:
+            self.opt_nested -= 1
             return
-        self.phase = None
-        pname, start_us, before, rf = ph
+        idx = None
+        for i in range(len(self.open) - 1, -1, -1):
+            if self.open[i][0] == name:
+                idx = i
+                break
+        if idx is None:
+            return
+        while len(self.open) > idx + 1:
+            self._close(self.open.pop(), True)
+        self._close(self.open.pop(), aborted)
+
+    def _close(self, ph, aborted):
+        pname, start_us, before, rf, step = ph
         if rf is not None:
             try:
                 rf.__exit__(None, None, None)
@@ -425,12 +449,14 @@ class Capture:
                 pass
         after = self._stats()
         rec = {
-            "phase": pname, "rank": self.rank, "step": self.step,
+            "phase": pname, "rank": self.rank, "step": step,
             "start_time_us": start_us, "end_time_us": _now_us(),
             "allocated_before_bytes": before[0], "allocated_after_bytes": after[0],
             "reserved_before_bytes": before[1], "reserved_after_bytes": after[1],
             "max_allocated_before_bytes": before[2], "max_allocated_after_bytes": after[2],
         }
+        if self.open:
+            rec["parent"] = self.open[-1][0]
         if aborted:
             rec["aborted"] = True
         if self.phases is not None:
@@ -575,8 +601,8 @@ class Capture:
         self.stop_evt.set()
         if self.fwd_since and not self.opt_seen and not self.bwd_since and self.phase is None:
             self.step += 1  # the last forward of a forward-only loop completes a step
-        if self.phase is not None:
-            self._guard("phase end", self._phase_end, self.phase[0], True)
+        while self.open:
+            self._guard("phase end", self._close, self.open.pop(), True)
         if self.prof is not None:
             prof, self.prof = self.prof, None
             self._guard("profiler stop", prof.stop)

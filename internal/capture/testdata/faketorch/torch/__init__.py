@@ -223,9 +223,11 @@ class Optimizer:
         self.state = None
         self.state_bytes = state_bytes
 
-    def step(self):
+    def step(self, closure=None):
         for h in list(_OPRE):
             h(self, (), {})
+        if closure is not None:
+            closure()
         if self.state is None:
             self.state = Tensor(self.state_bytes)
         tmp = Tensor(self.state_bytes // 4)
@@ -235,6 +237,23 @@ class Optimizer:
 
 
 optim.Optimizer = Optimizer
+
+
+class WrappingOptimizer(Optimizer):
+    """Like accelerate's AcceleratedOptimizer: its step runs the inner optimizer's step."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def step(self, closure=None):
+        for h in list(_OPRE):
+            h(self, (), {})
+        self.inner.step(closure)
+        for h in list(_OPOST):
+            h(self, (), {})
+
+
+optim.WrappingOptimizer = WrappingOptimizer
 
 # ---------------------------------------------------------------- profiler
 profiler = types.ModuleType("torch.profiler")
