@@ -168,6 +168,10 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 		}
 		t.Damage.Truncated = true
 	}
+	if !s.bareArray && s.done && !t.Damage.Truncated && !bytes.HasSuffix(bytes.TrimSpace(s.tail), []byte("}")) {
+		t.Damage.Truncated = true
+		warn(fmt.Sprintf("offset %d: input truncated after the traceEvents array", s.off))
+	}
 	if err := parseMeta(t, s.header, s.tail); err != nil {
 		warn("metadata: " + err.Error())
 	}

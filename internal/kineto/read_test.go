@@ -168,3 +168,19 @@ func BenchmarkReadReplicated(b *testing.B) {
 		}
 	}
 }
+
+func fixturePath(name string) string {
+	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+func readFileHead(p string, n int) ([]byte, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return b[:min(n, len(b))], nil
+}
