@@ -282,18 +282,24 @@ func writeEstimateText(w io.Writer, r *estimate.Result, explain bool) {
 	}
 	tw.Flush()
 	a := top.Activations
-	fmt.Fprintf(w, "\nactivations: %s per layer (attention %s, MLP %s, norms/residual %s) x %d layers x %.2f micro-batches = %s",
-		units.Bytes(a.PerLayerBytes), units.Bytes(a.AttentionBytes), units.Bytes(a.MLPBytes), units.Bytes(a.NormBytes), a.Layers, a.InFlight, units.Bytes(a.LayersTotalBytes))
-	if a.RecomputedLayer > 0 {
-		fmt.Fprintf(w, " (full recompute: %s rebuilt per layer in backward)", units.Bytes(a.RecomputedLayer))
+	switch {
+	case s.ForwardOnly:
+		fmt.Fprintf(w, "\nactivations: none kept for backward (inference); one layer's transients are under temporaries\n")
+	case a.RecomputedLayer > 0:
+		fmt.Fprintf(w, "\nactivations: %s per layer kept (full recompute: the layer input) x %d layers x %.2f micro-batches = %s; backward rebuilds one layer at a time: %s (attention %s, MLP %s, norms/residual %s)\n",
+			units.Bytes(a.PerLayerBytes), a.Layers, a.InFlight, units.Bytes(a.LayersTotalBytes), units.Bytes(a.RecomputedLayer), units.Bytes(a.AttentionBytes), units.Bytes(a.MLPBytes), units.Bytes(a.NormBytes))
+	default:
+		fmt.Fprintf(w, "\nactivations: %s per layer (attention %s, MLP %s, norms/residual %s) x %d layers x %.2f micro-batches = %s\n",
+			units.Bytes(a.PerLayerBytes), units.Bytes(a.AttentionBytes), units.Bytes(a.MLPBytes), units.Bytes(a.NormBytes), a.Layers, a.InFlight, units.Bytes(a.LayersTotalBytes))
 	}
-	fmt.Fprintln(w)
-	if a.LogitsBytes > 0 {
+	if a.LogitsBytes > 0 && !s.ForwardOnly {
 		fmt.Fprintf(w, "logits %s, saved by the loss %s\n", units.Bytes(a.LogitsBytes), units.Bytes(a.LossBytes))
 	}
 	if explain {
 		fmt.Fprintf(w, "\none residual-stream tensor: %s = %s\n", units.Bytes(a.ResidualTensor), a.ResidualTensorHow)
-		fmt.Fprintln(w, "saved per layer (per micro-batch):")
+		if len(a.PerLayer) > 0 {
+			fmt.Fprintln(w, "saved per layer (per micro-batch):")
+		}
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, it := range a.PerLayer {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", it.Name, it.Group, units.Bytes(it.Bytes), it.Formula)

@@ -121,11 +121,14 @@ func (sh shape) layerSaved(selective bool) []ActItem {
 		if m.Activation == "gelu_tanh_python" {
 			per := 3 * sh.act
 			if sh.amp {
-				per = 4 + sh.act + 4 // pow runs in fp32 under autocast, so tanh and 1+tanh are fp32
+				// pow is an fp32 autocast op: it saves an fp32 copy of its input, and the chain
+				// after it is promoted, so tanh and 1+tanh are fp32; 0.5·x stays 16-bit (seen in
+				// the fixtures' gpt2tiny_train_bf16 allocator history: 3 fp32 + 1 bf16 per layer)
+				per = 4 + 4 + 4 + sh.act
 			} else if sh.act == 4 {
 				per = 12
 			}
-			add(sh.item("gelu_intermediates", "mlp", rows*f*per/t, "rows·ffn·%d/t (tanh, 0.5x, 1+tanh of a Python tanh-GELU)", per))
+			add(sh.item("gelu_intermediates", "mlp", rows*f*per/t, "rows·ffn·%d/t (Python tanh-GELU: tanh, 1+tanh, 0.5x%s)", per, ifStr(sh.amp, " and pow's fp32 input copy", "")))
 		}
 		add(sh.item("gelu_output", "mlp", rows*f*sh.act/t, "rows·ffn·%s/t (fc2 input)", actName))
 	}

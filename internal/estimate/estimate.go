@@ -313,6 +313,12 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 	if !s.ForwardOnly {
 		act.TotalBytes += act.LogitsBytes + act.LossBytes
 	}
+	if s.ForwardOnly { // nothing is saved for backward; transients are counted in the phase
+		act = Activations{Layers: L, ResidualTensor: act.ResidualTensor, ResidualTensorHow: act.ResidualTensorHow, LogitsBytes: act.LogitsBytes}
+		if m.HFUseCache {
+			act.TotalBytes = int64(L) * sh.tokens * 2 * int64(m.KVHeads) * int64(m.HeadDim) * sh.act / sh.t
+		}
+	}
 	r.Activations = act
 
 	// autocast weight cache: low-precision copies of matmul weights, held until autocast exits

@@ -42,7 +42,7 @@ func ParseSweepAxis(spec string) (SweepAxis, error) {
 	name, vals, ok := strings.Cut(spec, "=")
 	name = strings.ReplaceAll(strings.TrimSpace(strings.ToLower(name)), "_", "-")
 	if !ok || vals == "" {
-		return SweepAxis{}, fmt.Errorf("sweep %q: want NAME=A..B or NAME=V1,V2,...", spec)
+		return SweepAxis{}, fmt.Errorf("sweep %q: want NAME=A..B or a list NAME=V1,V2", spec)
 	}
 	if _, known := sweepFields[name]; !known {
 		return SweepAxis{}, fmt.Errorf("sweep %q: unknown axis %q (have micro-batch, seq, grad-accum, dp, tp, pp, vpp, cp, ep, zero)", spec, name)
