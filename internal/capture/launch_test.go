@@ -336,6 +336,7 @@ func TestFakeTorchRanks(t *testing.T) {
 		{"rank 1 only", []int{1}, []string{"2"}, []int{1}, ""},
 		{"LOCAL_RANK only", []int{0}, []string{"2", "--local-only"}, []int{0}, ""},
 		{"no match", []int{5}, []string{"2"}, nil, "no process matched --ranks"},
+		{"launcher initialises CUDA", nil, []string{"2", "--init-cuda"}, []int{0, 1}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -366,6 +367,11 @@ func TestFakeTorchRanks(t *testing.T) {
 			}
 			if tt.warn == "" && len(b.Manifest.Warnings) != 0 {
 				t.Errorf("unexpected warnings %q", b.Manifest.Warnings)
+			}
+			for _, rk := range b.Ranks {
+				if filepath.Base(rk.Dir) != fmt.Sprintf("rank%d", rk.Rank) {
+					t.Errorf("rank folder %s: a second process claimed rank %d", rk.Dir, rk.Rank)
+				}
 			}
 			if tt.launch[len(tt.launch)-1] != "--local-only" && len(tt.wantRanks) > 0 && b.Manifest.WorldSize != 2 {
 				t.Errorf("world size %d, want 2", b.Manifest.WorldSize)
@@ -416,5 +422,18 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 				t.Errorf("steps %d, want %d", b.Ranks[0].Info.Steps, tt.steps)
 			}
 		})
+	}
+}
+
+func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
+	py := needPython(t)
+	o := testOptions(t, fakeTorchEnv(t))
+	r := runIt(t, o, py, "-c", "import torch; torch.cuda._lazy_init(); print(torch.cuda.get_device_properties(0).name)")
+	if r.res.ExitCode != 0 || r.stdout != "Fake GPU\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", r.res.ExitCode, r.stdout, r.stderr)
+	}
+	m := r.res.Manifest
+	if len(m.Ranks) != 0 || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "no process allocated GPU memory") {
+		t.Errorf("ranks %d warnings %q", len(m.Ranks), m.Warnings)
 	}
 }

@@ -71,6 +71,7 @@ type procRecord struct {
 	Torch          string `json:"torch"`
 	TorchInstalled *bool  `json:"torch_installed"`
 	CUDAAvailable  *bool  `json:"cuda_available"`
+	CUDAInit       bool   `json:"cuda_initialized"`
 	Skipped        bool   `json:"skipped"`
 }
 
@@ -150,7 +151,7 @@ func finishManifest(dir string, m *Manifest, ranks []int) {
 // noCaptureWarning explains, in one line, why no rank was captured.
 func noCaptureWarning(dir string, ranks []int) string {
 	procs, _ := filepath.Glob(filepath.Join(dir, ".ptscope", "proc", "*.json"))
-	var loaded, withTorch, skipped, noTorch, noCUDA int
+	var loaded, withTorch, skipped, noTorch, noCUDA, cudaInit int
 	python, torchVer := "", ""
 	for _, p := range procs {
 		data, err := os.ReadFile(p)
@@ -168,6 +169,9 @@ func noCaptureWarning(dir string, ranks []int) string {
 		case r.Torch != "":
 			withTorch++
 			torchVer = r.Torch
+			if r.CUDAInit {
+				cudaInit++
+			}
 			if r.CUDAAvailable != nil && !*r.CUDAAvailable {
 				noCUDA++
 			}
@@ -185,6 +189,8 @@ func noCaptureWarning(dir string, ranks []int) string {
 		return fmt.Sprintf("nothing was captured: PyTorch is not installed in the command's Python %s (the command ran without capture)", python)
 	case withTorch == 0:
 		return "nothing was captured: the command never imported torch"
+	case cudaInit > 0:
+		return "nothing was captured: torch initialised CUDA but no process allocated GPU memory"
 	case noCUDA == withTorch:
 		return fmt.Sprintf("nothing was captured: torch %s reports no usable CUDA device (torch.cuda.is_available() is False)", torchVer)
 	default:

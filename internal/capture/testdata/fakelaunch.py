@@ -1,7 +1,9 @@
 """A torchrun stand-in for the tests: imports torch (never initialises CUDA),
 starts N copies of a script with RANK/LOCAL_RANK/WORLD_SIZE set (or only
 LOCAL_RANK with --local-only), and exits with the worst exit code.
-Usage: fakelaunch.py N [--local-only] SCRIPT ARGS..."""
+With --init-cuda the launcher initialises CUDA itself (as some launchers do
+to ask for device names) without allocating anything.
+Usage: fakelaunch.py N [--local-only] [--init-cuda] SCRIPT ARGS..."""
 import os
 import subprocess
 import sys
@@ -13,6 +15,9 @@ args = sys.argv[2:]
 local_only = args and args[0] == "--local-only"
 if local_only:
     args = args[1:]
+if args and args[0] == "--init-cuda":
+    args = args[1:]
+    torch.cuda._lazy_init()
 procs = []
 for r in range(n):
     env = dict(os.environ, LOCAL_RANK=str(r))

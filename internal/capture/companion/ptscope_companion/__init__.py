@@ -201,7 +201,11 @@ def _any_rank_captured():
 
 def _at_exit():
     """Tell the parent why this process captured nothing (for its one warning)."""
-    if _STATE["capture"] is not None or _STATE["disabled"]:
+    c = _STATE["capture"]
+    if c is not None and not c.materialized:
+        _write_proc({"torch": str(getattr(sys.modules.get("torch"), "__version__", "?")), "cuda_initialized": True})
+        return
+    if c is not None or _STATE["disabled"]:
         return
     try:
         torch = sys.modules.get("torch")

@@ -79,6 +79,11 @@ class Capture:
         if self.rank is None:
             self.rank = 0
         self.dir = None
+        self.materialized = False
+        self.mat_failed = False
+        self.mat_lock = threading.Lock()
+        self.pending = []  # live samples taken before the rank folder exists
+        self.facts = {}
         self.device = 0
         self.step = 0  # completed steps
         self.opt_seen = False
@@ -146,29 +151,53 @@ class Capture:
 
     # ------------------------------------------------------------------ start
     def start(self):
+        """Arm the capture at CUDA initialisation. Files appear only once the
+        process allocates GPU memory or runs a training phase (materialize), so
+        a launcher that merely asks CUDA for device names leaves no rank folder."""
         cfg = self.cfg
-        self.dir = self._rank_dir()
         lr = os.environ.get("LOCAL_RANK")
         n = torch.cuda.device_count()
         if lr is not None and lr.isdigit() and int(lr) < n:
             self.device = int(lr)
         else:
             self.device = torch.cuda.current_device()
-        self._write_process(final=False)
+        self._collect_facts()
         self._guard("allocator settings", self._allocator_settings)
         if cfg.get("memory", True):
             self._guard("memory history", self._start_history)
         if cfg.get("oom", True):
             self._guard("OOM observer", self._attach_oom)
-        if cfg.get("phases", True):
-            self.phases = _Jsonl(os.path.join(self.dir, "phases.jsonl"), "phases")
         if cfg.get("phases", True) or cfg.get("trace") or cfg.get("snapshot_steps") or cfg.get("modules", True):
             self._guard("phase hooks", self._install_hooks)
         self._guard("SIGUSR1 handler", self._install_signal)
-        self.live = _Jsonl(os.path.join(self.dir, "live.jsonl"), "live")
         t = threading.Thread(target=self._monitor, name="ptscope-monitor", daemon=True)
         t.start()
         atexit.register(self.finish)
+
+    def materialize(self):
+        """Create the rank folder and its files (once). False if that failed."""
+        if self.materialized:
+            return True
+        with self.mat_lock:
+            if self.materialized:
+                return True
+            if self.mat_failed:
+                return False
+            try:
+                self.dir = self._rank_dir()
+                if self.cfg.get("phases", True):
+                    self.phases = _Jsonl(os.path.join(self.dir, "phases.jsonl"), "phases")
+                self.live = _Jsonl(os.path.join(self.dir, "live.jsonl"), "live")
+                for rec in self.pending:
+                    self.live.write(rec)
+                self.pending = []
+                self.materialized = True
+                self._write_facts()
+            except Exception as err:
+                self.mat_failed = True
+                log_once("materialize", "cannot write the rank folder (%r); capture stops" % (err,))
+                return False
+        return True
 
     def _device_facts(self):
         facts = {}
@@ -182,7 +211,8 @@ class Capture:
             log_once("props", "device properties unavailable: %r" % (err,))
         return facts
 
-    def _write_process(self, final):
+    def _collect_facts(self):
+        self.start_us = _now_us()
         rec = {
             "schema_version": 1,
             "rank": self.rank,
@@ -190,38 +220,38 @@ class Capture:
             "world_size": _int_env("WORLD_SIZE"),
             "local_world_size": _int_env("LOCAL_WORLD_SIZE"),
             "pid": os.getpid(),
-            "argv": list(sys.argv),
+            "argv": list(getattr(sys, "argv", [])),
             "device_index": self.device,
             "torch_version": str(torch.__version__),
             "cuda_version": getattr(torch.version, "cuda", None),
             "hip_version": getattr(torch.version, "hip", None),
             "python_version": sys.version.split()[0],
             "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF"),
-            "start_time_us": getattr(self, "start_us", None),
+            "start_time_us": self.start_us,
             "features": self.features,
         }
-        if final is None:
-            rec = self.facts
-        elif not final:
-            self.start_us = _now_us()
-            rec["start_time_us"] = self.start_us
-            rec.update(self._device_facts())
-            self.facts = rec
-        else:
-            rec = dict(self.facts)
-            rec["features"] = self.features
-            rec["end_time_us"] = _now_us()
-            rec["steps"] = self.step
-            try:
-                a, r, pa, pr = self._stats()
-                rec.update({"allocated_bytes": a, "reserved_bytes": r, "max_allocated_bytes": pa, "max_reserved_bytes": pr})
-            except Exception:
-                pass
-            rec["max_device_used_bytes"] = self.peak_device_used
-            rec["max_host_rss_bytes"] = self.peak_rss
-            rec["snapshots"] = self.snapshots
-            rec["traces"] = self.traces
-            rec["oom"] = self.oom
+        rec.update(self._device_facts())
+        self.facts = rec
+
+    def _write_facts(self):
+        if self.materialized:
+            write_atomic(os.path.join(self.dir, "process.json"), json.dumps(self.facts, indent=1))
+
+    def _write_final(self):
+        rec = dict(self.facts)
+        rec["features"] = self.features
+        rec["end_time_us"] = _now_us()
+        rec["steps"] = self.step
+        try:
+            a, r, pa, pr = self._stats()
+            rec.update({"allocated_bytes": a, "reserved_bytes": r, "max_allocated_bytes": pa, "max_reserved_bytes": pr})
+        except Exception:
+            pass
+        rec["max_device_used_bytes"] = self.peak_device_used
+        rec["max_host_rss_bytes"] = self.peak_rss
+        rec["snapshots"] = self.snapshots
+        rec["traces"] = self.traces
+        rec["oom"] = self.oom
         write_atomic(os.path.join(self.dir, "process.json"), json.dumps(rec, indent=1))
 
     def _allocator_settings(self):
@@ -230,7 +260,6 @@ class Capture:
         settings = s.get("allocator_settings") if isinstance(s, dict) else None
         if settings is not None:
             self.facts["allocator_settings"] = settings
-            self._write_process(final=None)
 
     def _start_history(self):
         import inspect
@@ -409,6 +438,8 @@ class Capture:
         return self.open[-1] if self.open else None
 
     def _phase_begin(self, name):
+        if not self.materialize():
+            return
         if name == "optimizer" and any(p[0] == name for p in self.open):
             self.opt_nested += 1  # a wrapping optimizer's step calls the inner one's
             return
@@ -503,6 +534,8 @@ class Capture:
         self.features["profiler"] = True
 
     def _trace_ready(self, prof):
+        if not self.materialize():
+            return
         try:
             name = "trace_step%d.pt.trace.json.gz" % self.step
             tmp = os.path.join(self.dir, ".tmp%d_%s" % (os.getpid(), name))
@@ -515,6 +548,8 @@ class Capture:
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, label, force=False):
         """Dump a snapshot (without --memory it holds the allocator state, no history)."""
+        if not self.materialize():
+            return None
         try:
             s = torch.cuda.memory._snapshot()
             data = pickle.dumps(s, protocol=4)
@@ -533,6 +568,8 @@ class Capture:
 
     def _on_oom(self, device, alloc, device_alloc, device_free):
         try:
+            if not self.materialize():
+                return
             first = self.oom is None
             self.oom = {"device": int(device), "requested_bytes": int(alloc), "device_allocated_bytes": int(device_alloc),
                         "device_free_bytes": int(device_free), "time_us": _now_us(), "step": self.step,
@@ -562,6 +599,13 @@ class Capture:
         if rss is not None:
             rec["host_rss_bytes"] = rss
             self.peak_rss = max(self.peak_rss, rss)
+        if not self.materialized:
+            if a == 0 and r == 0:  # nothing allocated yet: keep the sample for later
+                self.pending.append(rec)
+                del self.pending[:-3600]
+                return
+            if not self.materialize():
+                return
         self.live.write(rec)
         self.live.flush()
         if self.phases is not None:
@@ -575,7 +619,7 @@ class Capture:
         except (OSError, ValueError):
             n = 0
         want = n > self.trigger_seen or self.signal_requests > 0
-        if want:
+        if want and self.materialized:
             self.trigger_seen = max(n, self.trigger_seen)
             self.signal_requests = 0
             self.snapshot("signal%d_step%d" % (self.trigger_seen, self.step))
@@ -599,6 +643,19 @@ class Capture:
             return
         self.finished = True
         self.stop_evt.set()
+        for h in self.handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        if not self.materialized:
+            try:
+                used = self._stats()[2] > 0  # peak allocated
+            except Exception:
+                used = False
+            if not used:  # CUDA initialised, nothing allocated: leave no rank folder
+                self.disabled = True
+                return
         if self.fwd_since and not self.opt_seen and not self.bwd_since and self.phase is None:
             self.step += 1  # the last forward of a forward-only loop completes a step
         while self.open:
@@ -608,16 +665,14 @@ class Capture:
             self._guard("profiler stop", prof.stop)
         if "end" in (self.cfg.get("snapshot_at") or []):
             self.snapshot("end")
+        if not self.materialize():
+            self.disabled = True
+            return
         self._guard("live sample", self._sample)
-        for h in self.handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
         if self.phases is not None:
             self.phases.close()
         self.live.close()
-        self._guard("process.json", self._write_process, True)
+        self._guard("process.json", self._write_final)
         self.disabled = True
 
 
