@@ -306,14 +306,13 @@ class Capture:
         import importlib
 
         mm = importlib.import_module("torch.nn.modules.module")
-        try:
-            h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
+        try:  # always_call (torch >= 2.1 for global hooks) also runs the hook when forward raises
             h2 = mm.register_module_forward_hook(self._fwd_post, always_call=True)
             self.features["forward_hook_always_call"] = True
         except TypeError:
-            h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
             h2 = mm.register_module_forward_hook(self._fwd_post)
             self.features["forward_hook_always_call"] = False
+        h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
         self.handles += [h1, h2]
         opt = importlib.import_module("torch.optim.optimizer")
         if hasattr(opt, "register_optimizer_step_pre_hook"):
