@@ -51,8 +51,14 @@ type estimateFlags struct {
 	gpu, devMem string
 	explain     bool
 	jsonOut     bool
-	sweep       string
+	sweep       stringList
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func runEstimate(e *env, c command, args []string) error {
 	fs := newFlagSet(e, c)
@@ -104,19 +110,16 @@ func runEstimate(e *env, c command, args []string) error {
 	fs.StringVar(&f.devMem, "device-memory", "", "device memory for the verdict, e.g. 80GiB")
 	fs.BoolVar(&f.explain, "explain", false, "print every term with its formula and numbers")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON document (docs/json.md)")
-	fs.StringVar(&f.sweep, "sweep", "", "sweep axes: micro-batch=1..64 seq=512,1024 (more axes as further arguments)")
+	fs.Var(&f.sweep, "sweep", "sweep axes: micro-batch=1..64 seq=512,1024 (repeat --sweep, or give more axes as arguments)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	var axesSpecs []string
-	if f.sweep != "" {
-		axesSpecs = append(axesSpecs, f.sweep)
-	}
+	axesSpecs := append([]string{}, f.sweep...)
 	for _, p := range pos {
-		if f.sweep != "" && strings.Contains(p, "=") {
+		if len(f.sweep) > 0 && strings.Contains(p, "=") {
 			axesSpecs = append(axesSpecs, p)
 			continue
 		}

@@ -142,6 +142,10 @@ func TestEstimateSweep(t *testing.T) {
 	if !strings.Contains(out, "largest setting that fits: micro-batch=") || strings.Count(out, "\n") < 16 {
 		t.Errorf("sweep output:\n%s", out)
 	}
+	code, out2, _ := estimateRun(t, "--model", "lm-large", "--gpu", "4090", "--sweep", "micro-batch=1..64", "--sweep", "seq=256,512")
+	if code != 0 || out2 != out {
+		t.Errorf("repeated --sweep differs from axes given as arguments")
+	}
 	code, out, _ = estimateRun(t, "--model", "lm-large", "--gpu", "4090", "--sweep", "micro-batch=1..8", "--json")
 	var doc struct {
 		Rows []struct {
