@@ -437,3 +437,44 @@ func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
 		t.Errorf("ranks %d warnings %q", len(m.Ranks), m.Warnings)
 	}
 }
+
+// The companion must never break the program: an unusable bundle folder or a
+// bad configuration costs the capture, not the run.
+func TestCompanionNeverBreaksTheRun(t *testing.T) {
+	py := needPython(t)
+	comp, err := InstallCompanion(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, _ := filepath.Abs("testdata/faketorch")
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, bundle, config, wantErr string
+	}{
+		{"bundle is a file", notADir, `{"trace":true,"snapshot_at":["end"],"snapshot_steps":[1]}`, "cannot write"},
+		{"bad config", t.TempDir(), `{not json`, "bad PTSCOPE_CONFIG"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(py, "testdata/faketrain.py", "3")
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+comp+":"+fake, "PTSCOPE_BUNDLE="+tt.bundle, "PTSCOPE_CONFIG="+tt.config)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("program failed: %v\n%s", err, stderr.String())
+			}
+			if stdout.String() != "max_memory_allocated=62914560\n" {
+				t.Errorf("stdout %q", stdout.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tt.wantErr)
+			}
+			if n := strings.Count(stderr.String(), "\n"); n > 4 {
+				t.Errorf("%d lines of complaints, want each kind once:\n%s", n, stderr.String())
+			}
+		})
+	}
+}
