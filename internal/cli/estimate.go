@@ -23,6 +23,7 @@ optimizer step, the caching allocator's rounding and fragmentation, the CUDA con
 workspaces and NCCL buffers. peak_allocated is comparable to torch.cuda.max_memory_allocated().
 
 Model presets: %s.
+GPUs: %s.
 
 Examples:
   ptscope estimate --model gpt2 --seq 512 --micro-batch 4 --gpu h100-80gb
@@ -35,7 +36,13 @@ Examples:
 
 func estimateCommand() command {
 	c := command{name: "estimate", summary: "predict per-GPU training memory of a configuration"}
-	c.usage = fmt.Sprintf(estimateUsage, strings.Join(estimate.PresetNames(), ", "))
+	var gpus []string
+	if gs, err := estimate.GPUs(); err == nil {
+		for _, g := range gs {
+			gpus = append(gpus, g.Name)
+		}
+	}
+	c.usage = fmt.Sprintf(estimateUsage, strings.Join(estimate.PresetNames(), ", "), strings.Join(gpus, ", "))
 	c.run = func(e *env, args []string) error { return runEstimate(e, c, args) }
 	return c
 }
