@@ -177,3 +177,16 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+func TestPhaseAnnotationNames(t *testing.T) {
+	cases := map[string]Phase{"ptscope:forward": PhaseForward, "ptscope:backward": PhaseBackward, "ptscope:optimizer": PhaseOptimizer,
+		"ptscope::forward#3": PhaseForward, "forward": PhaseForward, "ProfilerStep#2": PhaseUnknown, "Optimizer.step#AdamW.step": PhaseUnknown}
+	for in, want := range cases {
+		if got := phaseAnnotation(in); got != want {
+			t.Errorf("phaseAnnotation(%q) = %v, want %v", in, got, want)
+		}
+	}
+	if !isOptimizerStep("ptscope:optimizer") || !isOptimizerStep("Optimizer.step#SGD.step") || isOptimizerStep("ptscope:forward") {
+		t.Error("isOptimizerStep")
+	}
+}

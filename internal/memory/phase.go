@@ -87,7 +87,7 @@ func annotationIntervals(s *snapshot.Snapshot, d int, times []int64) []interval 
 }
 
 func isOptimizerStep(name string) bool {
-	return strings.HasPrefix(name, "Optimizer.step#") || name == "ptscope::optimizer" || strings.HasPrefix(name, "ptscope::optimizer#")
+	return strings.HasPrefix(name, "Optimizer.step#") || phaseAnnotation(name) == PhaseOptimizer
 }
 
 func isZeroGrad(name string) bool { return strings.HasPrefix(name, "Optimizer.zero_grad#") }
@@ -100,7 +100,7 @@ func phaseAnnotation(name string) Phase {
 	if i := strings.IndexByte(n, '#'); i >= 0 {
 		n = n[:i]
 	}
-	n = strings.TrimPrefix(n, "ptscope::")
+	n = strings.TrimPrefix(strings.TrimPrefix(n, "ptscope::"), "ptscope:")
 	switch n {
 	case "forward", "fwd":
 		return PhaseForward
