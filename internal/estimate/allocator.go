@@ -20,7 +20,7 @@ func blockBytes(n int64) int64 {
 func tensorBytes(ts []tensor, times int, elem int64, shard int64) int64 {
 	var n int64
 	for _, t := range ts {
-		n += blockBytes(ceilDiv(t.numel, shard) * elem)
+		n += blockBytes(ceilDiv(t.numel, t.shardOver(shard)) * elem)
 	}
 	return n * int64(times)
 }
@@ -29,7 +29,7 @@ func tensorBytes(ts []tensor, times int, elem int64, shard int64) int64 {
 func rawBytes(ts []tensor, times int, elem int64, shard int64) int64 {
 	var n int64
 	for _, t := range ts {
-		n += ceilDiv(t.numel, shard) * elem
+		n += ceilDiv(t.numel, t.shardOver(shard)) * elem
 	}
 	return n * int64(times)
 }
@@ -62,7 +62,7 @@ func segmentOverhead(layerTs, otherTs []tensor, L int, sh shape, s Setup, shardP
 	for _, k := range kinds {
 		each := func(ts []tensor, times int64) {
 			for _, t := range ts {
-				b := round512(ceilDiv(t.numel, k.shard) * k.elem)
+				b := round512(ceilDiv(t.numel, t.shardOver(k.shard)) * k.elem)
 				switch {
 				case b > 10<<20:
 					over += (roundUp(b, 2<<20) - blockBytes(b)) * times * int64(k.n)
@@ -77,4 +77,13 @@ func segmentOverhead(layerTs, otherTs []tensor, L int, sh shape, s Setup, shardP
 		each(otherTs, 1)
 	}
 	return over + (roundUp(mid, 20<<20) - mid) + (roundUp(small, 2<<20) - small)
+}
+
+// shardOver is how many ranks share a tensor that ZeRO/FSDP shards over a group of n: expert
+// tensors are sharded over the expert-data-parallel group, n/ep (Megatron, DeepSpeed-MoE).
+func (t tensor) shardOver(n int64) int64 {
+	if t.expert && t.ep > 1 {
+		return max(1, n/t.ep)
+	}
+	return n
 }

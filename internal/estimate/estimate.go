@@ -43,6 +43,9 @@ func stageTensors(m Model, s Setup, k int) (layer, other []tensor, layers int) {
 				t.numel /= int64(s.TP)
 				t.rows /= int64(s.TP)
 			}
+			if t.expert {
+				t.ep = int64(s.EP)
+			}
 			out = append(out, t)
 		}
 		return out
@@ -127,7 +130,7 @@ func estimateStage(m Model, s Setup, dev Device, k int) Rank {
 					if t.rows > 0 {
 						f = t.rows + t.cols
 					}
-					n += round512(ceilDiv(f, shardO) * sb)
+					n += round512(ceilDiv(f, t.shardOver(shardO)) * sb)
 					big = max(big, t.numel)
 				}
 				return n

@@ -230,3 +230,31 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// Expert parameters are sharded by ZeRO over the expert-data-parallel group (dp/ep), not dp:
+// with ep = dp the optimizer state of the experts is not sharded at all.
+func TestExpertShardingGroup(t *testing.T) {
+	m, _ := Preset("mixtral-8x7b")
+	s := DefaultSetup()
+	s.Seq, s.DType, s.GradDType, s.DP, s.EP, s.Zero = 4096, "bf16", "fp32", 8, 8, 1
+	r, err := Estimate(m, s, DefaultDevice())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := r.TopRank().ModelStates
+	var expert, dense int64
+	layer, other, L := stageTensors(r.Model, r.Setup, 0)
+	for _, tn := range layer {
+		if tn.expert {
+			expert += int64(L) * tn.numel
+		} else {
+			dense += int64(L) * tn.numel
+		}
+	}
+	dense += sumNumel(other)
+	// 8 B of Adam state per parameter: experts whole (1 expert per rank), the rest over 8 ranks
+	want := 8*expert + 8*dense/8
+	if got := ms["optimizer_state"]; math.Abs(float64(got)/float64(want)-1) > 0.001 {
+		t.Errorf("optimizer state %d B, want %d B (experts unsharded, dense /8)", got, want)
+	}
+}

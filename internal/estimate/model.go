@@ -112,6 +112,7 @@ type tensor struct {
 	matmul    bool // used in a matrix product (autocast makes a low-precision copy)
 	expert    bool // belongs to an MoE expert (split by expert parallelism)
 	expertIdx int
+	ep        int64 // expert-parallel degree the tensor is split by (set per setup)
 }
 
 // layerTensors lists one Transformer layer's parameters.
