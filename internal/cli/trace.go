@@ -431,7 +431,7 @@ func renderMemory(w io.Writer, r *perf.Rank) {
 		fmt.Fprintln(w, "\nNo [memory] events (profile with profile_memory=True)")
 		return
 	}
-	fmt.Fprintln(w, "\nMemory ([memory] events; times from the first step's start)")
+	fmt.Fprintln(w, "\nMemory ([memory] events; times from the first step's host start)")
 	t := report.Table{Header: []string{"device", "events", "peak allocated", "at", "peak reserved", "at", "capacity"}}
 	for _, d := range m.Devices {
 		capS := ""

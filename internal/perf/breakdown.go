@@ -181,8 +181,7 @@ func phaseSpans(g *graph) (data, opt, bwd, fwd spans) {
 				c = 1
 			case isOptimizer(name):
 				c = 2
-			case g.isAutograd(int(i)) || strings.HasPrefix(name, "autograd::engine::evaluate_function") ||
-				strings.HasSuffix(name, "Backward0") || strings.HasSuffix(name, "Backward1"):
+			case g.isAutograd(int(i)) || isBackwardName(name) || g.isBackwardOp(i):
 				c = 3
 			case c == 0 && ev.Kind[i] == kineto.KindCPUOp:
 				c = 4
@@ -236,4 +235,10 @@ func attributePhases(g *graph, steps []stepSpan) []Phases {
 		p.OtherNS = (s.end - s.start) - p.DataLoadingNS - p.OptimizerNS - p.BackwardNS - p.ForwardNS
 	}
 	return out
+}
+
+// isBackwardOp reports whether op i is the backward end of a fwd-bwd link.
+func (g *graph) isBackwardOp(i int32) bool {
+	_, ok := g.fwdOf[i]
+	return ok
 }

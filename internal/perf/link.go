@@ -25,6 +25,7 @@ type graph struct {
 	steps  []int32         // ProfilerStep#N host events, sorted by start
 	autogr map[int64]bool  // (pid<<32|tid) of autograd engine threads
 	tc     map[uint32]bool // tensor-core verdict per kernel name
+	fwdOf  map[int32]int32 // backward op -> forward op (fwdbwd flows, else Sequence number)
 }
 
 // isTC reports whether the kernel named by string id name uses tensor cores.
@@ -87,6 +88,7 @@ func newGraph(t *kineto.Trace) *graph {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	var stack []int32
+	defer func() { g.linkFwdBwd(byThread) }()
 	for _, k := range keys {
 		list := byThread[k]
 		slices.SortFunc(list, func(x, y int32) int {
@@ -162,4 +164,65 @@ func newGraph(t *kineto.Trace) *graph {
 // isAutograd reports whether event i runs on an autograd engine thread.
 func (g *graph) isAutograd(i int) bool {
 	return g.autogr[threadKey(g.ev.PID[i], g.ev.TID[i])]
+}
+
+// linkFwdBwd pairs backward ops with their forward ops: a fwdbwd flow starts
+// on the forward op and finishes on the backward op (same pid, tid and ts);
+// without flows, ops that share a Sequence number are paired.
+func (g *graph) linkFwdBwd(byThread map[int64][]int32) {
+	ev := g.ev
+	g.fwdOf = map[int32]int32{}
+	at := func(pid, tid int32, ts int64) int32 {
+		list := byThread[threadKey(pid, tid)]
+		k := sort.Search(len(list), func(i int) bool { return ev.TS[list[i]] >= ts })
+		for ; k < len(list) && ev.TS[list[k]] == ts; k++ {
+			if isOp(ev.Kind[list[k]]) {
+				return list[k]
+			}
+		}
+		return -1
+	}
+	starts := map[int64]int32{}
+	for _, f := range g.t.Flows {
+		if f.Kind == kineto.FlowFwdBwd && !f.Finish {
+			if o := at(f.PID, f.TID, f.TS); o >= 0 {
+				starts[f.ID] = o
+			}
+		}
+	}
+	for _, f := range g.t.Flows {
+		if f.Kind == kineto.FlowFwdBwd && f.Finish {
+			if s, ok := starts[f.ID]; ok {
+				if o := at(f.PID, f.TID, f.TS); o >= 0 {
+					g.fwdOf[o] = s
+				}
+			}
+		}
+	}
+	if len(g.fwdOf) > 0 {
+		return
+	}
+	fwdSeq := map[int64]int32{}
+	var bwd []int32
+	for _, i := range g.order {
+		a := ev.Aux[i]
+		if a < 0 || g.t.Ops[a].Seq < 0 || ev.Kind[i] != kineto.KindCPUOp {
+			continue
+		}
+		if isBackwardName(g.t.Name(int(i))) || g.isAutograd(int(i)) {
+			bwd = append(bwd, i)
+		} else if _, ok := fwdSeq[g.t.Ops[a].Seq]; !ok {
+			fwdSeq[g.t.Ops[a].Seq] = i
+		}
+	}
+	for _, i := range bwd {
+		if f, ok := fwdSeq[g.t.Ops[ev.Aux[i]].Seq]; ok {
+			g.fwdOf[i] = f
+		}
+	}
+}
+
+func isBackwardName(name string) bool {
+	return strings.HasPrefix(name, "autograd::engine::evaluate_function") || strings.HasSuffix(name, "Backward0") ||
+		strings.HasSuffix(name, "Backward1") || strings.HasSuffix(name, "Backward")
 }

@@ -20,7 +20,7 @@ type MemoryDevice struct {
 	IsGPU              bool          `json:"is_gpu"`
 	Events             int           `json:"events"`
 	PeakAllocatedBytes int64         `json:"peak_allocated_bytes"`
-	PeakAllocatedAtNS  int64         `json:"peak_allocated_at_ns"` // relative to the first step's start
+	PeakAllocatedAtNS  int64         `json:"peak_allocated_at_ns"` // relative to the first step's host start
 	PeakReservedBytes  int64         `json:"peak_reserved_bytes"`
 	PeakReservedAtNS   int64         `json:"peak_reserved_at_ns"`
 	CapacityBytes      int64         `json:"capacity_bytes,omitempty"`
@@ -29,7 +29,7 @@ type MemoryDevice struct {
 
 // MemoryPoint is one sample of the curve.
 type MemoryPoint struct {
-	TNS            int64 // relative to the first step's start
+	TNS            int64 // relative to the first step's host start
 	Allocated      int64
 	Reserved       int64
 	AllocatedBytes int64

@@ -71,6 +71,7 @@ type Rank struct {
 	Comm                    Comm        `json:"communication"`
 	Memory                  Memory      `json:"memory"`
 	UtilTimeline            []UtilPoint `json:"gpu_utilization_timeline"`
+	FwdBwdLinks             int         `json:"fwd_bwd_links"` // backward ops linked to their forward op
 	Findings                []Finding   `json:"findings"`
 	Warnings                []string    `json:"warnings"`
 	comm                    []commEvent
@@ -187,8 +188,13 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	r.Copies = copies(g)
 	r.Syncs = syncs(g)
 	r.Comm, r.comm = commStats(g, ro)
-	r.Memory = memoryCurve(g, s0, opt.MemoryPoints)
+	h0 := s0 // memory events are host timestamps: origin at the first step's host start
+	if len(steps) > 0 {
+		h0 = steps[0].hostS
+	}
+	r.Memory = memoryCurve(g, h0, opt.MemoryPoints)
 	r.UtilTimeline = utilTimeline(g, s0, e0)
+	r.FwdBwdLinks = len(g.fwdOf)
 	r.Findings = findings(g, r)
 	return r
 }
