@@ -234,9 +234,6 @@ func estimateModel(f estimateFlags, set map[string]bool) (estimate.Model, error)
 	if m.FFN == 0 && m.Hidden > 0 {
 		m.FFN = 4 * m.Hidden
 	}
-	if set["kv-heads"] && !set["heads"] && f.model == "" && f.config == "" {
-		m.KVHeads = f.kvHeads
-	}
 	return m, nil
 }
 
