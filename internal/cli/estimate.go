@@ -32,6 +32,7 @@ Examples:
       --dtype bf16 --recompute selective --gpu h100-80gb
   ptscope estimate --config config.json --seq 2048 --fsdp --dp 8 --dtype bf16 --amp --json
   ptscope estimate --model lm-2.7B --gpu 4090 --sweep micro-batch=1..64 seq=512,1024
+  ptscope estimate --model llama3-8b --fsdp --dp 8 --dtype bf16 --amp --seq 4096 --out runs
 `
 
 func estimateCommand() command {
@@ -56,6 +57,7 @@ type estimateFlags struct {
 	dropout                                         float64
 
 	gpu, devMem string
+	out         string
 	explain     bool
 	jsonOut     bool
 	sweep       stringList
@@ -116,6 +118,7 @@ func runEstimate(e *env, c command, args []string) error {
 	fs.StringVar(&f.gpu, "gpu", "", "GPU for the verdict (h100-80gb, h200, a100-80gb, a100-40gb, l4, 4090, ...)")
 	fs.StringVar(&f.devMem, "device-memory", "", "device memory for the verdict, e.g. 80GiB")
 	fs.BoolVar(&f.explain, "explain", false, "print every term with its formula and numbers")
+	fs.StringVar(&f.out, "out", "", "also write a run folder OUT/YYYYMMDD_HHMMSS_estimate_<model>/ (estimate.txt, estimate.json, phases.svg/png)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON document (docs/json.md)")
 	fs.Var(&f.sweep, "sweep", "sweep axes: micro-batch=1..64 seq=512,1024 (repeat --sweep, or give more axes as arguments)")
 	pos, err := parseInterspersed(fs, args)
@@ -164,6 +167,11 @@ func runEstimate(e *env, c command, args []string) error {
 	r, err := estimate.Estimate(m, s, dev)
 	if err != nil {
 		return usagef("estimate: %v", err)
+	}
+	if f.out != "" {
+		if err := writeEstimateOut(e, f.out, r); err != nil {
+			return fmt.Errorf("estimate: --out %s: %w", f.out, err)
+		}
 	}
 	if f.jsonOut {
 		return writeEstimateJSON(e.stdout, r)

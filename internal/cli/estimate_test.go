@@ -218,3 +218,22 @@ func TestEstimateExplainGolden(t *testing.T) {
 		t.Errorf("output differs from %s (go test -update to rewrite):\n%s", golden, out)
 	}
 }
+
+func TestEstimateOutFolder(t *testing.T) {
+	dir := t.TempDir()
+	code, _, errs := estimateRun(t, "--model", "llama3-70b", "--tp", "8", "--pp", "4", "--dp", "8", "--zero", "1", "--seq", "8192",
+		"--dtype", "bf16", "--sp", "--recompute", "selective", "--gpu", "h100-80gb", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{"estimate.txt", "estimate.json", "phases.svg", "phases.png", "ranks.svg", "ranks.png"} {
+		st, err := os.Stat(filepath.Join(dir, "latest", f))
+		if err != nil || st.Size() < 200 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "latest", "phases.svg"))
+	if !strings.Contains(string(b), "activations") || !strings.Contains(string(b), "backward") {
+		t.Errorf("phases.svg lacks its layers or labels")
+	}
+}
