@@ -9,9 +9,9 @@ memory are recorded with "oom": true. Each configuration runs in this one proces
 released (gc + empty_cache) between them, so reserved memory starts from zero each time.
 
 Usage (one GPU):
-  OUT=/tmp/out python3 scripts/gpu/measure_peaks.py [--grid full|quick] [--time-budget 480]
+  OUT=out python3 scripts/gpu/measure_peaks.py [--grid full|quick] [--time-budget 480]
 Multi-GPU FSDP2 (the same grid subset, one record per run, rank 0 writes):
-  OUT=/tmp/out torchrun --nproc-per-node 4 scripts/gpu/measure_peaks.py --fsdp --grid fsdp
+  OUT=out torchrun --nproc-per-node 4 scripts/gpu/measure_peaks.py --fsdp --grid fsdp
 """
 import argparse
 import gc
