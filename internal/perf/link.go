@@ -157,6 +157,9 @@ func newGraph(t *kineto.Trace) *graph {
 		}
 		return cmp.Compare(a, b)
 	})
+	for _, i := range g.gpu {
+		g.isTC(ev.Name[i]) // fill the cache now: the analyses read it concurrently
+	}
 	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
 	return g
 }

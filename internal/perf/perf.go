@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -106,6 +107,19 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d damaged events repaired, %d dropped", t.Damage.Repaired, t.Damage.Dropped))
 	}
 
+	// the tables depend on the graph only: build them beside the step analyses
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		st := computeOpStats(g)
+		r.Operators = operators(g, st, opt.GroupByShape, opt.Annotations)
+		r.Kernels = kernels(g)
+		r.TensorCoreEligibleRatio = tcEligibleRatio(g)
+		r.Launch = launchStats(g)
+		r.Copies = copies(g)
+		r.Syncs = syncs(g)
+	}()
 	steps := findSteps(g)
 	ro := buildRoles(g)
 	bd := attribute(ro, steps)
@@ -179,14 +193,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		r.GPUUtilizationRatio, r.SMEfficiencyRatio = x.UtilizationRatio, x.SMEfficiencyRatio
 		r.AchievedOccupancyRatio, r.TensorCoreRatio = x.AchievedOccupancyRatio, x.TensorCoreRatio
 	}
-	st := computeOpStats(g)
-	r.Operators = operators(g, st, opt.GroupByShape, opt.Annotations)
-	r.Kernels = kernels(g)
-	r.TensorCoreEligibleRatio = tcEligibleRatio(g)
 	r.Idle = idleTime(g, s0, e0)
-	r.Launch = launchStats(g)
-	r.Copies = copies(g)
-	r.Syncs = syncs(g)
 	r.Comm, r.comm = commStats(g, ro)
 	h0 := s0 // memory events are host timestamps: origin at the first step's host start
 	if len(steps) > 0 {
@@ -195,6 +202,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	r.Memory = memoryCurve(g, h0, opt.MemoryPoints)
 	r.UtilTimeline = utilTimeline(g, s0, e0)
 	r.FwdBwdLinks = len(g.fwdOf)
+	wg.Wait()
 	r.Findings = findings(g, r)
 	return r
 }
