@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/kineto"
 )
 
 // rankTrace derives a rank's trace from the real fixture: distributedInfo
@@ -124,5 +126,18 @@ func TestMultiRank(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("straggler not reported: %+v", rep.Findings)
+	}
+}
+
+func TestRankFallback(t *testing.T) {
+	a := readTrace(t, gpt2Trace)
+	b := readTrace(t, gpt2Trace)
+	a.Path, b.Path = "x/worker_rank1.123.pt.trace.json", "x/other.pt.trace.json"
+	rep := AnalyzeTraces([]*kineto.Trace{a, b}, Options{})
+	if len(rep.Ranks) != 2 || rep.Ranks[0].Rank != 0 || rep.Ranks[1].Rank != 1 || rep.Ranks[1].Path != a.Path {
+		t.Errorf("ranks %d %s / %d %s", rep.Ranks[0].Rank, rep.Ranks[0].Path, rep.Ranks[1].Rank, rep.Ranks[1].Path)
+	}
+	if rep.Cross == nil || len(rep.Cross.Steps) != 3 || rep.Cross.MaxSkewNS != 0 {
+		t.Errorf("cross %+v", rep.Cross)
 	}
 }

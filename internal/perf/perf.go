@@ -11,7 +11,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/ptscope/ptscope/internal/input"
@@ -252,11 +255,31 @@ func tcEligibleRatio(g *graph) float64 {
 	return float64(yes) / float64(all)
 }
 
+var rankName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
+
 // AnalyzeTraces analyses one trace per rank and compares the ranks.
 func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 	rep := &Report{SchemaVersion: SchemaVersion, Ranks: []Rank{}, Findings: []Finding{}}
+	seen := map[int]bool{}
 	for _, t := range traces {
-		rep.Ranks = append(rep.Ranks, *Analyze(t, opt))
+		r := Analyze(t, opt)
+		if t.Rank() < 0 {
+			// no distributedInfo: the worker name ("rank3.123.pt.trace.json"), else the next free number
+			r.Rank = -1
+			if m := rankName.FindStringSubmatch(filepath.Base(t.Path)); m != nil {
+				r.Rank, _ = strconv.Atoi(m[1])
+			}
+			if len(traces) > 1 && (r.Rank < 0 || seen[r.Rank]) {
+				r.Rank = 0
+				for seen[r.Rank] {
+					r.Rank++
+				}
+				r.Warnings = append(r.Warnings, fmt.Sprintf("no distributedInfo: numbered rank %d by file order", r.Rank))
+			}
+			r.Rank = max(r.Rank, 0)
+		}
+		seen[r.Rank] = true
+		rep.Ranks = append(rep.Ranks, *r)
 	}
 	sort.SliceStable(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
 	if len(rep.Ranks) > 1 {
