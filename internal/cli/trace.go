@@ -221,10 +221,10 @@ func renderHeader(w io.Writer, r *perf.Rank) {
 	if r.WorldSize > 0 {
 		rank += fmt.Sprintf(" of %d", r.WorldSize)
 	}
-	fmt.Fprintf(w, "%s  (%s, %d events, %s, %s)\n", r.Path, units.Bytes(r.Bytes), r.Events, rank, strings.Join(append(gpus, "")[:max(len(gpus), 1)], ", "))
 	if len(gpus) == 0 {
-		fmt.Fprintln(w, "no GPU kernels in this trace")
+		gpus = []string{"no GPU kernels"}
 	}
+	fmt.Fprintf(w, "%s  (%s, %d events, %s, %s)\n", r.Path, units.Bytes(r.Bytes), r.Events, rank, strings.Join(gpus, ", "))
 }
 
 func renderSteps(w io.Writer, r *perf.Rank, phases bool) {

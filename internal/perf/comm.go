@@ -103,7 +103,6 @@ func commStats(g *graph, r *roles) (Comm, []commEvent) {
 			out.RecordParamComm++
 		}
 	}
-	comm := r.comm
 	if out.KernelNS > 0 {
 		// only GPU comm kernels count here, not the host ops in r.comm
 		var ks spans
@@ -112,7 +111,7 @@ func commStats(g *graph, r *roles) (Comm, []commEvent) {
 				ks = append(ks, span{ev.TS[i], ev.End(int(i))})
 			}
 		}
-		comm = union(ks)
+		comm := union(ks)
 		ov := intersect(comm, r.kernel).total()
 		if t := comm.total(); t > 0 {
 			out.OverlapRatio = float64(ov) / float64(t)

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/ptscope/ptscope/internal/kineto"
 )
 
 // Finding is one diagnosis with what to do about it.
@@ -196,5 +194,3 @@ func fmtNS(ns int64) string {
 		return fmt.Sprintf("%.1f us", float64(ns)/1e3)
 	}
 }
-
-var _ = kineto.None

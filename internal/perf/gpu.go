@@ -70,19 +70,17 @@ var tcMarkers = []string{
 
 // gpuMetrics computes per-device utilisation, estimated SM efficiency,
 // achieved occupancy and tensor-core share over [s, e).
-func gpuMetrics(g *graph, s, e int64, commKernel func(k int) bool) []GPU {
+func gpuMetrics(g *graph, s, e int64) []GPU {
 	ev := g.ev
 	type acc struct {
-		busy          spans
-		sm            []smEdge
-		occW, occDur  float64
-		kernel, tc    int64
-		device        int
-		hasBlocks     bool
-		kernelInRange int64
+		busy         spans
+		sm           []smEdge
+		occW, occDur float64
+		kernel, tc   int64
+		device       int
 	}
 	devs := map[int]*acc{}
-	for k, i := range g.gpu {
+	for _, i := range g.gpu {
 		if ev.Kind[i] != kineto.KindKernel {
 			continue
 		}
@@ -102,7 +100,6 @@ func gpuMetrics(g *graph, s, e int64, commKernel func(k int) bool) []GPU {
 		dur := float64(ce - cs)
 		if info.BlocksPerSM > 0 {
 			a.sm = append(a.sm, smEdge{cs, float64(info.BlocksPerSM)}, smEdge{ce, -float64(info.BlocksPerSM)})
-			a.hasBlocks = true
 		}
 		if info.Occupancy >= 0 {
 			a.occW += float64(info.Occupancy) / 100 * dur
@@ -112,8 +109,6 @@ func gpuMetrics(g *graph, s, e int64, commKernel func(k int) bool) []GPU {
 		if g.isTC(ev.Name[i]) {
 			a.tc += ce - cs
 		}
-		_ = commKernel
-		_ = k
 	}
 	var out []GPU
 	for d, a := range devs {

@@ -183,7 +183,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 			r.StepTimeVariationRatio = math.Sqrt(v/float64(n)) / mean
 		}
 	}
-	r.GPUs = gpuMetrics(g, s0, e0, nil)
+	r.GPUs = gpuMetrics(g, s0, e0)
 	if len(r.GPUs) > 0 {
 		// the rank's headline numbers: its busiest device
 		best := 0
