@@ -191,3 +191,22 @@ func TestTraceOut(t *testing.T) {
 		t.Errorf("no path printed")
 	}
 }
+
+func TestTraceOverviewGolden(t *testing.T) {
+	code, out, errs := traceRun(t, traceFixture(t))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	golden := filepath.Join("testdata", "trace_overview.golden")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(golden, []byte(out), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Errorf("trace overview differs from %s (run go test ./internal/cli -run TraceOverviewGolden -update after checking):\n%s", golden, out)
+	}
+}

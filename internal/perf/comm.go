@@ -121,6 +121,12 @@ func commStats(g *graph, r *roles) (Comm, []commEvent) {
 	for _, c := range rows {
 		out.Collectives = append(out.Collectives, *c)
 	}
-	sort.Slice(out.Collectives, func(i, j int) bool { return out.Collectives[i].TotalNS > out.Collectives[j].TotalNS })
+	sort.Slice(out.Collectives, func(i, j int) bool {
+		a, b := out.Collectives[i], out.Collectives[j]
+		if a.TotalNS != b.TotalNS {
+			return a.TotalNS > b.TotalNS
+		}
+		return a.Name < b.Name
+	})
 	return out, events
 }

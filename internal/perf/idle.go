@@ -186,7 +186,12 @@ func copies(g *graph) []Copy {
 		}
 		out = append(out, *r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].TotalNS > out[j].TotalNS })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TotalNS != out[j].TotalNS {
+			return out[i].TotalNS > out[j].TotalNS
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out
 }
 

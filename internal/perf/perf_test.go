@@ -2,6 +2,8 @@ package perf
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -190,5 +192,29 @@ func TestStepsAndFindings(t *testing.T) {
 	t.Logf("mem peak %d reserved %d devices %d", r.Memory.PeakAllocatedBytes, r.Memory.PeakReservedBytes, len(r.Memory.Devices))
 	for _, d := range r.Memory.Devices {
 		t.Logf("  %s peak %d at %d, %d pts", d.Device, d.PeakAllocatedBytes, d.PeakAllocatedAtNS, len(d.Curve))
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// TestReportGolden pins the whole JSON report of the fixture.
+func TestReportGolden(t *testing.T) {
+	r := AnalyzeTraces([]*kineto.Trace{readTrace(t, gpt2Trace)}, Options{})
+	r.Ranks[0].Path = gpt2Trace
+	got, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "gpt2_6l_report.golden.json")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(golden, got, 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("report differs from %s (go test ./internal/perf -run ReportGolden -update after checking)", golden)
 	}
 }
