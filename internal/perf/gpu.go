@@ -49,7 +49,7 @@ func IsTensorCoreKernel(name string) bool {
 	}
 	// cuBLAS/cuBLASLt/CUTLASS gemms with half, bf16, fp8, tf32 or int8 operands
 	if strings.Contains(n, "gemm") || strings.Contains(n, "fmha") || strings.Contains(n, "flash") {
-		for _, t := range []string{"bf16", "f16", "fp16", "half", "e4m3", "e5m2", "fp8", "tf32", "i8i8", "s8s8"} {
+		for _, t := range []string{"bf16", "bfloat16", "f16", "fp16", "half", "e4m3", "e5m2", "fp8", "tf32", "i8i8", "s8s8"} {
 			if strings.Contains(n, t) {
 				return true
 			}

@@ -20,6 +20,7 @@ type Idle struct {
 	OtherNS      int64   `json:"other_ns"`
 	IdleRatio    float64 `json:"idle_ratio"`
 	Streams      int     `json:"streams"`
+	Overlapping  int     `json:"overlapping_events"` // events starting before the previous one on their stream ended
 }
 
 // Launch summarises kernel launch delays: GPU start − (launch start + launch
@@ -78,6 +79,9 @@ func idleTime(g *graph, s, e int64) Idle {
 		busy := spans{{first, prevEnd}}
 		for _, i := range list[1:] {
 			ts := ev.TS[i]
+			if ts < prevEnd {
+				out.Overlapping++
+			}
 			if gap := ts - prevEnd; gap > 0 {
 				switch l := g.launch[i]; {
 				case l >= 0 && ev.TS[l] > prevEnd:
