@@ -61,18 +61,18 @@ func TestIdleRules(t *testing.T) {
 
 func TestTensorCoreNames(t *testing.T) {
 	for name, want := range map[string]bool{
-		"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel_trt": false,
-		"void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)":  false,
+		"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel_trt":    false,
+		"void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)": false,
 		"ampere_sgemm_128x64_tn": false,
-		"sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel": true,
+		"sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel":                  true,
 		"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas": true,
-		"sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8_kernel":                      true,
-		"ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn":                                                                true,
-		"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(...)":                            true,
-		"nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT":                                                                                  true,
-		"void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, ...>>":                   true,
-		"fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<...>)":                     false,
-		"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>":                                 false,
+		"sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8_kernel":                     true,
+		"ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn":                                                            true,
+		"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(...)":                         true,
+		"nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT":                                                                              true,
+		"void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, ...>>":                true,
+		"fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<...>)":                 false,
+		"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>":                             false,
 		"volta_h884gemm_64x64_ldg8_nn": true,
 	} {
 		if got := IsTensorCoreKernel(name); got != want {
