@@ -11,10 +11,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/ptscope/ptscope/internal/input"
@@ -106,8 +108,11 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	if t.Damage.Truncated {
 		r.Warnings = append(r.Warnings, "the trace is truncated: the report covers the events before the cut")
 	}
-	if t.Damage.Dropped > 0 || t.Damage.Repaired > 0 {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%d damaged events repaired, %d dropped", t.Damage.Repaired, t.Damage.Dropped))
+	if t.Damage.Repaired > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d damaged events repaired", t.Damage.Repaired))
+	}
+	if t.Damage.Dropped > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d unreadable events dropped", t.Damage.Dropped))
 	}
 
 	// the tables depend on the graph only: build them beside the step analyses
@@ -294,12 +299,17 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 // could be read only in part are analysed and carry warnings; a file that
 // cannot be read at all is an error naming it.
 func Load(ctx context.Context, paths []string, opt Options) (*Report, error) {
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() == 0 {
+			return nil, fmt.Errorf("%s: offset 0: empty file", p)
+		}
+	}
 	files, err := input.Find(paths, input.Trace)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%v: no Kineto trace found", paths)
+		return nil, fmt.Errorf("%s: no Kineto trace found", strings.Join(paths, ", "))
 	}
 	var traces []*kineto.Trace
 	for _, f := range files {
