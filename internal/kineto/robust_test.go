@@ -3,8 +3,13 @@ package kineto
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
 )
 
 func read(t *testing.T, s string) (*Trace, error) {
@@ -192,3 +197,26 @@ func FuzzRead(f *testing.F) {
 }
 
 func isOpKind(k Kind) bool { return k == KindCPUOp || k == KindUserAnnotation }
+
+func TestReadFileCompressed(t *testing.T) {
+	dir := t.TempDir()
+	plain := []byte(`{"traceEvents": [` + oneOp + "," + oneOp + `], "traceName": "t"}`)
+	var zb, xb bytes.Buffer
+	zw, _ := zstd.NewWriter(&zb)
+	zw.Write(plain)
+	zw.Close()
+	xw, _ := xz.NewWriter(&xb)
+	xw.Write(plain)
+	xw.Close()
+	for name, data := range map[string][]byte{"a.json": plain, "a.json.zst": zb.Bytes(), "a.json.xz": xb.Bytes()} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, data, 0o644)
+		tr, err := ReadFile(context.Background(), p, Options{})
+		if err != nil || tr.Events.Len() != 2 || tr.Meta.TraceName != "t" || tr.Path != p {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := ReadFile(context.Background(), filepath.Join(dir, "missing.json"), Options{}); err == nil {
+		t.Error("missing file: no error")
+	}
+}
