@@ -79,6 +79,11 @@ type decoder struct {
 
 	opOff int64
 	op    byte
+
+	paused  bool                    // a hook asked Run to return (Decoder.Pause)
+	resolve func(int) (Value, bool) // slots skipped by Decoder.Skip
+	extLo   int                     // skipped slots are [extLo, extHi)
+	extHi   int
 }
 
 const bufSize = 1 << 20
@@ -293,6 +298,9 @@ func (d *decoder) memoGet(i int) error {
 		return d.errf("memo index %d was never stored", i)
 	}
 	v, ok := d.memo.get(i)
+	if !ok && d.resolve != nil && i >= d.extLo && i < d.extHi {
+		v, ok = d.resolve(i)
+	}
 	if !ok {
 		return d.errf("memo index %d was never stored", i)
 	}
@@ -411,6 +419,9 @@ func (d *decoder) run() (Value, error) {
 		done, err := d.step(op)
 		if err != nil {
 			return Value{}, err
+		}
+		if d.paused && !done {
+			return Value{}, errPaused
 		}
 		if done {
 			v, err := d.pop()

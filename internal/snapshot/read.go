@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"strconv"
 
 	"github.com/ptscope/ptscope/internal/input"
@@ -21,7 +23,13 @@ func ReadFile(path string) (*Snapshot, error) {
 		return nil, err
 	}
 	defer r.Close()
-	s, err := Read(r)
+	hint := 0
+	if r.Compression == input.None {
+		if st, err := os.Stat(path); err == nil && st.Size() < 1<<40 {
+			hint = int(st.Size())
+		}
+	}
+	s, err := read(r, hint, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -33,9 +41,23 @@ func ReadFile(path string) (*Snapshot, error) {
 
 // Read decodes a snapshot from an uncompressed stream.
 func Read(r io.Reader) (*Snapshot, error) {
+	return read(r, 0, runtime.GOMAXPROCS(0))
+}
+
+// read decodes a snapshot; size is the input size when known (0 if not).
+// Pickles of protocol 4 and 5 are read into memory and decoded with up to
+// workers goroutines; workers 0 forces the streaming sequential decoder.
+func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 1<<16)
 	head, _ := br.Peek(2)
+	if workers > 0 && len(head) == 2 && head[0] == 0x80 && head[1] >= 4 {
+		data, err := readAll(br, size)
+		if err != nil {
+			return nil, fmt.Errorf("offset %d: %w", len(data), err)
+		}
+		return readPickleBytes(data, workers)
+	}
 	b := newBuilder()
 	var root pickle.Value
 	var err error
@@ -61,6 +83,46 @@ func Read(r io.Reader) (*Snapshot, error) {
 		return nil, err
 	}
 	b.s.InputBytes = cr.n
+	return b.s, nil
+}
+
+// readAll reads r to its end into one buffer of about size bytes.
+func readAll(r io.Reader, size int) ([]byte, error) {
+	buf := make([]byte, 0, size+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// readPickleBytes decodes an in-memory pickle: in parallel when workers > 1
+// and the file is large, else (and whenever the parallel reader fails, so
+// that errors are the sequential reader's) sequentially.
+func readPickleBytes(data []byte, workers int) (*Snapshot, error) {
+	if workers >= 1 && len(data) >= 2*minRegion {
+		if s, err := readPickleParallel(data, workers); err == nil {
+			return s, nil
+		}
+	}
+	b := newBuilder()
+	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
+	root, err := pickle.DecodeBytes(data, pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.finish(root); err != nil {
+		return nil, err
+	}
+	b.s.InputBytes = int64(len(data))
 	return b.s, nil
 }
 
@@ -157,6 +219,10 @@ func (b *builder) stream(v pickle.Value) uint32 {
 	if u, ok := v.Uint(); ok && n == 0 {
 		n = int64(u)
 	}
+	return b.streamID(n)
+}
+
+func (b *builder) streamID(n int64) uint32 {
 	if id, ok := b.streams[n]; ok {
 		return id
 	}
@@ -291,6 +357,10 @@ func (b *builder) frame(d *pickle.Dict) FrameID {
 			f.Line = int(n)
 		}
 	}
+	return b.frameID(f)
+}
+
+func (b *builder) frameID(f Frame) FrameID {
 	if id, ok := b.frameIDs[f]; ok {
 		return id
 	}
@@ -314,6 +384,14 @@ func (b *builder) stackOf(l *pickle.List) StackID {
 			continue
 		}
 		b.ids = append(b.ids, id)
+	}
+	return b.internStack()
+}
+
+// internStack interns the frame ids in b.ids as a stack.
+func (b *builder) internStack() StackID {
+	b.key = b.key[:0]
+	for _, id := range b.ids {
 		b.key = binary.LittleEndian.AppendUint32(b.key, id)
 	}
 	if id, ok := b.stackIDs[string(b.key)]; ok {
@@ -436,8 +514,10 @@ func (b *builder) block(d *pickle.Dict) rawBlock {
 }
 
 // grow doubles the capacity of every column at once.
-func (t *Trace) grow() {
-	n := max(2*cap(t.Action), 1024)
+func (t *Trace) grow() { t.growTo(max(2*cap(t.Action), 1024)) }
+
+// growTo sets the capacity of every column to n.
+func (t *Trace) growTo(n int) {
 	t.Action = append(make([]Action, 0, n), t.Action...)
 	t.Addr = append(make([]uint64, 0, n), t.Addr...)
 	t.Size = append(make([]int64, 0, n), t.Size...)

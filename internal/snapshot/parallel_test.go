@@ -1,0 +1,154 @@
+package snapshot
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/snapshot/snapgen"
+)
+
+// sequential decodes with the streaming sequential reader (the oracle).
+func sequential(data []byte) (*Snapshot, error) {
+	return read(bytes.NewReader(data), 0, 0)
+}
+
+// parallelRead decodes with the parallel reader, splitting even small lists.
+func parallelRead(data []byte, workers int) (*Snapshot, int, error) {
+	s, env, err := readPickleParallelEnv(data, workers, 0)
+	return s, env.regions, err
+}
+
+func fixtureBytes(t testing.TB) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	var paths []string
+	for _, g := range []string{filepath.Join("..", "..", "..", "shared", "fixtures", "*.pickle"), filepath.Join("..", "..", "testdata", "snapshots", "*.pickle.xz")} {
+		m, _ := filepath.Glob(g)
+		paths = append(paths, m...)
+	}
+	for _, p := range paths {
+		r, err := input.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = data
+	}
+	return out
+}
+
+func TestParallelMatchesSequentialFixtures(t *testing.T) {
+	fx := fixtureBytes(t)
+	if len(fx) == 0 {
+		t.Skip("no fixtures")
+	}
+	for name, data := range fx {
+		t.Run(name, func(t *testing.T) {
+			want, err := sequential(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []int{1, 2, 3, 8} {
+				got, regions, err := parallelRead(data, w)
+				if err != nil {
+					t.Fatalf("workers %d: %v", w, err)
+				}
+				want.InputBytes = got.InputBytes
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("workers %d: parallel result differs from sequential (%s)", w, diff(got, want))
+				}
+				if data[1] >= 4 && want.Trace(0).Len() > 2000 && regions == 0 {
+					t.Errorf("workers %d: the trace was not decoded in parallel", w)
+				}
+			}
+		})
+	}
+}
+
+// diff names the first part that differs.
+func diff(a, b *Snapshot) string {
+	switch {
+	case !reflect.DeepEqual(a.Frames, b.Frames):
+		return "frames"
+	case !reflect.DeepEqual(a.Stacks, b.Stacks):
+		return "stacks"
+	case !reflect.DeepEqual(a.Strings, b.Strings):
+		return "strings"
+	case !reflect.DeepEqual(a.Streams, b.Streams):
+		return "streams"
+	case len(a.Traces) != len(b.Traces):
+		return "traces"
+	}
+	for i := range a.Traces {
+		x, y := a.Traces[i], b.Traces[i]
+		for name, eq := range map[string]bool{
+			"action": reflect.DeepEqual(x.Action, y.Action), "addr": reflect.DeepEqual(x.Addr, y.Addr),
+			"size": reflect.DeepEqual(x.Size, y.Size), "stream": reflect.DeepEqual(x.Stream, y.Stream),
+			"time": reflect.DeepEqual(x.TimeUS, y.TimeUS), "stack": reflect.DeepEqual(x.Stack, y.Stack),
+			"cc": reflect.DeepEqual(x.CompileContext, y.CompileContext), "um": reflect.DeepEqual(x.UserMetadata, y.UserMetadata),
+		} {
+			if !eq {
+				return "trace " + name
+			}
+		}
+	}
+	return "other fields"
+}
+
+func TestReadFileUsesSameResult(t *testing.T) {
+	p := filepath.Join("..", "..", "..", "shared", "fixtures", "gpt2s_train_fp32_b4_ctx512.pickle")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Skip("fixture not present")
+	}
+	a, err := ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sequential(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("ReadFile differs from the sequential reader: %s", diff(a, b))
+	}
+}
+
+func TestParallelMatchesSequentialGenerated(t *testing.T) {
+	for _, c := range []struct {
+		entries int
+		seed    uint64
+	}{{3000, 1}, {20000, 2}, {60000, 3}, {150000, 4}} {
+		var buf bytes.Buffer
+		if err := snapgen.Write(&buf, snapgen.Options{Entries: c.entries, Seed: c.seed}); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		want, err := sequential(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []int{1, 2, 5, 16} {
+			got, regions, err := parallelRead(data, w)
+			if err != nil {
+				t.Fatalf("%d entries, workers %d: %v", c.entries, w, err)
+			}
+			if regions != 1 {
+				t.Errorf("%d entries, workers %d: %d lists decoded in parallel, want 1", c.entries, w, regions)
+			}
+			want.InputBytes = got.InputBytes
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%d entries, workers %d: parallel result differs (%s)", c.entries, w, diff(got, want))
+			}
+		}
+	}
+}
