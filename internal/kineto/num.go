@@ -266,3 +266,11 @@ func (r *rawJSON) UnmarshalJSON(b []byte) error {
 	*r = b
 	return nil
 }
+
+// rawJSONOf keeps a raw value (nil when absent or null).
+func rawJSONOf(b []byte) rawJSON {
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return b
+}
