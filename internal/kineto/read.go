@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"runtime"
+	"slices"
 	"sync"
 
 	json "github.com/goccy/go-json"
@@ -150,6 +151,7 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	m.finish()
 	t.Bytes = s.off
 	for _, w := range splitWarn {
 		warn(w)
@@ -190,6 +192,57 @@ type merger struct {
 	pidIdx map[string]int32
 	tr     []uint32
 	trPid  []int32
+
+	// pieces of the columns and tables, joined by finish
+	events             []Events
+	gpu                [][]GPUInfo
+	ops                [][]OpInfo
+	mem                [][]MemoryEvent
+	flows              [][]Flow
+	nGPU, nOps, nComms int32
+}
+
+// join concatenates pieces into one exactly sized slice, dropping each
+// piece as soon as it is copied.
+func join[T any](pieces [][]T) []T {
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
+	}
+	out := make([]T, 0, n)
+	for i := range pieces {
+		out = append(out, pieces[i]...)
+		pieces[i] = nil
+	}
+	return out
+}
+
+// finish joins the pieces into the trace's columns, one column at a time.
+func (m *merger) finish() {
+	t, ev := m.t, m.events
+	t.Events.TS = join(pick(ev, func(e *Events) *[]int64 { return &e.TS }))
+	t.Events.Dur = join(pick(ev, func(e *Events) *[]int64 { return &e.Dur }))
+	t.Events.Ext = join(pick(ev, func(e *Events) *[]int64 { return &e.Ext }))
+	t.Events.Corr = join(pick(ev, func(e *Events) *[]int64 { return &e.Corr }))
+	t.Events.Name = join(pick(ev, func(e *Events) *[]uint32 { return &e.Name }))
+	t.Events.Cat = join(pick(ev, func(e *Events) *[]uint32 { return &e.Cat }))
+	t.Events.PID = join(pick(ev, func(e *Events) *[]int32 { return &e.PID }))
+	t.Events.TID = join(pick(ev, func(e *Events) *[]int32 { return &e.TID }))
+	t.Events.Aux = join(pick(ev, func(e *Events) *[]int32 { return &e.Aux }))
+	t.Events.Kind = join(pick(ev, func(e *Events) *[]Kind { return &e.Kind }))
+	t.GPU, t.Ops, t.Memory, t.Flows = join(m.gpu), join(m.ops), join(m.mem), join(m.flows)
+	m.events, m.gpu, m.ops, m.mem, m.flows = nil, nil, nil, nil, nil
+}
+
+// pick takes one column out of every piece (leaving nil behind, so that the
+// piece can be collected once joined).
+func pick[T any](ev []Events, f func(e *Events) *[]T) [][]T {
+	out := make([][]T, len(ev))
+	for i := range ev {
+		p := f(&ev[i])
+		out[i], *p = *p, nil
+	}
+	return out
 }
 
 func newMerger(t *Trace) *merger {
@@ -224,60 +277,59 @@ func (m *merger) add(p *part) {
 		}
 		return v
 	}
-	e, pe := &t.Events, &p.ev
-	gpuBase, opBase, commBase := int32(len(t.GPU)), int32(len(t.Ops)), int32(len(t.Comms))
-	e.TS = append(e.TS, pe.TS...)
-	e.Dur = append(e.Dur, pe.Dur...)
-	for _, v := range pe.Name {
-		e.Name = append(e.Name, m.tr[v])
+	// each part is copied once into exactly sized pieces; finish joins the
+	// pieces once, which copies far less than growing whole-trace columns
+	pe := &p.ev
+	n := len(pe.TS)
+	k := Events{
+		TS: slices.Clone(pe.TS), Dur: slices.Clone(pe.Dur), Kind: slices.Clone(pe.Kind),
+		Ext: slices.Clone(pe.Ext), Corr: slices.Clone(pe.Corr),
+		Name: make([]uint32, n), Cat: make([]uint32, n), PID: make([]int32, n), TID: make([]int32, n), Aux: make([]int32, n),
 	}
-	for _, v := range pe.Cat {
-		e.Cat = append(e.Cat, m.tr[v])
-	}
-	e.Kind = append(e.Kind, pe.Kind...)
-	for _, v := range pe.PID {
-		e.PID = append(e.PID, pid(v))
-	}
-	for _, v := range pe.TID {
-		e.TID = append(e.TID, pid(v))
-	}
-	e.Ext = append(e.Ext, pe.Ext...)
-	e.Corr = append(e.Corr, pe.Corr...)
-	for i, v := range pe.Aux {
+	for i := 0; i < n; i++ {
+		k.Name[i], k.Cat[i] = m.tr[pe.Name[i]], m.tr[pe.Cat[i]]
+		k.PID[i], k.TID[i] = pid(pe.PID[i]), pid(pe.TID[i])
+		v := pe.Aux[i]
 		switch {
 		case v < 0:
 		case pe.Kind[i].IsGPU():
-			v += gpuBase
+			v += m.nGPU
 		default:
-			v += opBase
+			v += m.nOps
 		}
-		e.Aux = append(e.Aux, v)
+		k.Aux[i] = v
 	}
-	for _, g := range p.gpu {
-		if g.Comm >= 0 {
-			g.Comm += commBase
+	m.events = append(m.events, k)
+	gpu := slices.Clone(p.gpu)
+	for i := range gpu {
+		if gpu[i].Comm >= 0 {
+			gpu[i].Comm += m.nComms
 		}
-		t.GPU = append(t.GPU, g)
 	}
-	for _, o := range p.ops {
+	ops := slices.Clone(p.ops)
+	for i := range ops {
+		o := &ops[i]
 		if o.Comm >= 0 {
-			o.Comm += commBase
+			o.Comm += m.nComms
 		}
 		o.Shape, o.Types = m.tr[o.Shape], m.tr[o.Types]
-		t.Ops = append(t.Ops, o)
 	}
+	m.gpu, m.ops = append(m.gpu, gpu), append(m.ops, ops)
+	m.nGPU, m.nOps = m.nGPU+int32(len(gpu)), m.nOps+int32(len(ops))
 	for _, c := range p.comms {
 		c.Collective, c.Dtype, c.PGName = m.tr[c.Collective], m.tr[c.Dtype], m.tr[c.PGName]
 		t.Comms = append(t.Comms, c)
 	}
-	for _, x := range p.mem {
-		x.PID, x.TID = pid(x.PID), pid(x.TID)
-		t.Memory = append(t.Memory, x)
+	m.nComms = int32(len(t.Comms))
+	mem := slices.Clone(p.mem)
+	for i := range mem {
+		mem[i].PID, mem[i].TID = pid(mem[i].PID), pid(mem[i].TID)
 	}
-	for _, f := range p.flows {
-		f.PID, f.TID = pid(f.PID), pid(f.TID)
-		t.Flows = append(t.Flows, f)
+	flows := slices.Clone(p.flows)
+	for i := range flows {
+		flows[i].PID, flows[i].TID = pid(flows[i].PID), pid(flows[i].TID)
 	}
+	m.mem, m.flows = append(m.mem, mem), append(m.flows, flows)
 	for _, th := range p.threads {
 		th.PID, th.TID = pid(th.PID), pid(th.TID)
 		t.Threads = append(t.Threads, th)
