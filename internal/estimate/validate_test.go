@@ -118,6 +118,7 @@ func TestValidationReport(t *testing.T) {
 		t.Skip("use -report to print the validation table")
 	}
 	ms := append(readMeasured(t, "testdata/h100_peaks.jsonl"), readMeasured(t, "testdata/h100_fsdp1_peaks.jsonl")...)
+	ms = append(ms, readMeasured(t, "testdata/h200_fsdp2_peaks.jsonl")...)
 	type row struct {
 		name       string
 		est, got   int64
@@ -155,6 +156,8 @@ func TestMeasuredPeaksWithin10Percent(t *testing.T) {
 		t.Fatalf("only %d measured configurations in testdata", len(ms))
 	}
 	ms = append(ms, readMeasured(t, "testdata/h100_fsdp1_peaks.jsonl")...)
+	// FSDP2 over 2 GPUs (torchrun on an H200 x2 host; rank 0's peak).
+	ms = append(ms, readMeasured(t, "testdata/h200_fsdp2_peaks.jsonl")...)
 	dev, err := GPU("h100-80gb")
 	if err != nil {
 		t.Fatal(err)
