@@ -416,7 +416,7 @@ func renderCross(w io.Writer, rep *perf.Report) {
 	}
 	if len(c.Collectives) > 0 {
 		fmt.Fprintln(w, "\nMost skewed collectives (start skew on the shared clock)")
-		ct := report.Table{Header: []string{"collective", "#", "start skew", "last rank", "max dur", "slowest rank"}}
+		ct := report.Table{Header: []string{"collective", "#", "start skew", "last to join", "longest kernel", "on rank"}}
 		for _, x := range c.Collectives[:min(10, len(c.Collectives))] {
 			ct.Rows = append(ct.Rows, []string{x.Name, fmt.Sprint(x.Index), dur(x.StartSkewNS), fmt.Sprint(x.LastRank), dur(x.MaxDurNS), fmt.Sprint(x.SlowestRank)})
 		}
