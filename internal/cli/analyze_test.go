@@ -206,3 +206,79 @@ func TestHelpAndUsage(t *testing.T) {
 		t.Errorf("--print-rules: %d", code)
 	}
 }
+
+// A real ptscope run bundle (examples/transformer_lm.py small, bf16, 10 steps
+// on an H200, scripts/gpu-e2e.sh single): the process printed
+// max_memory_allocated=5673316352.
+func TestAnalyzeBundle(t *testing.T) {
+	code, out, errs := run(t, "analyze", "--json", filepath.Join("..", "..", "testdata", "bundles", "lm_small_bf16"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Inputs []struct {
+			Bundle *struct {
+				Rank             int   `json:"rank"`
+				DeviceTotalBytes int64 `json:"device_total_bytes"`
+			} `json:"bundle"`
+			Phases []struct {
+				Phase     string `json:"phase"`
+				PeakBytes int64  `json:"peak_bytes"`
+			} `json:"phases"`
+			Devices []struct {
+				Device int `json:"device"`
+				Peak   struct {
+					AllocatedBytes int64 `json:"allocated_bytes"`
+				} `json:"peak"`
+				Categories []struct {
+					Name  string `json:"name"`
+					Bytes int64  `json:"bytes"`
+				} `json:"categories_at_peak"`
+				ModulesAtPeak []struct {
+					Name string `json:"name"`
+				} `json:"modules_at_peak"`
+			} `json:"devices"`
+		} `json:"inputs"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Inputs) != 1 || doc.Inputs[0].Bundle == nil || len(doc.Inputs[0].Devices) != 1 {
+		t.Fatalf("want one input of one device from the bundle: %s", out[:min(len(out), 300)])
+	}
+	in := doc.Inputs[0]
+	if in.Bundle.DeviceTotalBytes < 100<<30 {
+		t.Errorf("device total %d from the manifest", in.Bundle.DeviceTotalBytes)
+	}
+	peak := in.Devices[0].Peak.AllocatedBytes
+	if e := float64(peak)/5673316352 - 1; e > 0.01 || e < -0.01 {
+		t.Errorf("peak %d vs torch 5673316352 (%+.2f%%)", peak, 100*e)
+	}
+	phases := map[string]int{}
+	for _, p := range in.Phases {
+		if p.PeakBytes > 0 {
+			phases[p.Phase]++
+		}
+	}
+	if phases["forward"] < 5 || phases["backward"] < 5 || phases["optimizer"] < 5 {
+		t.Errorf("phases with peaks: %v", phases)
+	}
+	cats := map[string]int64{}
+	for _, c := range in.Devices[0].Categories {
+		cats[c.Name] = c.Bytes
+	}
+	// 124.4M parameters (GPT-2 small shape, untied head? no: tied) in fp32:
+	// parameters and AdamW's two moments are recognised from their stacks.
+	if cats["parameter"] < 400<<20 || cats["optimizer_state"] < 800<<20 {
+		t.Errorf("categories %v", cats)
+	}
+	var modules bool
+	for _, m := range in.Devices[0].ModulesAtPeak {
+		if strings.HasPrefix(m.Name, "blocks.") {
+			modules = true
+		}
+	}
+	if !modules {
+		t.Error("no module paths (user_metadata) in modules_at_peak")
+	}
+}

@@ -59,6 +59,9 @@ func factsOf(s *snapshot.Snapshot, id snapshot.StackID) stackFacts {
 			f.paramInit = true
 		case strings.Contains(fn, "torch/nn/init.py") || strings.Contains(fn, "torch/nn/parameter.py") || name == "reset_parameters" || name == "from_pretrained" || name == "_init_weights":
 			f.paramInit = true
+		case strings.Contains(fn, "torch/nn/modules/") && name == "__init__":
+			// Module construction, e.g. under `with torch.device("cuda")`.
+			f.paramInit = true
 		case strings.Contains(fn, "torch/optim/") && (name == "_init_group" || name == "_init_state" || strings.Contains(name, "state")):
 			f.optimState = true
 		case strings.Contains(fn, "torch/utils/data/") || name == "pin_memory":
