@@ -81,6 +81,7 @@ type Rank struct {
 	Findings                []Finding   `json:"findings"`
 	Warnings                []string    `json:"warnings"`
 	comm                    []commEvent
+	hasRank                 bool // the rank came from distributedInfo
 }
 
 // Report is the analysis of one or more traces (one per rank).
@@ -97,7 +98,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		opt.MemoryPoints = 2000
 	}
 	g := newGraph(t)
-	r := &Rank{Rank: t.Rank(), Path: t.Path, Bytes: t.Bytes, Events: t.Events.Len() + len(t.Memory) + len(t.Flows)}
+	r := &Rank{Rank: t.Rank(), hasRank: t.Rank() >= 0, Path: t.Path, Bytes: t.Bytes, Events: t.Events.Len() + len(t.Memory) + len(t.Flows)}
 	if r.Rank < 0 {
 		r.Rank = 0
 	}
@@ -264,17 +265,30 @@ var rankName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
 
 // AnalyzeTraces analyses one trace per rank and compares the ranks.
 func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
+	ranks := make([]*Rank, 0, len(traces))
+	for _, t := range traces {
+		ranks = append(ranks, Analyze(t, opt))
+	}
+	return compare(ranks)
+}
+
+// compare numbers the ranks that lack distributedInfo and compares them.
+func compare(ranks []*Rank) *Report {
 	rep := &Report{SchemaVersion: SchemaVersion, Ranks: []Rank{}, Findings: []Finding{}}
 	seen := map[int]bool{}
-	for _, t := range traces {
-		r := Analyze(t, opt)
-		if t.Rank() < 0 {
+	for _, r := range ranks {
+		if r.hasRank {
+			seen[r.Rank] = true
+		}
+	}
+	for _, r := range ranks {
+		if !r.hasRank {
 			// no distributedInfo: the worker name ("rank3.123.pt.trace.json"), else the next free number
 			r.Rank = -1
-			if m := rankName.FindStringSubmatch(filepath.Base(t.Path)); m != nil {
+			if m := rankName.FindStringSubmatch(filepath.Base(r.Path)); m != nil {
 				r.Rank, _ = strconv.Atoi(m[1])
 			}
-			if len(traces) > 1 && (r.Rank < 0 || seen[r.Rank]) {
+			if len(ranks) > 1 && (r.Rank < 0 || seen[r.Rank]) {
 				r.Rank = 0
 				for seen[r.Rank] {
 					r.Rank++
@@ -282,8 +296,8 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("no distributedInfo: numbered rank %d by file order", r.Rank))
 			}
 			r.Rank = max(r.Rank, 0)
+			seen[r.Rank] = true
 		}
-		seen[r.Rank] = true
 		rep.Ranks = append(rep.Ranks, *r)
 	}
 	sort.SliceStable(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
@@ -311,7 +325,8 @@ func Load(ctx context.Context, paths []string, opt Options) (*Report, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no Kineto trace found", strings.Join(paths, ", "))
 	}
-	var traces []*kineto.Trace
+	// one trace in memory at a time: each is analysed, then dropped
+	var ranks []*Rank
 	for _, f := range files {
 		if f.Kind != input.Trace {
 			return nil, fmt.Errorf("%s: offset 0: not a Kineto trace (this is a %s)", f.Path, f.Kind)
@@ -320,7 +335,7 @@ func Load(ctx context.Context, paths []string, opt Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		traces = append(traces, t)
+		ranks = append(ranks, Analyze(t, opt))
 	}
-	return AnalyzeTraces(traces, opt), nil
+	return compare(ranks), nil
 }
