@@ -61,15 +61,23 @@ func (f *analyzeFlags) register(fs interface {
 	fs.StringVar(&f.rules, "rules", "", "keyword-group rules file (\"group: regexp\" lines); see --print-rules")
 }
 
+// registerOutput adds --json, --out and --name.
+func (f *analyzeFlags) registerOutput(fs interface {
+	StringVar(*string, string, string, string)
+	BoolVar(*bool, string, bool, string)
+}, defaultName string) {
+	fs.BoolVar(&f.json, "json", false, "print one JSON document (docs/json.md) instead of the report")
+	fs.StringVar(&f.out, "out", "", "also write a run folder OUT/YYYYMMDD_HHMMSS_<name>/ with report, JSON and charts")
+	fs.StringVar(&f.name, "name", defaultName, "name of the run folder (default: from the first input)")
+}
+
 func analyzeCommand() command {
 	c := command{name: "analyze", summary: "analyse CUDA memory snapshots: peak, who, steps, leaks, fragmentation, OOMs", usage: analyzeUsage}
 	c.run = func(e *env, args []string) error {
 		var f analyzeFlags
 		fs := newFlagSet(e, c)
 		f.register(fs)
-		fs.BoolVar(&f.json, "json", false, "print one JSON document (docs/json.md) instead of the report")
-		fs.StringVar(&f.out, "out", "", "also write a run folder OUT/YYYYMMDD_HHMMSS_<name>/ with report, JSON and charts")
-		fs.StringVar(&f.name, "name", "", "name of the run folder (default: from the first input)")
+		f.registerOutput(fs, "")
 		fs.BoolVar(&f.printRules, "print-rules", false, "print the built-in keyword-group rules and exit")
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {

@@ -37,9 +37,7 @@ func demoCommand() command {
 		var f analyzeFlags
 		fs := newFlagSet(e, c)
 		f.register(fs)
-		fs.BoolVar(&f.json, "json", false, "print the JSON document")
-		fs.StringVar(&f.out, "out", "", "also write a run folder with report, JSON and charts")
-		fs.StringVar(&f.name, "name", "demo", "name of the run folder")
+		f.registerOutput(fs, "demo")
 		if _, err := parseInterspersed(fs, args); err != nil {
 			return err
 		}
