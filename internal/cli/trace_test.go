@@ -74,9 +74,9 @@ func TestTraceJSON(t *testing.T) {
 				DurationNS int64            `json:"duration_ns"`
 				Breakdown  map[string]int64 `json:"breakdown"`
 			} `json:"steps"`
-			GPUUtilizationRatio float64 `json:"gpu_utilization_ratio"`
-			SMEfficiencyRatio   float64 `json:"sm_efficiency_ratio"`
-			Occupancy           float64 `json:"achieved_occupancy_ratio"`
+			GPUUtilizationRatio float64  `json:"gpu_utilization_ratio"`
+			SMEfficiencyRatio   float64  `json:"sm_efficiency_ratio"`
+			Occupancy           float64  `json:"achieved_occupancy_ratio"`
 			TensorCoreRatio     *float64 `json:"tensor_core_ratio"`
 			Operators           []struct {
 				Name         string `json:"name"`
@@ -121,6 +121,9 @@ func TestTraceJSON(t *testing.T) {
 	}
 	if r.Operators[0].Name != "aten::mm" || r.Operators[0].Calls != 153 || r.TensorCoreRatio == nil || *r.TensorCoreRatio != 0 {
 		t.Errorf("operators[0] %+v tc %v", r.Operators[0], r.TensorCoreRatio)
+	}
+	if r.GPUUtilizationRatio <= 0.9 || r.GPUUtilizationRatio > 1 || r.SMEfficiencyRatio <= 0 || r.SMEfficiencyRatio > r.GPUUtilizationRatio || r.Occupancy <= 0 || r.Occupancy > 1 {
+		t.Errorf("ratios util %.3f sm %.3f occupancy %.3f", r.GPUUtilizationRatio, r.SMEfficiencyRatio, r.Occupancy)
 	}
 	if r.Kernels[0].Calls != 99 || r.Kernels[0].TensorCore {
 		t.Errorf("kernels[0] %+v", r.Kernels[0])
