@@ -190,3 +190,24 @@ func TestPhaseAnnotationNames(t *testing.T) {
 		t.Error("isOptimizerStep")
 	}
 }
+
+// An OOM in the first forward of a 48-layer model (ptscope run, H200): the
+// layers repeat but are not iterations, so no steps and no leak; the verdict
+// is capacity (1.17 GiB requested, 981 MiB free, 24.8 MiB cached).
+func TestOOMInFirstForward(t *testing.T) {
+	a := Analyze(testdataSnapshot(t, "oom_lm_xl_forward.pickle.xz"), 0, Options{})
+	if a.Pattern == "leak" || a.Pattern == "spike" {
+		t.Errorf("pattern %q from layer repetition", a.Pattern)
+	}
+	if len(a.OOMs) != 1 || a.OOMs[0].Verdict != "capacity" || a.OOMs[0].RequestedBytes != 1258291200 {
+		t.Fatalf("ooms = %+v", a.OOMs)
+	}
+	for _, f := range a.Findings {
+		if f.ID == "leak" {
+			t.Error("leak finding")
+		}
+	}
+	if a.OOMs[0].LargestFreeBytes < 0 {
+		t.Error("largest free block unknown for an OOM dump")
+	}
+}

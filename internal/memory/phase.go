@@ -178,9 +178,25 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 			names = append(names, iv.name)
 		}
 	}
-	if len(bounds) > 0 {
-		p.Source = "annotations (ProfilerStep)"
+	if len(bounds) == 0 {
+		// ptscope run's forward ranges: each forward starts a step.
+		for _, iv := range ivs {
+			if phaseAnnotation(iv.name) == PhaseForward && strings.HasPrefix(iv.name, "ptscope:") && iv.lo > 0 {
+				bounds = append(bounds, iv.lo)
+			}
+		}
+		if len(bounds) > 0 {
+			p.Source = "annotations (ptscope run phases)"
+			firstPartial = true // what ran before the first forward
+			if n-bounds[len(bounds)-1] > 0 {
+				// The last forward's step runs to the end of the trace.
+				bounds = append(bounds, n)
+			}
+		}
 	} else {
+		p.Source = "annotations (ProfilerStep)"
+	}
+	if len(bounds) == 0 {
 		var opt []interval
 		for _, iv := range ivs {
 			if isOptimizerStep(iv.name) {
@@ -206,7 +222,7 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 			bounds = append(bounds, end)
 		}
 		if len(bounds) == 0 {
-			if per := repeatingPeriod(tr, r); per.period > 0 {
+			if per := repeatingPeriod(tr, r); per.period > 0 && freesMost(tr, per) {
 				p.Source = "repeating pattern"
 				for b := per.first; b < n; b += per.period {
 					if b > 0 {
@@ -429,4 +445,21 @@ func monotonic(t []int64) []int64 {
 		out[i] = m
 	}
 	return out
+}
+
+// freesMost reports whether iterations of the repeating pattern free at least
+// half of what they allocate, as training or inference iterations do. The
+// layers of one forward pass also repeat, but keep their activations: taking
+// them for iterations would report a leak.
+func freesMost(tr *snapshot.Trace, per period) bool {
+	var allocs, frees int
+	for i := per.first; i < tr.Len(); i++ {
+		switch tr.Action[i] {
+		case snapshot.ActionAlloc:
+			allocs++
+		case snapshot.ActionFreeRequested:
+			frees++
+		}
+	}
+	return allocs > 0 && 2*frees >= allocs
 }
