@@ -251,6 +251,14 @@ func renderSteps(w io.Writer, r *perf.Rank, phases bool) {
 		pt.Rows = append(pt.Rows, []string{s.Name, dur(p.ForwardNS), dur(p.BackwardNS), dur(p.OptimizerNS), dur(p.DataLoadingNS), dur(p.OtherNS), dur(s.HostDataLoaderNS)})
 	}
 	pt.Write(w)
+	if len(r.UserRanges) > 0 {
+		fmt.Fprintln(w, "\nUser annotations (record_function ranges; device = GPU work launched inside, on the same thread)")
+		ut := report.Table{Header: []string{"annotation", "calls", "host total", "device total"}}
+		for _, u := range r.UserRanges {
+			ut.Rows = append(ut.Rows, []string{clip(u.Name, 70), fmt.Sprint(u.Calls), dur(u.HostTotalNS), dur(u.DeviceTotalNS)})
+		}
+		ut.Write(w)
+	}
 }
 
 func renderAverages(w io.Writer, r *perf.Rank) {

@@ -111,12 +111,33 @@ func computeOpStats(g *graph) *opStats {
 // operators groups cpu_op events (and, with annotations, user annotations,
 // ProfilerStep#N as "ProfilerStep*") by name, optionally by input shapes.
 func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
+	return opRows(g, st, byShape, func(i int32) bool {
+		k := g.ev.Kind[i]
+		return k == kineto.KindCPUOp || annotations && k == kineto.KindUserAnnotation
+	})
+}
+
+// userRanges groups the user annotations (record_function ranges such as
+// "forward", DataLoader and Optimizer spans), ProfilerStep#N excluded.
+func userRanges(g *graph, st *opStats) []Operator {
+	rows := opRows(g, st, false, func(i int32) bool {
+		return g.ev.Kind[i] == kineto.KindUserAnnotation && !strings.HasPrefix(g.t.Name(int(i)), "ProfilerStep#")
+	})
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].HostTotalNS != rows[j].HostTotalNS {
+			return rows[i].HostTotalNS > rows[j].HostTotalNS
+		}
+		return rows[i].Name < rows[j].Name
+	})
+	return rows
+}
+
+func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) []Operator {
 	ev := g.ev
 	rows := map[opKey]*Operator{}
 	var keys []opKey
 	for pos, i := range g.order {
-		k := ev.Kind[i]
-		if k != kineto.KindCPUOp && !(annotations && k == kineto.KindUserAnnotation) {
+		if !keep(i) {
 			continue
 		}
 		key := opKey{name: ev.Name[i]}

@@ -69,6 +69,7 @@ type Rank struct {
 	TensorCoreEligibleRatio float64     `json:"tensor_core_eligible_ratio"` // kernel time of TC-eligible ops
 	GPUs                    []GPU       `json:"gpus"`
 	Operators               []Operator  `json:"operators"`
+	UserRanges              []Operator  `json:"user_ranges"` // user annotations (record_function), ProfilerStep excluded
 	Kernels                 []Kernel    `json:"kernels"`
 	Idle                    Idle        `json:"idle"`
 	Launch                  Launch      `json:"launch"`
@@ -123,6 +124,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		defer wg.Done()
 		st := computeOpStats(g)
 		r.Operators = operators(g, st, opt.GroupByShape, opt.Annotations)
+		r.UserRanges = userRanges(g, st)
 		r.Kernels = kernels(g)
 		r.TensorCoreEligibleRatio = tcEligibleRatio(g)
 		r.Launch = launchStats(g)

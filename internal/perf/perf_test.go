@@ -218,3 +218,27 @@ func TestReportGolden(t *testing.T) {
 		t.Errorf("report differs from %s (go test ./internal/perf -run ReportGolden -update after checking)", golden)
 	}
 }
+
+func TestUserRanges(t *testing.T) {
+	r := Analyze(readTrace(t, gpt2Trace), Options{})
+	got := map[string]Operator{}
+	for _, u := range r.UserRanges {
+		got[u.Name] = u
+	}
+	// record_function("forward"/"backward"/"optimizer") around each of the 3 steps, and the DataLoader spans
+	for _, n := range []string{"forward", "backward", "optimizer", "Optimizer.step#AdamW.step", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"} {
+		if got[n].Calls != 3 {
+			t.Errorf("%s: %d calls, want 3", n, got[n].Calls)
+		}
+	}
+	// 5.65 + 5.15 + 6.78 ms of DataLoader (fixtures README)
+	if d := got["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"].HostTotalNS; !within(d, 17_580_000, 0.005) {
+		t.Errorf("DataLoader host total %d", d)
+	}
+	if _, ok := got["ProfilerStep#2"]; ok {
+		t.Error("ProfilerStep listed as a user range")
+	}
+	if got["forward"].DeviceTotalNS <= 0 {
+		t.Error("forward launched no GPU work")
+	}
+}
