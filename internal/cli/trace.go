@@ -252,7 +252,7 @@ func renderSteps(w io.Writer, r *perf.Rank, phases bool) {
 	}
 	pt.Write(w)
 	if len(r.UserRanges) > 0 {
-		fmt.Fprintln(w, "\nUser annotations (record_function ranges; device = GPU work launched inside, on the same thread)")
+		fmt.Fprintln(w, "\nUser annotations (record_function ranges; device = GPU work launched while open, any thread)")
 		ut := report.Table{Header: []string{"annotation", "calls", "host total", "device total"}}
 		for _, u := range r.UserRanges {
 			ut.Rows = append(ut.Rows, []string{clip(u.Name, 70), fmt.Sprint(u.Calls), dur(u.HostTotalNS), dur(u.DeviceTotalNS)})

@@ -118,11 +118,43 @@ func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
 }
 
 // userRanges groups the user annotations (record_function ranges such as
-// "forward", DataLoader and Optimizer spans), ProfilerStep#N excluded.
+// "forward", DataLoader and Optimizer spans), ProfilerStep#N excluded. Their
+// device total is the GPU work launched on any thread of the process while
+// the range was open.
 func userRanges(g *graph, st *opStats) []Operator {
 	rows := opRows(g, st, false, func(i int32) bool {
 		return g.ev.Kind[i] == kineto.KindUserAnnotation && !strings.HasPrefix(g.t.Name(int(i)), "ProfilerStep#")
 	})
+	// device time of a range: the GPU work launched on any thread of its
+	// process while it was open (backward() runs on autograd threads)
+	type launch struct {
+		ts  int64
+		pid int32
+		dur int64
+	}
+	var ls []launch
+	for _, i := range g.gpu {
+		if l := g.launch[i]; l >= 0 {
+			ls = append(ls, launch{g.ev.TS[l], g.ev.PID[l], g.ev.Dur[i]})
+		}
+	}
+	sort.Slice(ls, func(a, b int) bool { return ls[a].ts < ls[b].ts })
+	dev := map[string]int64{}
+	for _, i := range g.order {
+		if g.ev.Kind[i] != kineto.KindUserAnnotation {
+			continue
+		}
+		s, e, pid := g.ev.TS[i], g.ev.End(int(i)), g.ev.PID[i]
+		k := sort.Search(len(ls), func(j int) bool { return ls[j].ts >= s })
+		for ; k < len(ls) && ls[k].ts <= e; k++ {
+			if ls[k].pid == pid {
+				dev[g.t.Name(int(i))] += ls[k].dur
+			}
+		}
+	}
+	for j := range rows {
+		rows[j].DeviceTotalNS = dev[rows[j].Name]
+	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].HostTotalNS != rows[j].HostTotalNS {
 			return rows[i].HostTotalNS > rows[j].HostTotalNS
