@@ -80,3 +80,48 @@ func TestTensorCoreNames(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyTrace: a 2022-style trace (integer µs, capitalised categories,
+// async_cpu_to_gpu flows) whose kernel carries External id == correlation
+// (kineto#782); the launch's External id must win.
+func TestLegacyTrace(t *testing.T) {
+	in := `[
+	{"ph": "X", "cat": "Operator", "name": "ProfilerStep#7", "pid": 1, "tid": 1, "ts": 1669783687000000, "dur": 200, "args": {"External id": 1}},
+	{"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1669783687000010, "dur": 50, "args": {"External id": 5}},
+	{"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1669783687000020, "dur": 5, "args": {"External id": 5, "correlation": 7}},
+	{"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1669783687000070, "dur": 20, "args": {"External id": 7}},
+	{"ph": "X", "cat": "Kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": "stream 7", "ts": 1669783687000100, "dur": 30, "args": {"External id": 7, "correlation": 7, "device": 0, "stream": 7}},
+	{"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7", "ts": 1669783687000140, "dur": 10, "args": {"device": 0, "stream": 7, "bytes": 4096}},
+	{"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 1669783687000020, "cat": "async_cpu_to_gpu", "name": "async_gpu"},
+	{"ph": "f", "id": 7, "pid": 0, "tid": "stream 7", "ts": 1669783687000100, "cat": "async_cpu_to_gpu", "name": "async_gpu", "bp": "e"}
+	]`
+	tr, err := kineto.Read(context.Background(), strings.NewReader(in), kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Analyze(tr, Options{})
+	ops := map[string]Operator{}
+	for _, o := range r.Operators {
+		ops[o.Name] = o
+	}
+	if ops["aten::mm"].DeviceSelfNS != 30_000 || ops["aten::add"].DeviceSelfNS != 0 {
+		t.Errorf("device self mm %d add %d", ops["aten::mm"].DeviceSelfNS, ops["aten::add"].DeviceSelfNS)
+	}
+	if ops["aten::mm"].HostSelfNS != 45_000 {
+		t.Errorf("host self mm %d", ops["aten::mm"].HostSelfNS)
+	}
+	if len(r.Steps) != 1 || r.Steps[0].Name != "ProfilerStep#7" || r.Steps[0].DurationNS != 200_000 || r.Steps[0].Breakdown.Total() != 200_000 {
+		t.Fatalf("steps %+v", r.Steps)
+	}
+	b := r.Steps[0].Breakdown
+	if b.KernelNS != 30_000 || b.MemcpyNS != 10_000 || b.RuntimeNS != 5_000 {
+		t.Errorf("breakdown %+v", b)
+	}
+	found := false
+	for _, f := range r.Findings {
+		found = found || f.ID == "pageable_copies"
+	}
+	if !found {
+		t.Errorf("pageable copy not flagged: %+v", r.Findings)
+	}
+}

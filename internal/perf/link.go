@@ -144,11 +144,13 @@ func newGraph(t *kineto.Trace) *graph {
 			}
 		}
 	}
+	// the launch decides; a GPU event's own External id is used only without
+	// one (2022 traces set it to the correlation id, kineto#782)
 	for _, i := range g.gpu {
-		if o, ok := g.extOp[ev.Ext[i]]; ok && ev.Ext[i] > 0 {
-			g.owner[i] = o
-		} else if l := g.launch[i]; l >= 0 {
+		if l := g.launch[i]; l >= 0 && g.owner[l] >= 0 {
 			g.owner[i] = g.owner[l]
+		} else if o, ok := g.extOp[ev.Ext[i]]; ok && ev.Ext[i] > 0 {
+			g.owner[i] = o
 		}
 	}
 	slices.SortFunc(g.gpu, func(a, b int32) int {
