@@ -52,6 +52,7 @@ type traceFlags struct {
 	top          int
 	groupByShape bool
 	annotations  bool
+	dropLast     bool
 	json         bool
 	out          string
 	name         string
@@ -66,6 +67,7 @@ func traceCommand() command {
 		fs.IntVar(&f.top, "top", 0, "rows of operator and kernel tables (default 10 in text, all in --json)")
 		fs.BoolVar(&f.groupByShape, "group-by-shape", false, "one operator row per (name, input shapes); needs record_shapes=True")
 		fs.BoolVar(&f.annotations, "annotations", false, "include user annotations (record_function, ProfilerStep*) in the operator table")
+		fs.BoolVar(&f.dropLast, "drop-last-step", false, "leave out the last profiler step (HTA's default; it may be cut short)")
 		fs.BoolVar(&f.json, "json", false, "print one JSON document (see docs/json.md)")
 		fs.StringVar(&f.out, "out", "", "write a run folder DIR/YYYYMMDD_HHMMSS_NAME/ with report.json, report.txt and PNG charts")
 		fs.StringVar(&f.name, "name", "", "name of the run folder (default: the first input's name)")
@@ -89,7 +91,7 @@ func traceCommand() command {
 		if os.Getenv("GOGC") == "" {
 			defer debug.SetGCPercent(debug.SetGCPercent(50))
 		}
-		rep, err := LoadTraceReport(e.ctx, paths, perf.Options{GroupByShape: f.groupByShape, Annotations: f.annotations})
+		rep, err := LoadTraceReport(e.ctx, paths, perf.Options{GroupByShape: f.groupByShape, Annotations: f.annotations, DropLastStep: f.dropLast})
 		if err != nil {
 			return err
 		}

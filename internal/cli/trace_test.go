@@ -55,6 +55,10 @@ func TestTraceViews(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "[[4096, 768], [768, 3072]]") && !strings.Contains(out, "input shapes") {
 		t.Errorf("--group-by-shape: exit %d\n%s", code, out)
 	}
+	code, out, _ = traceRun(t, "--view", "steps", "--drop-last-step", p)
+	if code != 0 || !strings.Contains(out, "ProfilerStep#3") || strings.Contains(out, "ProfilerStep#4") {
+		t.Errorf("--drop-last-step: exit %d\n%s", code, out)
+	}
 	if code, _, errs := traceRun(t, "--view", "bogus", p); code != 2 || !strings.Contains(errs, "unknown --view") {
 		t.Errorf("bad view: exit %d %s", code, errs)
 	}

@@ -31,6 +31,7 @@ type Options struct {
 	GroupByShape bool // operator rows per (name, input shapes)
 	Annotations  bool // include user annotations in the operator table
 	MemoryPoints int  // points kept per memory curve; 0 means 2000
+	DropLastStep bool // drop the last profiler step, as HTA does by default
 	Reader       kineto.Options
 }
 
@@ -132,6 +133,9 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		r.Syncs = syncs(g)
 	}()
 	steps := findSteps(g)
+	if opt.DropLastStep && len(steps) > 1 {
+		steps = steps[:len(steps)-1]
+	}
 	ro := buildRoles(g)
 	bd := attribute(ro, steps)
 	ph := attributePhases(g, steps)
