@@ -3,6 +3,7 @@ package kineto
 import (
 	"bytes"
 	"context"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,4 +220,43 @@ func TestReadFileCompressed(t *testing.T) {
 	if _, err := ReadFile(context.Background(), filepath.Join(dir, "missing.json"), Options{}); err == nil {
 		t.Error("missing file: no error")
 	}
+}
+
+// FuzzParseMicros checks the exact decimal parse against math/big.
+func FuzzParseMicros(f *testing.F) {
+	for _, s := range []string{"0", "25", "1.5", "4458676416788.066", "1712195495505583.0", "-3.25", "1e3", "2.5E-3", "0.0005", "123.4567"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := ParseMicros([]byte(s))
+		r, valid := new(big.Rat).SetString(s)
+		if !ok {
+			return
+		}
+		if !valid || strings.ContainsAny(s, "/_xXpP") || strings.HasPrefix(strings.TrimLeft(s, "+-"), ".") {
+			if strings.ContainsAny(s, "/_xXpP") {
+				t.Fatalf("%q parsed as %d", s, got)
+			}
+			return
+		}
+		// exact: round(value * 1000) half away from zero
+		ns := new(big.Rat).Mul(r, big.NewRat(1000, 1))
+		neg := ns.Sign() < 0
+		ns.Abs(ns)
+		q := new(big.Int).Quo(ns.Num(), ns.Denom())
+		rem := new(big.Rat).Sub(ns, new(big.Rat).SetInt(q))
+		if rem.Cmp(big.NewRat(1, 2)) >= 0 {
+			q.Add(q, big.NewInt(1))
+		}
+		if neg {
+			q.Neg(q)
+		}
+		if !q.IsInt64() || q.Int64() != got {
+			// the float fallback (exponent with more than 18 digits) may differ by rounding
+			if strings.ContainsAny(s, "eE") && len(s) > 20 {
+				return
+			}
+			t.Fatalf("ParseMicros(%q) = %d, exact %s", s, got, q)
+		}
+	})
 }
