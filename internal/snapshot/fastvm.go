@@ -19,7 +19,9 @@ var errShape = errors.New("trace stretch: shape not handled by the parallel read
 const (
 	wNone      = iota
 	wInt       // ints and bools
-	wStr       // s
+	wStr       // a string in the input
+	wPStr      // a string of the prefix table
+	wLStr      // a string of the worker table
 	wExt       // memo slot n, defined before this stretch and after the prefix
 	wFrame     // local frame n
 	wGFrame    // global frame n
@@ -32,10 +34,14 @@ const (
 	wOther     // anything else: fails wherever it matters
 )
 
+// wv is a worker value, free of pointers so that the memo costs the
+// garbage collector nothing. Strings are wStr (n = offset<<24 | length in
+// the input), wPStr (n indexes parEnv.preStr) or wLStr (n indexes
+// worker.lstr); f caches their field code plus one.
 type wv struct {
 	k uint8
+	f uint8
 	n uint64
-	s string
 }
 
 type wdict struct {
@@ -72,9 +78,11 @@ type worker struct {
 	data   []byte
 	frames []frameSpan // the frame chain, to skip FRAME headers
 	fi     int         // index of the frame holding pos
+	hi     int         // its end
 	env    *parEnv
 
 	memo  []wv // slots base, base+1, ...
+	lstr  []string
 	base  int
 	stack []wv
 	marks []int
@@ -113,8 +121,16 @@ func newWorker(env *parEnv, base int) *worker {
 	return w
 }
 
+func (w *worker) prealloc(memo, rows int) {
+	w.memo = make([]wv, 0, memo)
+	w.t.growTo(rows)
+}
+
 // at moves pos past any FRAME header that starts there.
 func (w *worker) at(pos int) int {
+	if pos < w.hi {
+		return pos
+	}
 	for w.fi < len(w.frames) && pos >= w.frames[w.fi].hi {
 		if pos != w.frames[w.fi].hi {
 			return -1
@@ -124,7 +140,17 @@ func (w *worker) at(pos int) int {
 			pos = w.frames[w.fi].lo
 		}
 	}
+	w.hi = 0
+	if w.fi < len(w.frames) {
+		w.hi = w.frames[w.fi].hi
+	}
 	return pos
+}
+
+// setFrame says which frame holds the next opcode.
+func (w *worker) setFrame(fi int) {
+	w.fi = fi
+	w.hi = w.frames[fi].hi
 }
 
 func (w *worker) fail() { w.err = errShape }
@@ -194,7 +220,7 @@ func (w *worker) push(v wv) { w.stack = append(w.stack, v) }
 // op executes the opcode at pos and returns the next position, -1 on failure.
 func (w *worker) op(pos int) int {
 	data := w.data
-	end := w.frames[w.fi].hi
+	end := w.hi
 	op := data[pos]
 	pos++
 	switch op {
@@ -263,12 +289,11 @@ func (w *worker) op(pos int) int {
 		if n > end-pos {
 			return -1
 		}
-		var s string
-		if n > 0 {
-			s = unsafe.String(&data[pos], n)
+		if n >= 1<<24 {
+			return -1
 		}
+		w.push(wv{k: wStr, n: uint64(pos)<<24 | uint64(n)})
 		pos += n
-		w.push(wv{k: wStr, s: s})
 	case 'K':
 		if pos+1 > end {
 			return -1
@@ -417,7 +442,7 @@ func (w *worker) get(i int) (wv, bool) {
 	if i >= w.env.prefixLen {
 		return wv{k: wExt, n: uint64(i)}, true
 	}
-	return w.env.prefix(i)
+	return w.env.prefix(w, i)
 }
 
 // seal turns a container leaving the stack into a plain value.
@@ -497,11 +522,14 @@ func (w *worker) finishDict(at int) bool {
 	}
 	m := 0
 	for j := 0; j < len(d.kv); j += 2 {
-		k := d.kv[j]
-		if k.k != wStr {
+		k := &d.kv[j]
+		if !w.isStr(*k) {
 			return false
 		}
-		m |= keyBit(k.s)
+		if k.f == 0 {
+			k.f = fieldOf(w.sval(*k)) + 1
+		}
+		m |= fieldBits[k.f-1]
 	}
 	if at == 0 && m&kAction == 0 {
 		return false // the trace list holds only entries
@@ -576,10 +604,29 @@ func (w *worker) finishList(at int) bool {
 	return true
 }
 
-func strOf(v wv) (string, bool) {
+func (w *worker) isStr(v wv) bool { return v.k == wStr || v.k == wPStr || v.k == wLStr }
+
+// sval is the content of a string value; for wStr it aliases the input.
+func (w *worker) sval(v wv) string {
 	switch v.k {
 	case wStr:
-		return v.s, true
+		n := int(v.n & (1<<24 - 1))
+		if n == 0 {
+			return ""
+		}
+		return unsafe.String(&w.data[v.n>>24], n)
+	case wPStr:
+		return w.env.preStr[v.n]
+	case wLStr:
+		return w.lstr[v.n]
+	}
+	return ""
+}
+
+func (w *worker) strOf(v wv) (string, bool) {
+	switch v.k {
+	case wStr, wPStr, wLStr:
+		return w.sval(v), true
 	case wInt, wNone, wEmptyList:
 		return "", true
 	}
@@ -590,7 +637,7 @@ func intOf(v wv) (uint64, bool) {
 	switch v.k {
 	case wInt:
 		return v.n, true
-	case wNone, wStr, wEmptyList:
+	case wNone, wStr, wPStr, wLStr, wEmptyList:
 		return 0, true
 	}
 	return 0, false
@@ -601,12 +648,12 @@ func (w *worker) frame(kv []wv) (uint32, bool) {
 	for j := 0; j < len(kv); j += 2 {
 		v := kv[j+1]
 		var ok bool
-		switch kv[j].s {
-		case "filename":
-			f.Filename, ok = strOf(v)
-		case "name":
-			f.Name, ok = strOf(v)
-		case "line":
+		switch kv[j].f - 1 {
+		case fFilename:
+			f.Filename, ok = w.strOf(v)
+		case fName:
+			f.Name, ok = w.strOf(v)
+		case fLine:
 			var n uint64
 			n, ok = intOf(v)
 			f.Line = int(n)
@@ -651,12 +698,12 @@ func (w *worker) entry(kv []wv) (int, bool) {
 	t := &w.t
 	for j := 0; j < len(kv); j += 2 {
 		v := kv[j+1]
-		switch kv[j].s {
-		case "action":
+		switch kv[j].f - 1 {
+		case fAction:
 			actSlot = -1
 			switch v.k {
-			case wStr:
-				action = ParseAction(v.s)
+			case wStr, wPStr, wLStr:
+				action = ParseAction(w.sval(v))
 			case wExt:
 				actSlot = int(v.n)
 			case wInt, wNone, wEmptyList:
@@ -664,19 +711,19 @@ func (w *worker) entry(kv []wv) (int, bool) {
 			default:
 				return 0, false
 			}
-		case "addr", "device_free":
+		case fAddr:
 			n, ok := intOf(v)
 			if !ok {
 				return 0, false
 			}
 			addr = n
-		case "size":
+		case fSize:
 			n, ok := intOf(v)
 			if !ok {
 				return 0, false
 			}
 			size = int64(n)
-		case "stream":
+		case fStream:
 			n, ok := intOf(v)
 			if !ok {
 				return 0, false
@@ -688,14 +735,14 @@ func (w *worker) entry(kv []wv) (int, bool) {
 				w.streamIDs[int64(n)] = id
 			}
 			stream = id
-		case "time_us":
+		case fTime:
 			n, ok := intOf(v)
 			if !ok {
 				return 0, false
 			}
 			timeUS = int64(n)
 			t.HasTime = true
-		case "frames":
+		case fFrames:
 			stackSlot = -1
 			switch v.k {
 			case wStack:
@@ -704,13 +751,13 @@ func (w *worker) entry(kv []wv) (int, bool) {
 				stack = uint32(v.n) | 1<<31
 			case wExt:
 				stackSlot = int(v.n)
-			case wEmptyList, wInt, wNone, wStr:
+			case wEmptyList, wInt, wNone, wStr, wPStr, wLStr:
 				stack = 0
 			default:
 				return 0, false
 			}
-		case "compile_context":
-			s, ok := strOf(v)
+		case fCC:
+			s, ok := w.strOf(v)
 			if !ok {
 				return 0, false
 			}
@@ -718,8 +765,8 @@ func (w *worker) entry(kv []wv) (int, bool) {
 			if s != "N/A" {
 				cc = w.str(s) + 1
 			}
-		case "user_metadata":
-			s, ok := strOf(v)
+		case fUM:
+			s, ok := w.strOf(v)
 			if !ok {
 				return 0, false
 			}
@@ -731,6 +778,9 @@ func (w *worker) entry(kv []wv) (int, bool) {
 		}
 	}
 	row := len(t.Action)
+	if row == cap(t.Action) {
+		t.grow()
+	}
 	if actSlot >= 0 {
 		w.actPatch = append(w.actPatch, patch{row, actSlot})
 	}
@@ -746,4 +796,57 @@ func (w *worker) entry(kv []wv) (int, bool) {
 	t.CompileContext = append(t.CompileContext, cc)
 	t.UserMetadata = append(t.UserMetadata, um)
 	return row, true
+}
+
+// Field codes of the keys the reader looks at.
+const (
+	fOther = iota
+	fAction
+	fAddr
+	fSize
+	fStream
+	fTime
+	fFrames
+	fCC
+	fUM
+	fFilename
+	fName
+	fLine
+	fState
+	fBlocks
+)
+
+var fieldBits = [...]int{fOther: kOther, fAction: kAction, fAddr: kOther, fSize: kSize, fStream: kOther, fTime: kOther,
+	fFrames: kOther, fCC: kOther, fUM: kOther, fFilename: kFilename, fName: kName, fLine: kLine, fState: kState, fBlocks: kBlocks}
+
+func fieldOf(s string) uint8 {
+	switch s {
+	case "action":
+		return fAction
+	case "addr", "device_free":
+		return fAddr
+	case "size":
+		return fSize
+	case "stream":
+		return fStream
+	case "time_us":
+		return fTime
+	case "frames":
+		return fFrames
+	case "compile_context":
+		return fCC
+	case "user_metadata":
+		return fUM
+	case "filename":
+		return fFilename
+	case "name":
+		return fName
+	case "line":
+		return fLine
+	case "state":
+		return fState
+	case "blocks":
+		return fBlocks
+	}
+	return fOther
 }

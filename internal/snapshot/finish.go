@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/ptscope/ptscope/internal/pickle"
 )
@@ -218,24 +219,42 @@ func (b *builder) settings(v pickle.Value) {
 }
 
 // render prints a setting value compactly: {"1": 0, ...} maps become "1:0 2:0".
+// Depth and length are bounded (a dict may contain itself).
 func render(v pickle.Value) string {
+	var b strings.Builder
+	renderTo(&b, v, 0)
+	return b.String()
+}
+
+func renderTo(b *strings.Builder, v pickle.Value, depth int) {
 	if s, ok := v.Str(); ok {
-		return s
+		b.WriteString(s)
+		return
 	}
 	if d := v.Dict(); d != nil {
-		out := ""
-		for i := range d.Keys {
-			if i > 0 {
-				out += " "
-			}
-			out += render(d.Keys[i]) + ":" + render(d.Vals[i])
+		if depth > 6 {
+			b.WriteString("...")
+			return
 		}
-		return out
+		for i := range d.Keys {
+			if b.Len() > 4096 {
+				b.WriteString(" ...")
+				return
+			}
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			renderTo(b, d.Keys[i], depth+1)
+			b.WriteString(":")
+			renderTo(b, d.Vals[i], depth+1)
+		}
+		return
 	}
 	if f, ok := v.Float(); ok && v.Kind() == pickle.KindFloat {
-		return strconv.FormatFloat(f, 'g', -1, 64)
+		b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+		return
 	}
-	return v.String()
+	b.WriteString(v.String())
 }
 
 func (b *builder) annotations(v pickle.Value) {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,12 +39,14 @@ type parEnv struct {
 	pre       []wv
 	preOK     []bool
 	action    []bool // prefix slot holds the string "action"
+	preStr    []string
 	vmResolve func(int) (pickle.Value, bool)
 	minRegion int // smallest rest of a list worth splitting (bytes)
 	regions   int // lists decoded in parallel (for tests)
+	stretches int // stretches merged (for tests)
 }
 
-func (e *parEnv) prefix(i int) (wv, bool) {
+func (e *parEnv) prefix(w *worker, i int) (wv, bool) {
 	if i < len(e.pre) {
 		return e.pre[i], e.preOK[i]
 	}
@@ -51,10 +54,13 @@ func (e *parEnv) prefix(i int) (wv, bool) {
 	if !ok {
 		return wv{}, false
 	}
-	return fromValue(v), true
+	return fromValue(v, func(s string) wv {
+		w.lstr = append(w.lstr, s)
+		return wv{k: wLStr, f: fieldOf(s) + 1, n: uint64(len(w.lstr) - 1)}
+	}), true
 }
 
-func fromValue(v pickle.Value) wv {
+func fromValue(v pickle.Value, str func(string) wv) wv {
 	switch v.Kind() {
 	case pickle.KindNone:
 		return wv{k: wNone}
@@ -63,7 +69,7 @@ func fromValue(v pickle.Value) wv {
 		return wv{k: wInt, n: uint64(n)}
 	case pickle.KindString:
 		s, _ := v.Str()
-		return wv{k: wStr, s: s}
+		return str(s)
 	case pickle.KindHandle:
 		h, _ := v.Handle()
 		switch h & hMask {
@@ -144,6 +150,7 @@ var errMerge = errors.New("parallel trace merge failed")
 type unit struct {
 	start, fi int
 	slot      int
+	rows      int // expected, for capacities
 	w         *worker
 	rowOff    int
 	frameMap  []uint32
@@ -177,12 +184,16 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 	e.prefixLen = e.dec.MemoLen()
 	if e.pre == nil || len(e.pre) < min(e.prefixLen, 1<<16) {
 		n := min(e.prefixLen, 1<<16)
-		e.pre, e.preOK, e.action = make([]wv, n), make([]bool, n), make([]bool, n)
+		e.pre, e.preOK, e.action, e.preStr = make([]wv, n), make([]bool, n), make([]bool, n), nil
 		for i := range n {
 			v, ok := e.dec.Memo(i)
 			if ok {
-				e.pre[i], e.preOK[i] = fromValue(v), true
-				e.action[i] = e.pre[i].k == wStr && e.pre[i].s == "action"
+				e.pre[i] = fromValue(v, func(s string) wv {
+					e.preStr = append(e.preStr, s)
+					return wv{k: wPStr, f: fieldOf(s) + 1, n: uint64(len(e.preStr) - 1)}
+				})
+				e.preOK[i] = true
+				e.action[i] = e.pre[i].k == wPStr && e.preStr[e.pre[i].n] == "action"
 			}
 		}
 	}
@@ -216,15 +227,19 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 		if c > 0 && s.cand >= 0 {
 			units = append(units, unit{start: s.cand, fi: s.candFI, slot: base + s.pre})
 		}
+		units[len(units)-1].rows += s.rows
 		base += s.memo
 	}
 	parallel(len(units), workers, func(u int) {
 		w := newWorker(e, units[u].slot)
-		w.fi = units[u].fi
+		w.setFrame(units[u].fi)
 		limit := -1
+		memo := 3 * units[u].rows
 		if u+1 < len(units) {
 			limit = units[u+1].start
+			memo = units[u+1].slot - units[u].slot
 		}
+		w.prealloc(memo+16, units[u].rows+16)
 		w.run(units[u].start, limit)
 		units[u].w = w
 	})
@@ -254,6 +269,7 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 		return err
 	}
 	e.regions++
+	e.stretches += len(units)
 	return nil
 }
 
@@ -283,6 +299,7 @@ type chunkScan struct {
 	cand   int // first entry start, -1 if none
 	candFI int
 	pre    int // MEMOIZEs before cand
+	rows   int // entry starts seen
 }
 
 // scan walks the opcodes of frames [fa, fb) from start without decoding.
@@ -298,7 +315,7 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 			op := data[pos]
 			n := opArgLen[op]
 			switch {
-			case n > 0:
+			case n > 0 && n < lenMemoize:
 				pos += int(n)
 			case n == 0:
 				return s // not handled
@@ -306,7 +323,7 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 				s.memo++
 				pos++
 			case n == lenEmptyDict:
-				if s.cand < 0 && pos+4 < end && data[pos+1] == 0x94 && data[pos+2] == '(' {
+				if pos+4 < end && data[pos+1] == 0x94 && data[pos+2] == '(' {
 					k := -1
 					switch data[pos+3] {
 					case 'h':
@@ -317,7 +334,10 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 						}
 					}
 					if k >= 0 && k < len(e.action) && e.action[k] {
-						s.cand, s.candFI, s.pre = pos, fi, s.memo
+						if s.cand < 0 {
+							s.cand, s.candFI, s.pre = pos, fi, s.memo
+						}
+						s.rows++
 					}
 				}
 				pos++
@@ -384,32 +404,35 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 		total += units[u].w.t.Len()
 	}
 	// resolve returns the value of a memo slot of the stretches, global ids.
-	var resolve func(slot int) (wv, bool)
-	resolve = func(slot int) (wv, bool) {
+	// Strings come back as wStr with their content in the string.
+	var resolve func(slot int) (wv, string, bool)
+	resolve = func(slot int) (wv, string, bool) {
 		j := sort.Search(len(units), func(i int) bool { return units[i].slot > slot }) - 1
 		if j < 0 || slot-units[j].slot >= len(units[j].w.memo) {
-			return wv{}, false
+			return wv{}, "", false
 		}
 		v := units[j].w.memo[slot-units[j].slot]
 		switch v.k {
 		case wExt:
 			return resolve(int(v.n))
+		case wStr, wPStr, wLStr:
+			return wv{k: wStr}, units[j].w.sval(v), true
 		case wFrame:
 			if units[j].frameMap == nil {
-				return wv{}, false
+				return wv{}, "", false
 			}
-			return wv{k: wGFrame, n: uint64(units[j].frameMap[v.n])}, true
+			return wv{k: wGFrame, n: uint64(units[j].frameMap[v.n])}, "", true
 		case wStack:
 			if units[j].stackMap == nil {
-				return wv{}, false
+				return wv{}, "", false
 			}
-			return wv{k: wGStack, n: uint64(units[j].stackMap[v.n])}, true
+			return wv{k: wGStack, n: uint64(units[j].stackMap[v.n])}, "", true
 		case wEntry:
-			return wv{k: wEntry, n: uint64(n0 + units[j].rowOff + int(v.n))}, true
+			return wv{k: wEntry, n: uint64(n0 + units[j].rowOff + int(v.n))}, "", true
 		case wDict, wList:
-			return wv{k: wOther}, true
+			return wv{k: wOther}, "", true
 		}
-		return v, true
+		return v, "", true
 	}
 	hasTime := false
 	strMaps := make([][]uint32, len(units))
@@ -441,7 +464,7 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 				case refGlobal:
 					b.ids = append(b.ids, r&^refMask)
 				case refExt:
-					v, ok := resolve(int(r &^ refMask))
+					v, _, ok := resolve(int(r &^ refMask))
 					if !ok || v.k != wGFrame {
 						return errMerge
 					}
@@ -505,12 +528,12 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 		w := units[u].w
 		o := n0 + units[u].rowOff
 		for _, p := range w.actPatch {
-			v, ok := resolve(p.slot)
+			v, str, ok := resolve(p.slot)
 			switch {
 			case !ok:
 				bad = true
 			case v.k == wStr:
-				t.Action[o+p.row] = ParseAction(v.s)
+				t.Action[o+p.row] = ParseAction(str)
 			case v.k == wInt || v.k == wNone || v.k == wEmptyList:
 				t.Action[o+p.row] = ActionUnknown
 			default:
@@ -518,7 +541,7 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 			}
 		}
 		for _, p := range w.stackPatch {
-			v, ok := resolve(p.slot)
+			v, _, ok := resolve(p.slot)
 			switch {
 			case !ok:
 				bad = true
@@ -557,7 +580,7 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 	lu := units[len(units)-1]
 	memoLen := lu.slot + len(lu.w.memo)
 	vmResolve := func(slot int) (pickle.Value, bool) {
-		v, ok := resolve(slot)
+		v, str, ok := resolve(slot)
 		if !ok {
 			return pickle.Value{}, false
 		}
@@ -567,7 +590,7 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 		case wInt:
 			return pickle.Int(int64(v.n)), true
 		case wStr:
-			return pickle.Str(strings.Clone(v.s)), true
+			return pickle.Str(strings.Clone(str)), true
 		case wGFrame:
 			return pickle.Handle(hFrame | v.n), true
 		case wGStack:
@@ -600,3 +623,5 @@ func (e *parEnv) chainResolve(f func(int) (pickle.Value, bool)) func(int) (pickl
 	}
 	return e.vmResolve
 }
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +21,9 @@ func sequential(data []byte) (*Snapshot, error) {
 // parallelRead decodes with the parallel reader, splitting even small lists.
 func parallelRead(data []byte, workers int) (*Snapshot, int, error) {
 	s, env, err := readPickleParallelEnv(data, workers, 0)
+	if workers > 1 && env.regions > 0 && len(env.frames) >= 8 && env.stretches < 2 {
+		return s, env.regions, errors.New("the list was decoded as one stretch")
+	}
 	return s, env.regions, err
 }
 
