@@ -247,10 +247,14 @@ func renderSteps(w io.Writer, r *perf.Rank, phases bool) {
 		return
 	}
 	fmt.Fprintln(w, "\nPhases (wall time; priority data loading > optimizer > backward > forward)")
-	pt := report.Table{Header: []string{"step", "forward", "backward", "optimizer", "data loading", "other", "host dataloader"}}
+	pt := report.Table{Header: []string{"step", "forward", "backward", "optimizer", "data loading", "other", "host dataloader", "allocated at start"}}
 	for _, s := range r.Steps {
 		p := s.Phases
-		pt.Rows = append(pt.Rows, []string{s.Name, dur(p.ForwardNS), dur(p.BackwardNS), dur(p.OptimizerNS), dur(p.DataLoadingNS), dur(p.OtherNS), dur(s.HostDataLoaderNS)})
+		mem := "-"
+		if s.StartAllocatedBytes >= 0 {
+			mem = units.Bytes(s.StartAllocatedBytes)
+		}
+		pt.Rows = append(pt.Rows, []string{s.Name, dur(p.ForwardNS), dur(p.BackwardNS), dur(p.OptimizerNS), dur(p.DataLoadingNS), dur(p.OtherNS), dur(s.HostDataLoaderNS), mem})
 	}
 	pt.Write(w)
 	if len(r.UserRanges) > 0 {

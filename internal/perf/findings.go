@@ -162,6 +162,10 @@ func findings(g *graph, r *Rank) []Finding {
 		add("synchronizations", "warning", fmt.Sprintf("%d host-device synchronisations take %s.", syncN, fmtNS(syncNS)),
 			"Avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() inside the step.")
 	}
+	if grow, ok := memoryGrowth(r.Steps); ok {
+		add("memory_growth", "warning", fmt.Sprintf("Allocated GPU memory at step start grows every step (%s in all).", fmtBytes(grow)),
+			"Something keeps tensors alive across steps: accumulating the loss without .item()/.detach(), lists of outputs, or caches. Check with ptscope analyze on a memory snapshot.")
+	}
 	if len(r.Warnings) > 0 {
 		add("damaged_trace", "info", "The trace was damaged or truncated; numbers cover what could be read.", "")
 	}
@@ -192,5 +196,37 @@ func fmtNS(ns int64) string {
 		return fmt.Sprintf("%.2f ms", float64(ns)/1e6)
 	default:
 		return fmt.Sprintf("%.1f us", float64(ns)/1e3)
+	}
+}
+
+// memoryGrowth reports a strict rise of the allocated memory at step start
+// over at least three steps, by more than 1 MiB in all.
+func memoryGrowth(steps []Step) (int64, bool) {
+	var v []int64
+	for _, s := range steps {
+		if s.StartAllocatedBytes >= 0 {
+			v = append(v, s.StartAllocatedBytes)
+		}
+	}
+	if len(v) < 3 {
+		return 0, false
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] <= v[i-1] {
+			return 0, false
+		}
+	}
+	grow := v[len(v)-1] - v[0]
+	return grow, grow > 1<<20
+}
+
+func fmtBytes(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	default:
+		return fmt.Sprintf("%d B", b)
 	}
 }

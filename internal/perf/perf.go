@@ -47,6 +47,9 @@ type Step struct {
 	Breakdown        Breakdown `json:"breakdown"`
 	Phases           Phases    `json:"phases"`
 	UtilizationRatio float64   `json:"gpu_utilization_ratio"`
+	// GPU memory allocated when the step started (last [memory] event before
+	// its host start, summed over GPUs); -1 without memory events
+	StartAllocatedBytes int64 `json:"start_allocated_bytes"`
 }
 
 // Rank is the analysis of one trace file.
@@ -215,6 +218,9 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		h0 = steps[0].hostS
 	}
 	r.Memory = memoryCurve(g, h0, opt.MemoryPoints)
+	for i, v := range stepStartAllocated(g, steps) {
+		r.Steps[i].StartAllocatedBytes = v
+	}
 	r.UtilTimeline = utilTimeline(g, s0, e0)
 	r.FwdBwdLinks = len(g.fwdOf)
 	wg.Wait()

@@ -244,3 +244,29 @@ func TestUserRanges(t *testing.T) {
 		t.Errorf("device time forward %d backward %d", f, b)
 	}
 }
+
+func TestStepStartMemory(t *testing.T) {
+	r := Analyze(readTrace(t, gpt2Trace), Options{})
+	// the recording starts with ProfilerStep#2: no [memory] event precedes it
+	if r.Steps[0].StartAllocatedBytes != -1 {
+		t.Errorf("first step: %d", r.Steps[0].StartAllocatedBytes)
+	}
+	for _, s := range r.Steps[1:] {
+		// between steps the model, gradients (set_to_none) and AdamW state stay: about 1.9 GB
+		if s.StartAllocatedBytes < 1<<30 || s.StartAllocatedBytes > r.Memory.PeakAllocatedBytes {
+			t.Errorf("%s starts with %d B allocated (peak %d)", s.Name, s.StartAllocatedBytes, r.Memory.PeakAllocatedBytes)
+		}
+	}
+	for _, f := range r.Findings {
+		if f.ID == "memory_growth" {
+			t.Errorf("steady training flagged: %s", f.Message)
+		}
+	}
+	grow := []Step{{StartAllocatedBytes: 100 << 20}, {StartAllocatedBytes: 102 << 20}, {StartAllocatedBytes: 104 << 20}}
+	if g, ok := memoryGrowth(grow); !ok || g != 4<<20 {
+		t.Errorf("growth %d %v", g, ok)
+	}
+	if _, ok := memoryGrowth(append(grow, Step{StartAllocatedBytes: 104 << 20})); ok {
+		t.Error("flat step counted as growth")
+	}
+}
