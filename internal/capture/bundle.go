@@ -31,6 +31,8 @@ type Manifest struct {
 	ExitCode               int             `json:"exit_code"`
 	Signal                 string          `json:"signal,omitempty"`
 	Simulated              bool            `json:"simulated"`
+	Mode                   string          `json:"mode,omitempty"`       // capture | simulate-world | fake
+	Simulation             *Simulation     `json:"simulation,omitempty"` // how a simulated run was made and what it leaves out
 	DeviceName             string          `json:"device_name"`
 	DeviceTotalMemoryBytes int64           `json:"device_total_memory_bytes"`
 	TorchVersion           string          `json:"torch_version"`

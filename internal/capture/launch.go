@@ -77,6 +77,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv, Cwd: cwd, Host: host,
 		StartTime: start.UTC(), Status: "running", Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{},
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
+		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
 	}
 	if err := writeManifest(dir, &m); err != nil {
 		return nil, err
@@ -85,7 +86,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
-	cmd.Env = childEnv(base, compDir, dir, string(cfg))
+	cmd.Env = childEnv(base, compDir, dir, string(cfg), opts.Simulate.env()...)
 
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -124,6 +125,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		m.Signal = res.Signal.String()
 	}
 	finishManifest(dir, &m, opts.Ranks)
+	finishSimulation(dir, &m, opts.Simulate)
 	if err := writeManifest(dir, &m); err != nil {
 		return nil, err
 	}

@@ -22,10 +22,16 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
-// childEnv is base with the companion first on PYTHONPATH and the bundle
-// and configuration variables set.
-func childEnv(base []string, compDir, bundle, cfg string) []string {
-	out := make([]string, 0, len(base)+3)
+// childEnv is base with the companion first on PYTHONPATH, the bundle
+// and configuration variables set, and extra (KEY=VALUE, a simulated
+// rank's launcher variables) replacing any of the same name.
+func childEnv(base []string, compDir, bundle, cfg string, extra ...string) []string {
+	out := make([]string, 0, len(base)+3+len(extra))
+	override := map[string]bool{}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		override[k] = true
+	}
 	pp := compDir
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
@@ -38,8 +44,12 @@ func childEnv(base []string, compDir, bundle, cfg string) []string {
 		case "PTSCOPE_BUNDLE", "PTSCOPE_CONFIG":
 			continue
 		}
+		if override[k] {
+			continue
+		}
 		out = append(out, kv)
 	}
+	out = append(out, extra...)
 	return append(out, "PYTHONPATH="+pp, "PTSCOPE_BUNDLE="+bundle, "PTSCOPE_CONFIG="+cfg)
 }
 

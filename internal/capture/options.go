@@ -164,6 +164,8 @@ type Options struct {
 
 	Interval time.Duration // live sample period
 
+	Simulate Simulate // --simulate-world-size/--simulate-rank, --no-gpu
+
 	// Status is where the live status line and the summary go (usually
 	// stderr); StatusTTY says it is a terminal (live line shown).
 	Status    io.Writer
@@ -201,22 +203,23 @@ func DefaultOptions() Options {
 // companionConfig is the JSON handed to the companion in PTSCOPE_CONFIG
 // (and recorded in the manifest as "options").
 type companionConfig struct {
-	Ranks            []int    `json:"ranks"`
-	Memory           bool     `json:"memory"`
-	Stacks           string   `json:"stacks"`
-	MaxEntries       int      `json:"max_entries"`
-	SnapshotAt       []string `json:"snapshot_at"`
-	SnapshotSteps    []int    `json:"snapshot_steps"`
-	OOM              bool     `json:"oom"`
-	MaxSnapshotBytes int64    `json:"max_snapshot_bytes"`
-	Trace            bool     `json:"trace"`
-	Schedule         Schedule `json:"schedule"`
-	ProfileMemory    bool     `json:"profile_memory"`
-	RecordShapes     bool     `json:"record_shapes"`
-	WithStack        bool     `json:"with_stack"`
-	Phases           bool     `json:"phases"`
-	Modules          bool     `json:"modules"`
-	IntervalS        float64  `json:"interval_s"`
+	Ranks            []int           `json:"ranks"`
+	Memory           bool            `json:"memory"`
+	Stacks           string          `json:"stacks"`
+	MaxEntries       int             `json:"max_entries"`
+	SnapshotAt       []string        `json:"snapshot_at"`
+	SnapshotSteps    []int           `json:"snapshot_steps"`
+	OOM              bool            `json:"oom"`
+	MaxSnapshotBytes int64           `json:"max_snapshot_bytes"`
+	Trace            bool            `json:"trace"`
+	Schedule         Schedule        `json:"schedule"`
+	ProfileMemory    bool            `json:"profile_memory"`
+	RecordShapes     bool            `json:"record_shapes"`
+	WithStack        bool            `json:"with_stack"`
+	Phases           bool            `json:"phases"`
+	Modules          bool            `json:"modules"`
+	IntervalS        float64         `json:"interval_s"`
+	Simulate         *simulateConfig `json:"simulate"`
 }
 
 func (o *Options) validate() error {
@@ -234,7 +237,7 @@ func (o *Options) validate() error {
 	if o.MaxSnapshotBytes < 0 {
 		return fmt.Errorf("max-snapshot-size must not be negative")
 	}
-	return nil
+	return o.Simulate.validate()
 }
 
 func (o *Options) config() companionConfig {
@@ -243,7 +246,7 @@ func (o *Options) config() companionConfig {
 		SnapshotSteps: o.SnapshotAt.Steps, OOM: o.OOM, MaxSnapshotBytes: o.MaxSnapshotBytes,
 		Trace: o.Trace, Schedule: o.Schedule, ProfileMemory: o.ProfileMemory,
 		RecordShapes: o.RecordShapes, WithStack: o.WithStack, Phases: o.Phases, Modules: o.Modules,
-		IntervalS: o.Interval.Seconds(),
+		IntervalS: o.Interval.Seconds(), Simulate: o.Simulate.config(),
 	}
 	c.SnapshotAt = []string{}
 	if o.SnapshotAt.End {

@@ -43,6 +43,9 @@ func writeSummary(w io.Writer, res *Result, t *tailer) {
 		how = fmt.Sprintf("killed by signal %d, %s", int(res.Signal), res.Signal)
 	}
 	fmt.Fprintf(w, "ptscope: bundle %s (%s, %s)\n", res.Dir, how, units.Duration(time.Duration(m.DurationNs).Nanoseconds()))
+	if line := m.SimulationSummary(); line != "" {
+		fmt.Fprintf(w, "ptscope: %s\n", line)
+	}
 	if len(m.Ranks) == 0 {
 		return
 	}

@@ -37,11 +37,26 @@ forward when there is no optimizer), e.g. wait=1,warmup=2,active=3,repeat=2:
           wait warm warm ACT  ACT  ACT| wait warm warm ACT  ACT  ACT
                                   ^trace_step6         ^trace_step12
 
+Simulation (docs/simulate.md): --simulate-world-size N runs the command as
+one rank (--simulate-rank, default 0) of an N-rank job on this one GPU:
+torch.distributed.init_process_group uses PyTorch's "fake" backend (no torchrun
+needed; RANK, WORLD_SIZE, LOCAL_RANK=0 are set), so DDP, FSDP2, DeviceMesh
+tensor parallelism and pipeline stages allocate what that rank would, while
+collectives exchange nothing. Not counted: NCCL buffers, communication time,
+data-dependent imbalance between ranks. --no-gpu (or --fake-tensors) runs the
+command without a GPU: CUDA tensors become fake tensors and a tracker counts
+their memory with the caching allocator's 512-byte rounding, per phase and per
+module (not counted: CUDA context, cuBLAS workspaces, allocator cache). Both
+bundles are marked simulated.
+
 Examples:
   ptscope run -- python train.py --epochs 1
   ptscope run --trace --schedule wait=1,warmup=2,active=3,repeat=2 -- python train.py
   ptscope run --snapshot-at end,step:20 --stacks all -- torchrun --nproc-per-node 8 train.py
   ptscope run --ranks 0 --out runs --name baseline -- torchrun --nproc-per-node 2 train.py
+  ptscope run --simulate-world-size 64 -- python train.py --fsdp
+  ptscope run --simulate-world-size 8 --simulate-rank 7 -- python train.py --pp 8
+  CUDA_VISIBLE_DEVICES= ptscope run --no-gpu -- python train.py --steps 2
   ptscope analyze ptscope-runs/latest
 `
 
@@ -75,6 +90,10 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	interval := fs.String("interval", "1s", "live sample period")
 	live := fs.Bool("live", true, "show a live status line when stderr is a terminal")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no live status and no summary (warnings still print)")
+	fs.IntVar(&o.Simulate.WorldSize, "simulate-world-size", 0, "run the command as one rank of an N-rank job on one GPU (fake process group)")
+	fs.IntVar(&o.Simulate.Rank, "simulate-rank", 0, "the rank simulated by --simulate-world-size")
+	fs.BoolVar(&o.Simulate.NoGPU, "no-gpu", false, "run without a GPU: fake CUDA tensors, memory counted by a tracker")
+	fs.BoolVar(&o.Simulate.NoGPU, "fake-tensors", false, "same as --no-gpu")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -106,6 +125,12 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 		return usagef("run: --interval %q: %v", *interval, err)
 	}
 	o.Interval = d
+	if o.Simulate.WorldSize < 0 || (o.Simulate.WorldSize == 0 && flagSet(fs, "simulate-world-size")) {
+		return usagef("run: --simulate-world-size must be at least 1")
+	}
+	if o.Simulate.NoGPU && o.Simulate.WorldSize > 0 {
+		return usagef("run: --no-gpu and --simulate-world-size cannot be combined yet")
+	}
 	o.Stdin, o.Stdout, o.Stderr = e.stdin, e.stdout, e.stderr
 	o.Status = e.stderr
 	o.StatusTTY = *live && isTerminal(e.stderr)
@@ -123,6 +148,16 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 		exit(res)
 	}
 	return nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
 
 func isTerminal(w any) bool {

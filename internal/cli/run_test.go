@@ -35,6 +35,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--stacks", "cpp", "--", "true"}, "stacks"},
 		{[]string{"--interval", "1ms", "--", "true"}, "interval"},
 		{[]string{"--no-such-flag", "true"}, "not defined"},
+		{[]string{"--simulate-world-size", "0", "--", "true"}, "simulate-world-size must be at least 1"},
+		{[]string{"--simulate-world-size", "2", "--simulate-rank", "2", "--", "true"}, "simulate-rank 2 must be in 0..1"},
+		{[]string{"--simulate-rank", "1", "--", "true"}, "needs --simulate-world-size"},
+		{[]string{"--no-gpu", "--simulate-world-size", "2", "--", "true"}, "cannot be combined"},
 	}
 	for _, tt := range tests {
 		exited, _, _, err := runCLI(t, append([]string{"--out", t.TempDir()}, tt.args...)...)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-_STATE = {"cfg": None, "bundle": None, "capture": None, "logged": set(), "disabled": False}
+_STATE = {"cfg": None, "bundle": None, "capture": None, "logged": set(), "disabled": False, "sim": None}
 _LOCK = threading.Lock()
 
 
@@ -163,10 +163,30 @@ def _after_fork_child():
         c.disabled = True
 
 
+def _simulate_cfg():
+    return (_STATE["cfg"] or {}).get("simulate") or {}
+
+
 def _on_torch_imported(torch):
     try:
         ver = getattr(torch, "__version__", "?")
         _write_proc({"torch": str(ver)})
+        mode = _simulate_cfg().get("mode")
+        if mode == "simulate-world":
+            try:
+                from . import _simulate
+
+                _STATE["sim"] = _simulate.install(torch, _simulate_cfg())
+            except Exception as err:
+                log_once("simulate", "cannot set up --simulate-world-size (%r); the program runs unsimulated" % (err,))
+        elif mode == "fake":
+            try:
+                from . import _fake
+
+                _STATE["capture"] = _fake.start(torch, _STATE["cfg"], _STATE["bundle"])
+            except Exception as err:
+                log_once("fake", "cannot set up --no-gpu (%r); the program runs as it is" % (err,))
+            return
         cuda = getattr(torch, "cuda", None)
         lazy_call = getattr(cuda, "_lazy_call", None) if cuda is not None else None
         if lazy_call is None:
@@ -199,8 +219,25 @@ def _any_rank_captured():
         return False
 
 
+def _write_simulation():
+    sim = _STATE["sim"]
+    c = _STATE["capture"]
+    if sim is None:
+        return
+    try:
+        d = getattr(c, "dir", None) if c is not None else None
+        if d is None:
+            d = os.path.join(_STATE["bundle"], "rank%d" % sim.rank)
+            if not os.path.isdir(d):
+                return
+        sim.write(d)
+    except Exception as err:
+        log_once("simulation.json", "cannot write simulation.json: %r" % (err,))
+
+
 def _at_exit():
     """Tell the parent why this process captured nothing (for its one warning)."""
+    _write_simulation()
     c = _STATE["capture"]
     if c is not None and not c.materialized:
         _write_proc({"torch": str(getattr(sys.modules.get("torch"), "__version__", "?")), "cuda_initialized": True})
@@ -237,6 +274,11 @@ def boot():
         return
     _STATE["cfg"] = cfg
     _STATE["bundle"] = bundle
+    sim = cfg.get("simulate") or {}
+    if sim.get("mode") == "simulate-world":
+        # a launcher (torchrun --nproc-per-node 1) may have set its own values
+        os.environ.update({"RANK": str(sim.get("rank", 0)), "WORLD_SIZE": str(sim.get("world_size", 1)),
+                           "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
     if not selected(cfg):
         _write_proc({"skipped": True})
         return

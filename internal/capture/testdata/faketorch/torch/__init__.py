@@ -304,8 +304,80 @@ class profile:
 profiler.profile = profile
 profiler.schedule = schedule
 
+# ---------------------------------------------------------------- distributed
+# Just enough of torch.distributed for the --simulate-world-size tests: a
+# "fake" backend that, like PyTorch's, exchanges no data.
+distributed = types.ModuleType("torch.distributed")
+c10d = types.ModuleType("torch.distributed.distributed_c10d")
+_C._distributed_c10d = types.ModuleType("torch._C._distributed_c10d")
+_PG = {}
+
+
+class FakeStore:
+    pass
+
+
+class HashStore:
+    pass
+
+
+_C._distributed_c10d.FakeStore = FakeStore
+
+
+class Backend:
+    backend_list = ["gloo", "nccl", "fake"]
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None, device_id=None):
+    if backend != "fake":
+        raise RuntimeError("faketorch: only the fake backend works here (got %r)" % (backend,))
+    if store is None:
+        raise RuntimeError("faketorch: the fake backend needs a store")
+    _PG.update(backend=backend, world_size=world_size, rank=rank, store=type(store).__name__)
+
+
+def _need():
+    if not _PG:
+        raise RuntimeError("Default process group has not been initialized")
+
+
+def get_rank(group=None):
+    _need()
+    return _PG["rank"]
+
+
+def get_world_size(group=None):
+    _need()
+    return _PG["world_size"]
+
+
+def get_backend(group=None):
+    _need()
+    return _PG["backend"]
+
+
+def _noop(*a, **k):
+    _need()
+
+
+def all_gather_object(object_list, obj, group=None):
+    _need()
+    for i in range(len(object_list)):
+        object_list[i] = b"\x00garbage"  # what unpickling uninitialised buffers gives
+
+
+for _n, _f in dict(init_process_group=init_process_group, get_rank=get_rank, get_world_size=get_world_size,
+                   get_backend=get_backend, is_initialized=lambda: bool(_PG), is_available=lambda: True,
+                   all_reduce=_noop, barrier=_noop, broadcast=_noop, all_gather_into_tensor=_noop,
+                   reduce_scatter_tensor=_noop, broadcast_object_list=_noop, all_gather_object=all_gather_object,
+                   Backend=Backend, HashStore=HashStore).items():
+    setattr(c10d, _n, _f)
+    setattr(distributed, _n, _f)
+distributed.distributed_c10d = c10d
+
 import sys as _sys
 
-for _m in (_C, cuda, cuda.memory, autograd, autograd.profiler, nn, nn.modules, nn.modules.module, optim,
+for _m in (_C, _C._distributed_c10d, distributed, c10d, cuda, cuda.memory, autograd, autograd.profiler, nn, nn.modules, nn.modules.module, optim,
            optim.optimizer, profiler):
     _sys.modules[_m.__name__] = _m
