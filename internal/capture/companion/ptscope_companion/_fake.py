@@ -40,20 +40,27 @@ aten = torch.ops.aten
 # CUDA autocast policies (aten/src/ATen/autocast_mode.cpp), at the level of
 # the Python functions a model calls.
 _F = torch.nn.functional
-_LOWER = {_F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,
-          torch.bmm, torch.Tensor.bmm, torch.addmm, torch.baddbmm, torch.addbmm, torch.mv, torch.addmv,
-          _F.conv1d, _F.conv2d, _F.conv3d, _F.conv_transpose1d, _F.conv_transpose2d, _F.conv_transpose3d,
-          torch.conv1d, torch.conv2d, torch.conv3d, torch.prelu, torch.chain_matmul}
-_FP32 = {_F.layer_norm, _F.group_norm, _F.softmax, _F.log_softmax, torch.softmax, torch.log_softmax,
-         torch.Tensor.softmax, torch.Tensor.log_softmax, _F.cross_entropy, _F.nll_loss, _F.mse_loss, _F.l1_loss,
-         _F.smooth_l1_loss, _F.huber_loss, _F.kl_div, _F.binary_cross_entropy_with_logits, _F.cosine_similarity,
-         torch.exp, torch.log, torch.log2, torch.log10, torch.log1p, torch.expm1, torch.rsqrt, torch.reciprocal,
-         torch.pow, torch.Tensor.pow, torch.cumsum, torch.cumprod, torch.logsumexp, torch.Tensor.logsumexp,
-         torch.prod, torch.norm, torch.cdist, _F.softplus, _F.poisson_nll_loss, torch.layer_norm, torch.group_norm}
-for _name in ("rms_norm",):
-    _fn = getattr(_F, _name, None)
-    if _fn is not None:
-        _FP32.add(_fn)
+
+
+def _funcs(spec):
+    out = set()
+    for mod, names in spec:
+        for n in names.split():
+            f = getattr(mod, n, None)
+            if f is not None:
+                out.add(f)
+    return out
+
+
+_LOWER = _funcs(((_F, "linear conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d prelu"),
+                 (torch, "matmul mm bmm addmm baddbmm addbmm mv addmv conv1d conv2d conv3d prelu chain_matmul"),
+                 (torch.Tensor, "matmul __matmul__ mm bmm")))
+_FP32 = _funcs(((_F, "layer_norm group_norm rms_norm softmax log_softmax cross_entropy nll_loss mse_loss l1_loss "
+                     "smooth_l1_loss huber_loss kl_div binary_cross_entropy_with_logits cosine_similarity softplus "
+                     "poisson_nll_loss"),
+                (torch, "softmax log_softmax exp log log2 log10 log1p expm1 rsqrt reciprocal pow cumsum cumprod "
+                        "logsumexp prod norm cdist layer_norm group_norm"),
+                (torch.Tensor, "softmax log_softmax pow logsumexp")))
 _SDPA = getattr(_F, "scaled_dot_product_attention", None)
 
 
@@ -406,6 +413,20 @@ class FakeCapture(Capture):
         super().__init__(cfg, bundle)
         self.tracker = tracker
         self.total = total
+        self.param_bytes = {}  # module path -> its own parameters' bytes (learned at the first forward)
+
+    def _learn_names(self, root):
+        known = root in self.names
+        super()._learn_names(root)
+        if known:
+            return
+        try:
+            for m, name in list(self.names.items()):
+                if name not in self.param_bytes:
+                    self.param_bytes[name] = sum(_rounded(p.untyped_storage().nbytes())
+                                                 for p in m.parameters(recurse=False))
+        except Exception as err:
+            log_once("fake params", "--no-gpu: parameter sizes per module unavailable (%r)" % (err,))
 
     def _stats(self):
         t = self.tracker
@@ -457,13 +478,7 @@ class FakeCapture(Capture):
 
     def _write_modules(self):
         t = self.tracker
-        params = {}
-        for m, name in list(self.names.items()):
-            try:
-                n = sum(_rounded(p.untyped_storage().nbytes()) for p in m.parameters(recurse=False))
-            except Exception:
-                n = 0
-            params[name] = params.get(name, 0) + n
+        params = self.param_bytes
         names = sorted(set(params) | set(t.module_total))
         rows = [{"module": n, "parameter_bytes": params.get(n, 0),
                  "live_at_peak_bytes": max(t.module_peak.get(n, 0), 0),
