@@ -91,7 +91,11 @@ func TestAnalyzeJSONContract(t *testing.T) {
 	}
 }
 
+var fixtureTrace = filepath.Join("..", "..", "..", "shared", "fixtures", "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz")
+
 func TestCheckExitCodes(t *testing.T) {
+	_, err := os.Stat(fixtureTrace)
+	haveTrace := err == nil
 	cases := []struct {
 		args []string
 		code int
@@ -105,8 +109,17 @@ func TestCheckExitCodes(t *testing.T) {
 		{[]string{"check", snap("leak_gpt2_2l.pickle.xz")}, 2},                       // no threshold
 		{[]string{"check", "--max-peak", "lots", snap("leak_gpt2_2l.pickle.xz")}, 2}, // bad size
 		{[]string{"check", "--max-peak", "1GiB", "no/such/file"}, 2},
+		// The fixture trace: GPU busy (98%), DataLoader 14.5% of the host step.
+		{[]string{"check", "--min-gpu-util", "80%", fixtureTrace}, 0},
+		{[]string{"check", "--max-dataloader", "10%", fixtureTrace}, 1},
+		{[]string{"check", "--max-dataloader", "0.2", fixtureTrace}, 0},
+		{[]string{"check", "--min-gpu-util", "99.9%", fixtureTrace}, 1},
+		{[]string{"check", "--min-gpu-util", "80%", snap("leak_gpt2_2l.pickle.xz")}, 2}, // no trace there
 	}
 	for _, c := range cases {
+		if !haveTrace && strings.Contains(strings.Join(c.args, " "), fixtureTrace) {
+			continue // ../shared/fixtures not beside the repository
+		}
 		code, _, errs := run(t, c.args...)
 		if code != c.code {
 			t.Errorf("%v: exit %d, want %d (%s)", c.args, code, c.code, errs)

@@ -5,18 +5,24 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
 const checkUsage = `Usage: ptscope check [flags] FILE|DIR...
 
-Check snapshots against thresholds, for CI. Exit status 0 when every
-threshold holds, 1 when one is exceeded (each failure is printed), 2 when an
-input cannot be read.
+Check snapshots and profiler traces against thresholds, for CI. Exit
+status 0 when every threshold holds, 1 when one is exceeded (each failure is
+printed), 2 when an input cannot be read.
+
+Memory thresholds apply to snapshots (and bundles); trace thresholds to Kineto
+traces (and bundles). Ratios are given as 0..1 or as percentages.
 
 Examples:
   ptscope check --max-peak 70GiB snapshot.pickle
   ptscope check --max-peak 20GiB --min-efficiency 0.9 --no-leak run_bundle/
+  ptscope check --min-gpu-util 80% --max-dataloader 10% rank0.pt.trace.json.gz
 `
 
 func checkCommand() command {
@@ -30,6 +36,8 @@ func checkCommand() command {
 		minEff := fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
 		noLeak := fs.Bool("no-leak", false, "fail when the step pattern is a leak")
 		noOOM := fs.Bool("no-oom", false, "fail when the trace holds an out-of-memory event")
+		minUtil := fs.String("min-gpu-util", "", "lowest allowed GPU utilisation of a profiler trace (0..1 or %)")
+		maxDL := fs.String("max-dataloader", "", "highest allowed DataLoader share of the step in a profiler trace (0..1 or %; the larger of the plugin's and the host-side share)")
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -48,26 +56,42 @@ func checkCommand() command {
 				return usagef("--max-reserved: %v", err)
 			}
 		}
-		eff := -1.0
-		if *minEff != "" {
-			v := strings.TrimSuffix(*minEff, "%")
-			x, perr := strconv.ParseFloat(v, 64)
-			if perr != nil || x < 0 {
-				return usagef("--min-efficiency: %q is not a ratio", *minEff)
-			}
-			if strings.HasSuffix(*minEff, "%") || x > 1 {
-				x /= 100
-			}
-			eff = x
+		eff, err := parseRatio("--min-efficiency", *minEff)
+		if err != nil {
+			return err
 		}
-		if peak < 0 && reserved < 0 && eff < 0 && !*noLeak && !*noOOM {
-			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom)")
+		util, err := parseRatio("--min-gpu-util", *minUtil)
+		if err != nil {
+			return err
+		}
+		dl, err := parseRatio("--max-dataloader", *maxDL)
+		if err != nil {
+			return err
+		}
+		memChecks := peak >= 0 || reserved >= 0 || eff >= 0 || *noLeak || *noOOM
+		traceChecks := util >= 0 || dl >= 0
+		if !memChecks && !traceChecks {
+			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom, --min-gpu-util, --max-dataloader)")
+		}
+		var fails []string
+		if traceChecks {
+			tf, err := checkTraces(e, paths, util, dl)
+			if err != nil {
+				return err
+			}
+			fails = append(fails, tf...)
+		}
+		if !memChecks {
+			if len(fails) > 0 {
+				return &thresholdError{fails}
+			}
+			fmt.Fprintln(e.stdout, "check passed")
+			return nil
 		}
 		doc, err := analyzePaths(paths, &f)
 		if err != nil {
 			return err
 		}
-		var fails []string
 		for _, in := range doc.Inputs {
 			for _, d := range in.Devices {
 				where := fmt.Sprintf("%s device %d", in.Path, d.Device)
@@ -97,4 +121,52 @@ func checkCommand() command {
 		return nil
 	}
 	return c
+}
+
+// parseRatio reads "0.9", "90%" or "" (unset: -1).
+func parseRatio(flagName, v string) (float64, error) {
+	if v == "" {
+		return -1, nil
+	}
+	t := strings.TrimSuffix(strings.TrimSpace(v), "%")
+	x, err := strconv.ParseFloat(t, 64)
+	if err != nil || x < 0 {
+		return 0, usagef("%s: %q is not a ratio (use 0..1 or a percentage)", flagName, v)
+	}
+	if strings.HasSuffix(strings.TrimSpace(v), "%") || x > 1 {
+		x /= 100
+	}
+	return x, nil
+}
+
+// checkTraces applies the trace thresholds to every profiler trace under paths.
+func checkTraces(e *env, paths []string, minUtil, maxDL float64) ([]string, error) {
+	files, err := input.Find(paths, input.Trace, input.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
+	}
+	var tp []string
+	for _, f := range files {
+		tp = append(tp, f.Path)
+	}
+	rep, err := LoadTraceReport(e.ctx, tp, perf.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var fails []string
+	for _, r := range rep.Ranks {
+		where := fmt.Sprintf("%s rank %d", r.Path, r.Rank)
+		dl := max(r.DataLoaderRatio, r.HostDataLoaderRatio)
+		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step\n", where, units.Percent(r.GPUUtilizationRatio), units.Percent(dl))
+		if minUtil >= 0 && r.GPUUtilizationRatio < minUtil {
+			fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(minUtil)))
+		}
+		if maxDL >= 0 && dl > maxDL {
+			fails = append(fails, fmt.Sprintf("%s: DataLoader takes %s of the step > %s", where, units.Percent(dl), units.Percent(maxDL)))
+		}
+	}
+	return fails, nil
 }
