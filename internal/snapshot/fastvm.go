@@ -56,9 +56,6 @@ type wlist struct {
 	shared bool
 }
 
-// localFrame is a frame whose strings are known (the usual case).
-type localFrame = Frame
-
 // stackRef items: the top 2 bits say what the low 30 bits are.
 const (
 	refLocal  = 0 << 30 // local frame
@@ -82,6 +79,8 @@ type worker struct {
 	env    *parEnv
 
 	memo  []wv // slots base, base+1, ...
+	pre   []wv // parEnv.pre, parEnv.preOK
+	preOK []bool
 	lstr  []string
 	base  int
 	stack []wv
@@ -118,6 +117,7 @@ func newWorker(env *parEnv, base int) *worker {
 		frameIDs: map[Frame]uint32{}, stackIDs: map[string]uint32{}, strIDs: map[string]uint32{},
 		streamIDs: map[int64]uint32{}, lastSep: -1}
 	w.stack = make([]wv, 0, 64)
+	w.pre, w.preOK = env.pre, env.preOK
 	return w
 }
 
@@ -182,6 +182,10 @@ func (w *worker) run(pos, limit int) {
 				if limit >= 0 && pos >= limit {
 					w.stop = pos
 					return
+				}
+				if q := w.fastEntry(pos); q >= 0 {
+					pos = q
+					continue
 				}
 			case 'e':
 				q := w.at(pos + 1)
@@ -441,6 +445,9 @@ func (w *worker) get(i int) (wv, bool) {
 	}
 	if i >= w.env.prefixLen {
 		return wv{k: wExt, n: uint64(i)}, true
+	}
+	if i < len(w.pre) {
+		return w.pre[i], w.preOK[i]
 	}
 	return w.env.prefix(w, i)
 }

@@ -313,15 +313,15 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 		}
 		for pos < end {
 			op := data[pos]
+			if l := fixedLen[op]; l != 0 {
+				s.memo += int(isMemoize[op])
+				pos += int(l)
+				continue
+			}
 			n := opArgLen[op]
 			switch {
-			case n > 0 && n < lenMemoize:
-				pos += int(n)
 			case n == 0:
 				return s // not handled
-			case n == lenMemoize:
-				s.memo++
-				pos++
 			case n == lenEmptyDict:
 				if pos+4 < end && data[pos+1] == 0x94 && data[pos+2] == '(' {
 					k := -1
@@ -376,6 +376,19 @@ const (
 	lenMemoize   = 100
 	lenEmptyDict = 101
 )
+
+// fixedLen is the total length of opcodes without a length prefix (0 for
+// the others and for EMPTY_DICT, which scan looks at); isMemoize marks
+// MEMOIZE.
+var fixedLen, isMemoize = func() (t, m [256]uint8) {
+	for op, n := range opArgLen {
+		if n > 0 && n < lenMemoize {
+			t[op] = uint8(n)
+		}
+	}
+	t[0x94], m[0x94] = 1, 1
+	return t, m
+}()
 
 var opArgLen = func() (t [256]int8) {
 	for _, op := range "(.012NRabde]lost)u" {

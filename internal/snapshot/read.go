@@ -18,6 +18,12 @@ import (
 // ReadFile reads a snapshot file (pickle or JSON; gzip, xz or zstd
 // compressed or not). Errors name the file and the byte offset.
 func ReadFile(path string) (*Snapshot, error) {
+	if s, ok, err := readMapped(path); ok {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return s, nil
+	}
 	r, err := input.Open(path)
 	if err != nil {
 		return nil, err
@@ -84,6 +90,31 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	}
 	b.s.InputBytes = cr.n
 	return b.s, nil
+}
+
+// readMapped decodes a large uncompressed pickle (protocol 4 or 5) from a
+// memory mapping of the file, in parallel; ok is false for other files.
+func readMapped(path string) (s *Snapshot, ok bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() < 2*minRegion || st.Size() > 1<<40 {
+		return nil, false, nil
+	}
+	var head [2]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil || head[0] != 0x80 || head[1] < 4 || head[1] > 5 {
+		return nil, false, nil
+	}
+	data, unmap, err := mapFile(f, int(st.Size()))
+	if err != nil {
+		return nil, false, nil
+	}
+	defer unmap()
+	s, err = readPickleBytes(data, runtime.GOMAXPROCS(0))
+	return s, true, err
 }
 
 // readAll reads r to its end into one buffer of about size bytes.
