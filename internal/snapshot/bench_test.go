@@ -33,7 +33,7 @@ func BenchmarkReadParallel1M(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		s, env, err := readPickleParallelEnv(data, runtimeProcs(), minRegion)
+		s, env, err := readPickleParallelEnv(data, runtimeProcs(), minRegion, false)
 		if err != nil || env.regions != 1 || s.Trace(0).Len() != 1_000_000 {
 			b.Fatal(err, env.regions)
 		}

@@ -104,6 +104,8 @@ type worker struct {
 	stackPatch []patch
 	key        []byte
 
+	slow    int  // entries the fast path left to the VM
+	dropped int  // pages before this offset were dropped
 	stop    int  // offset where decoding stopped
 	end     bool // stopped at the end of the trace list (not at the limit)
 	lastSep int  // local row after the last APPENDS MARK separator, -1 if none
@@ -159,6 +161,7 @@ func (w *worker) fail() { w.err = errShape }
 // end of the trace list when limit < 0 or the list ends first).
 func (w *worker) run(pos, limit int) {
 	data := w.data
+	w.dropped = pos
 	for w.err == nil {
 		pos = w.at(pos)
 		if pos < 0 || pos >= len(data) {
@@ -183,10 +186,15 @@ func (w *worker) run(pos, limit int) {
 					w.stop = pos
 					return
 				}
+				if w.env.mapped && pos-w.dropped >= 4<<20 {
+					dropPages(w.data, w.dropped, pos)
+					w.dropped = pos
+				}
 				if q := w.fastEntry(pos); q >= 0 {
 					pos = q
 					continue
 				}
+				w.slow++
 			case 'e':
 				q := w.at(pos + 1)
 				if q > 0 && q < len(data) && data[q] == '(' {

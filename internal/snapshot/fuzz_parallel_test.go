@@ -126,7 +126,7 @@ func FuzzParallelMatchesSequential(f *testing.F) {
 			return
 		}
 		want, werr := sequential(data)
-		got, _, gerr := readPickleParallelEnv(data, 3, 0)
+		got, _, gerr := readPickleParallelEnv(data, 3, 0, false)
 		if gerr == nil {
 			if werr != nil {
 				t.Fatalf("parallel decoded what the sequential reader rejects: %v", werr)
@@ -136,7 +136,7 @@ func FuzzParallelMatchesSequential(f *testing.F) {
 				t.Fatalf("parallel result differs (%s)", diff(got, want))
 			}
 		}
-		both, berr := readPickleBytes(data, 3)
+		both, berr := readPickleBytes(data, 3, false)
 		if (berr == nil) != (werr == nil) {
 			t.Fatalf("readPickleBytes error %v, sequential %v", berr, werr)
 		}

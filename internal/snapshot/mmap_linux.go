@@ -16,3 +16,15 @@ func mapFile(f *os.File, size int) (data []byte, unmap func(), err error) {
 	}
 	return data, func() { _ = syscall.Munmap(data) }, nil
 }
+
+// dropPages lets the kernel take back the pages of a mapped range that lie
+// wholly inside [lo, hi): they read back from the page cache if touched
+// again, so this only lowers the resident size.
+func dropPages(data []byte, lo, hi int) {
+	const page = 4096
+	lo = (lo + page - 1) &^ (page - 1)
+	hi &^= page - 1
+	if hi > lo && hi <= len(data) {
+		_ = syscall.Madvise(data[lo:hi], syscall.MADV_DONTNEED)
+	}
+}

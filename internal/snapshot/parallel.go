@@ -41,9 +41,11 @@ type parEnv struct {
 	action    []bool // prefix slot holds the string "action"
 	preStr    []string
 	vmResolve func(int) (pickle.Value, bool)
-	minRegion int // smallest rest of a list worth splitting (bytes)
-	regions   int // lists decoded in parallel (for tests)
-	stretches int // stretches merged (for tests)
+	minRegion int  // smallest rest of a list worth splitting (bytes)
+	mapped    bool // data is a file mapping: drop decoded pages
+	regions   int  // lists decoded in parallel (for tests)
+	stretches int  // stretches merged (for tests)
+	slow      int  // entries not on the fast path (for tests)
 }
 
 func (e *parEnv) prefix(w *worker, i int) (wv, bool) {
@@ -104,15 +106,13 @@ func frameChain(data []byte) []frameSpan {
 
 // readPickleParallel decodes an in-memory pickle with up to workers
 // goroutines for the trace lists.
-func readPickleParallel(data []byte, workers int) (*Snapshot, error) {
-	s, _, err := readPickleParallelEnv(data, workers, minRegion)
-	return s, err
-}
-
-func readPickleParallelEnv(data []byte, workers, minRegion int) (*Snapshot, *parEnv, error) {
+// readPickleParallelEnv decodes an in-memory pickle with up to workers
+// goroutines for the trace lists; mapped says data is a file mapping whose
+// pages may be dropped once decoded.
+func readPickleParallelEnv(data []byte, workers, minRegion int, mapped bool) (*Snapshot, *parEnv, error) {
 	b := newBuilder()
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
-	env := &parEnv{data: data, frames: frameChain(data), minRegion: minRegion}
+	env := &parEnv{data: data, frames: frameChain(data), minRegion: minRegion, mapped: mapped}
 	run := -1
 	var dec *pickle.Decoder
 	onList := func(l *pickle.List) (pickle.Value, bool) {
@@ -270,6 +270,9 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 	}
 	e.regions++
 	e.stretches += len(units)
+	for _, u := range units {
+		e.slow += u.w.slow
+	}
 	return nil
 }
 

@@ -20,7 +20,7 @@ func sequential(data []byte) (*Snapshot, error) {
 
 // parallelRead decodes with the parallel reader, splitting even small lists.
 func parallelRead(data []byte, workers int) (*Snapshot, int, error) {
-	s, env, err := readPickleParallelEnv(data, workers, 0)
+	s, env, err := readPickleParallelEnv(data, workers, 0, false)
 	if workers > 1 && env.regions > 0 && len(env.frames) >= 8 && env.stretches < 2 {
 		return s, env.regions, errors.New("the list was decoded as one stretch")
 	}

@@ -62,7 +62,7 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("offset %d: %w", len(data), err)
 		}
-		return readPickleBytes(data, workers)
+		return readPickleBytes(data, workers, false)
 	}
 	b := newBuilder()
 	var root pickle.Value
@@ -113,7 +113,11 @@ func readMapped(path string) (s *Snapshot, ok bool, err error) {
 		return nil, false, nil
 	}
 	defer unmap()
-	s, err = readPickleBytes(data, runtime.GOMAXPROCS(0))
+	s, err = readPickleBytes(data, runtime.GOMAXPROCS(0), true)
+	// The stretches' tables are garbage now, about as large as the result:
+	// collect them before the caller's work piles up on top (callers may
+	// run with a high GOGC).
+	runtime.GC()
 	return s, true, err
 }
 
@@ -138,9 +142,9 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 // readPickleBytes decodes an in-memory pickle: in parallel when workers > 1
 // and the file is large, else (and whenever the parallel reader fails, so
 // that errors are the sequential reader's) sequentially.
-func readPickleBytes(data []byte, workers int) (*Snapshot, error) {
+func readPickleBytes(data []byte, workers int, mapped bool) (*Snapshot, error) {
 	if workers >= 1 && len(data) >= 2*minRegion {
-		if s, err := readPickleParallel(data, workers); err == nil {
+		if s, _, err := readPickleParallelEnv(data, workers, minRegion, mapped); err == nil {
 			return s, nil
 		}
 	}
