@@ -120,6 +120,7 @@ func runEstimate(e *env, c command, args []string) error {
 	fs.BoolVar(&f.explain, "explain", false, "print every term with its formula and numbers")
 	fs.StringVar(&f.out, "out", "", "also write a run folder OUT/YYYYMMDD_HHMMSS_estimate_<model>/ (estimate.txt, estimate.json, phases.svg/png)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON document (docs/json.md)")
+	calibrate := fs.String("calibrate", "", "compare the estimate term by term with a ptscope run bundle (real, --simulate-world-size or --no-gpu)")
 	fs.Var(&f.sweep, "sweep", "sweep axes: micro-batch=1..64 seq=512,1024 (repeat --sweep, or give more axes as arguments)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -167,6 +168,9 @@ func runEstimate(e *env, c command, args []string) error {
 	r, err := estimate.Estimate(m, s, dev)
 	if err != nil {
 		return usagef("estimate: %v", err)
+	}
+	if *calibrate != "" {
+		return runCalibrate(e, r, *calibrate, f.jsonOut)
 	}
 	if f.out != "" {
 		if err := writeEstimateOut(e, f.out, r); err != nil {

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestEstimateCalibrate(t *testing.T) {
+	bundle := filepath.Join("..", "..", "testdata", "bundles", "lm_small_bf16")
+	if _, err := os.Stat(filepath.Join(bundle, "manifest.json")); err != nil {
+		t.Skip("bundle not available")
+	}
+	args := []string{"--model", "lm-small", "--seq", "512", "--micro-batch", "8", "--dtype", "bf16", "--amp", "--calibrate", bundle}
+	code, out, errs := estimateRun(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"against a real run, rank 0", "peak allocated", "optimizer state", "backward peak", "how each measured number is derived"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errs = estimateRun(t, append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("json exit %d: %s", code, errs)
+	}
+	var doc struct {
+		SchemaVersion int `json:"schema_version"`
+		Rows          []struct {
+			Term          string `json:"term"`
+			MeasuredBytes int64  `json:"measured_bytes"`
+			Measured      bool   `json:"measured"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion != 1 || len(doc.Rows) != 8 {
+		t.Fatalf("json %v: %s", err, out)
+	}
+	if r := doc.Rows[0]; r.Term != "peak allocated" || r.MeasuredBytes != 5673316352 || !r.Measured {
+		t.Errorf("peak row %+v", r)
+	}
+	code, _, errs = estimateRun(t, "--model", "lm-small", "--calibrate", t.TempDir())
+	if code != 2 || !strings.Contains(errs, "--calibrate") {
+		t.Errorf("missing bundle: exit %d stderr %q", code, errs)
+	}
+}
