@@ -90,7 +90,7 @@ class Tracker:
         self.module_live = {}  # module path -> bytes alive now
         self.module_peak = {}  # module path -> bytes alive at the last new peak
         self.module_total = {}  # module path -> bytes ever allocated in its forward
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # free() runs from finalizers, possibly inside add()
         self.capture = None
         self.unsupported = []
         self.items = 0
