@@ -46,6 +46,7 @@ type parEnv struct {
 	regions   int  // lists decoded in parallel (for tests)
 	stretches int  // stretches merged (for tests)
 	slow      int  // entries not on the fast path (for tests)
+	patches   int  // references resolved at the merge (for tests)
 }
 
 func (e *parEnv) prefix(w *worker, i int) (wv, bool) {
@@ -272,6 +273,7 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 	e.stretches += len(units)
 	for _, u := range units {
 		e.slow += u.w.slow
+		e.patches += len(u.w.actPatch) + len(u.w.stackPatch)
 	}
 	return nil
 }

@@ -131,9 +131,11 @@ func TestParallelMatchesSequentialGenerated(t *testing.T) {
 	for _, c := range []struct {
 		entries int
 		seed    uint64
-	}{{3000, 1}, {20000, 2}, {60000, 3}, {150000, 4}} {
+		devices int
+		segs    int
+	}{{3000, 1, 1, 0}, {20000, 2, 1, 0}, {60000, 3, 1, 997}, {150000, 4, 1, 0}, {90000, 5, 2, 1500}, {120000, 6, 3, 700}} {
 		var buf bytes.Buffer
-		if err := snapgen.Write(&buf, snapgen.Options{Entries: c.entries, Seed: c.seed}); err != nil {
+		if err := snapgen.Write(&buf, snapgen.Options{Entries: c.entries, Seed: c.seed, Devices: c.devices, SegmentEvery: c.segs}); err != nil {
 			t.Fatal(err)
 		}
 		data := buf.Bytes()
@@ -146,8 +148,11 @@ func TestParallelMatchesSequentialGenerated(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%d entries, workers %d: %v", c.entries, w, err)
 			}
-			if regions != 1 {
-				t.Errorf("%d entries, workers %d: %d lists decoded in parallel, want 1", c.entries, w, regions)
+			if regions != c.devices {
+				t.Errorf("%d entries, workers %d: %d lists decoded in parallel, want %d", c.entries, w, regions, c.devices)
+			}
+			if len(want.Traces) != c.devices {
+				t.Fatalf("%d devices in the snapshot, want %d", len(want.Traces), c.devices)
 			}
 			want.InputBytes = got.InputBytes
 			if !reflect.DeepEqual(got, want) {

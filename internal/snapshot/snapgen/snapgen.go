@@ -17,9 +17,13 @@ func mathFloat64bits(f float64) uint64 { return math.Float64bits(f) }
 // Options size the snapshot.
 type Options struct {
 	Entries int // trace entries (about; a multiple of 3)
-	Seed    uint64
-	Frames  int // unique frames (default 120)
-	Stacks  int // unique stacks (default 60)
+	Devices int // devices the entries are spread over (default 1)
+	// SegmentEvery adds a segment_alloc or segment_free entry (empty frames
+	// list, action strings first seen mid-trace) every that many entries.
+	SegmentEvery int
+	Seed         uint64
+	Frames       int // unique frames (default 120)
+	Stacks       int // unique stacks (default 60)
 }
 
 type frame struct {
@@ -195,9 +199,6 @@ func Write(w io.Writer, o Options) error {
 	p.emptyList()
 	p.memoize()
 	p.mark()
-	p.emptyList()
-	p.memoize()
-	p.mark()
 	t := int64(1795272504665726)
 	n := 0
 	inBatch := 0
@@ -205,7 +206,18 @@ func Write(w io.Writer, o Options) error {
 		addr, size int64
 		frames     int // memo of the frames list
 	}
-	entry := func(action string, a, size int64, framesMemo int, fresh []int) int {
+	var entry func(action string, a, size int64, framesMemo int, fresh []int) int
+	segment := func() {
+		if o.SegmentEvery <= 0 || n%o.SegmentEvery != o.SegmentEvery-1 || n >= o.Entries {
+			return
+		}
+		act := "segment_alloc"
+		if rng.IntN(2) == 0 {
+			act = "segment_free"
+		}
+		entry(act, workBase, 2<<20, -2, nil)
+	}
+	entry = func(action string, a, size int64, framesMemo int, fresh []int) int {
 		p.emptyDict()
 		p.memoize()
 		p.mark()
@@ -225,9 +237,13 @@ func Write(w io.Writer, o Options) error {
 		k("")
 		k("frames")
 		m := framesMemo
-		if framesMemo >= 0 {
+		switch {
+		case framesMemo >= 0:
 			p.get(framesMemo)
-		} else {
+		case framesMemo == -2:
+			p.emptyList()
+			m = p.memoize()
+		default:
 			m = writeFrames(fresh)
 		}
 		p.setitems()
@@ -242,27 +258,44 @@ func Write(w io.Writer, o Options) error {
 		t += int64(1 + rng.IntN(40))
 		return m
 	}
-	for n < o.Entries {
-		// One step: allocate activations, free them in reverse (backward).
-		var ls []live
-		a := workBase
-		steps := 30 + rng.IntN(40)
-		for i := 0; i < steps && n < o.Entries; i++ {
-			sz := int64(512 * (1 + rng.IntN(1<<12)))
-			st := rng.IntN(o.Stacks)
-			m := entry("alloc", a, sz, -1, stacks[st])
-			ls = append(ls, live{a, sz, m})
-			a += (sz + 511) / 512 * 512
-		}
-		for i := len(ls) - 1; i >= 0 && n < o.Entries; i-- {
-			st := stacks[rng.IntN(o.Stacks)]
-			m := entry("free_requested", ls[i].addr, ls[i].size, -1, st)
-			if n < o.Entries {
-				entry("free_completed", ls[i].addr, ls[i].size, m, nil)
+	writeTrace := func() {
+		for n < o.Entries {
+			// One step: allocate activations, free them in reverse (backward).
+			var ls []live
+			a := workBase
+			steps := 30 + rng.IntN(40)
+			for i := 0; i < steps && n < o.Entries; i++ {
+				sz := int64(512 * (1 + rng.IntN(1<<12)))
+				st := rng.IntN(o.Stacks)
+				segment()
+				m := entry("alloc", a, sz, -1, stacks[st])
+				ls = append(ls, live{a, sz, m})
+				a += (sz + 511) / 512 * 512
+			}
+			for i := len(ls) - 1; i >= 0 && n < o.Entries; i-- {
+				st := stacks[rng.IntN(o.Stacks)]
+				m := entry("free_requested", ls[i].addr, ls[i].size, -1, st)
+				if n < o.Entries {
+					entry("free_completed", ls[i].addr, ls[i].size, m, nil)
+				}
 			}
 		}
 	}
-	p.appends()
+	devices := max(o.Devices, 1)
+	total := o.Entries
+	for dev := 0; dev < devices; dev++ {
+		p.emptyList()
+		p.memoize()
+		p.mark()
+		n, inBatch = 0, 0
+		o.Entries = total / devices
+		if dev < total%devices {
+			o.Entries++
+		}
+		writeTrace()
+		p.appends()
+		p.boundary()
+	}
 	p.appends()
 	p.boundary()
 	k("allocator_settings")
