@@ -276,6 +276,10 @@ def boot():
     _STATE["bundle"] = bundle
     sim = cfg.get("simulate") or {}
     if sim.get("mode") == "simulate-world":
+        lws = os.environ.get("LOCAL_WORLD_SIZE", "")
+        if os.environ.get("TORCHELASTIC_RUN_ID") and lws.isdigit() and int(lws) > 1:
+            log_once("simulate torchrun", "--simulate-world-size runs ONE process: this launcher started %s workers, "
+                     "all of them simulating rank %s (run the script without torchrun)" % (lws, sim.get("rank", 0)))
         # a launcher (torchrun --nproc-per-node 1) may have set its own values
         os.environ.update({"RANK": str(sim.get("rank", 0)), "WORLD_SIZE": str(sim.get("world_size", 1)),
                            "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
