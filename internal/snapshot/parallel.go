@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ptscope/ptscope/internal/pickle"
 )
@@ -110,10 +111,15 @@ func frameChain(data []byte) []frameSpan {
 // readPickleParallelEnv decodes an in-memory pickle with up to workers
 // goroutines for the trace lists; mapped says data is a file mapping whose
 // pages may be dropped once decoded.
-func readPickleParallelEnv(data []byte, workers, minRegion int, mapped bool) (*Snapshot, *parEnv, error) {
+func readPickleParallelEnv(data []byte, workers, minRegion int, mapped bool) (s *Snapshot, env *parEnv, err error) {
+	defer func() {
+		if recover() != nil {
+			s, err = nil, errMerge // the caller decodes sequentially
+		}
+	}()
 	b := newBuilder()
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
-	env := &parEnv{data: data, frames: frameChain(data), minRegion: minRegion, mapped: mapped}
+	env = &parEnv{data: data, frames: frameChain(data), minRegion: minRegion, mapped: mapped}
 	run := -1
 	var dec *pickle.Decoder
 	onList := func(l *pickle.List) (pickle.Value, bool) {
@@ -215,6 +221,11 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 	chunks[0].start = p0
 	parallel(nc, workers, func(c int) {
 		ch := &chunks[c]
+		defer func() {
+			if recover() != nil {
+				ch.scan = chunkScan{}
+			}
+		}()
 		ch.scan = e.scan(ch.fa, ch.fb, ch.start)
 	})
 	// Units: from each chunk's first entry to the next one's.
@@ -233,6 +244,14 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 	}
 	parallel(len(units), workers, func(u int) {
 		w := newWorker(e, units[u].slot)
+		units[u].w = w
+		defer func() {
+			// A bug here must not take the process down: the general
+			// decoder takes over.
+			if recover() != nil {
+				w.err = errShape
+			}
+		}()
 		w.setFrame(units[u].fi)
 		limit := -1
 		memo := 3 * units[u].rows
@@ -242,7 +261,6 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 		}
 		w.prealloc(memo+16, units[u].rows+16)
 		w.run(units[u].start, limit)
-		units[u].w = w
 	})
 	// Check that the stretches join up, and find where the list ends.
 	last := -1
@@ -509,8 +527,13 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 	t.Stack = t.Stack[:n0+total]
 	t.CompileContext = t.CompileContext[:n0+total]
 	t.UserMetadata = t.UserMetadata[:n0+total]
-	var bad bool
+	var bad atomic.Bool
 	parallel(len(units), len(units), func(u int) {
+		defer func() {
+			if recover() != nil {
+				bad.Store(true)
+			}
+		}()
 		w := units[u].w
 		o := n0 + units[u].rowOff
 		lt := &w.t
@@ -549,30 +572,30 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 			v, str, ok := resolve(p.slot)
 			switch {
 			case !ok:
-				bad = true
+				bad.Store(true)
 			case v.k == wStr:
 				t.Action[o+p.row] = ParseAction(str)
 			case v.k == wInt || v.k == wNone || v.k == wEmptyList:
 				t.Action[o+p.row] = ActionUnknown
 			default:
-				bad = true
+				bad.Store(true)
 			}
 		}
 		for _, p := range w.stackPatch {
 			v, _, ok := resolve(p.slot)
 			switch {
 			case !ok:
-				bad = true
+				bad.Store(true)
 			case v.k == wGStack:
 				t.Stack[o+p.row] = uint32(v.n)
 			case v.k == wInt || v.k == wNone || v.k == wEmptyList || v.k == wStr:
 				t.Stack[o+p.row] = 0
 			default:
-				bad = true
+				bad.Store(true)
 			}
 		}
 	}
-	if bad {
+	if bad.Load() {
 		return errMerge
 	}
 	// The run: rows before the last APPENDS MARK were appended; the rest

@@ -72,7 +72,9 @@ func Write(w io.Writer, o Options) error {
 	writeFrames := func(st []int) int {
 		p.emptyList()
 		m := p.memoize()
-		p.mark()
+		if len(st) != 1 {
+			p.mark() // CPython writes a one-item list as item APPEND
+		}
 		for _, f := range st {
 			if frameMemo[f] >= 0 {
 				p.get(frameMemo[f])
@@ -89,7 +91,11 @@ func Write(w io.Writer, o Options) error {
 			p.int(int64(frames[f].line))
 			p.setitems()
 		}
-		p.appends()
+		if len(st) == 1 {
+			p.appendOne()
+		} else {
+			p.appends()
+		}
 		return m
 	}
 
