@@ -30,25 +30,10 @@ func (w *worker) fastEntry(pos int) int {
 		w.memo = w.memo[:memo0]
 		return -1
 	}
-	// ref reads a BINGET or LONG_BINGET at p.
 	ref := func() (wv, bool) {
-		switch data[p] {
-		case 'h':
-			if p+2 > end {
-				return wv{}, false
-			}
-			i := int(data[p+1])
-			p += 2
-			return w.get(i)
-		case 'j':
-			if p+5 > end {
-				return wv{}, false
-			}
-			i := int(binary.LittleEndian.Uint32(data[p+1:]))
-			p += 5
-			return w.get(i)
-		}
-		return wv{}, false
+		v, q, ok := w.ref(data, p, end)
+		p = q
+		return v, ok
 	}
 	num := func() (uint64, bool) {
 		switch data[p] {
@@ -178,6 +163,17 @@ func (w *worker) fastEntry(pos int) int {
 				cc = w.str(s) + 1
 			}
 		case fUM:
+			if q := p; data[q] == 'h' || data[q] == 'j' {
+				// Usually the same fetched string every time.
+				if v, q2, ok := w.ref(data, q, end); ok && v == w.umVal && w.umID != 0 {
+					p, um = q2, w.umID
+					break
+				} else if ok && v.k == wPStr {
+					p, um = q2, w.str(w.sval(v))+1
+					w.umVal, w.umID = v, um
+					break
+				}
+			}
 			s, ok := str()
 			if !ok {
 				return fail()
@@ -277,4 +273,30 @@ func (w *worker) fastEntry(pos int) int {
 	t.UserMetadata = append(t.UserMetadata, um)
 	w.memo[memo0] = wv{k: wEntry, n: uint64(row)}
 	return p
+}
+
+// ref reads a BINGET or LONG_BINGET at p.
+func (w *worker) ref(data []byte, p, end int) (wv, int, bool) {
+	var i int
+	switch data[p] {
+	case 'h':
+		if p+2 > end {
+			return wv{}, p, false
+		}
+		i = int(data[p+1])
+		p += 2
+	case 'j':
+		if p+5 > end {
+			return wv{}, p, false
+		}
+		i = int(binary.LittleEndian.Uint32(data[p+1:]))
+		p += 5
+	default:
+		return wv{}, p, false
+	}
+	if i >= w.base || i >= w.env.prefixLen || i >= len(w.pre) {
+		v, ok := w.get(i)
+		return v, p, ok
+	}
+	return w.pre[i], p, w.preOK[i]
 }

@@ -104,7 +104,9 @@ type worker struct {
 	stackPatch []patch
 	key        []byte
 
-	slow    int  // entries the fast path left to the VM
+	slow    int // entries the fast path left to the VM
+	umVal   wv  // fastEntry's cache of the last prefix user_metadata
+	umID    uint32
 	dropped int  // pages before this offset were dropped
 	stop    int  // offset where decoding stopped
 	end     bool // stopped at the end of the trace list (not at the limit)

@@ -341,6 +341,10 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 				pos += int(l)
 				continue
 			}
+			if (op == 0x8c || op == 0x8a) && pos+1 < end {
+				pos += 2 + int(data[pos+1]) // SHORT_BINUNICODE, LONG1
+				continue
+			}
 			n := opArgLen[op]
 			switch {
 			case n == 0:
