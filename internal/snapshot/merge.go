@@ -1,0 +1,244 @@
+package snapshot
+
+import (
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"github.com/ptscope/ptscope/internal/pickle"
+)
+
+// merge folds the stretches into the builder in file order and moves the
+// decoder past them.
+func (e *parEnv) merge(b *builder, run int, units []unit) error {
+	n0 := len(b.entries.Action)
+	total := 0
+	for u := range units {
+		units[u].rowOff = total
+		total += units[u].w.t.Len()
+	}
+	// resolve returns the value of a memo slot of the stretches, global ids.
+	// Strings come back as wStr with their content in the string.
+	var resolve func(slot int) (wv, string, bool)
+	resolve = func(slot int) (wv, string, bool) {
+		j := sort.Search(len(units), func(i int) bool { return units[i].slot > slot }) - 1
+		if j < 0 || slot-units[j].slot >= len(units[j].w.memo) {
+			return wv{}, "", false
+		}
+		v := units[j].w.memo[slot-units[j].slot]
+		switch v.k {
+		case wExt:
+			return resolve(int(v.n))
+		case wStr, wPStr, wLStr:
+			return wv{k: wStr}, units[j].w.sval(v), true
+		case wFrame:
+			if units[j].frameMap == nil {
+				return wv{}, "", false
+			}
+			return wv{k: wGFrame, n: uint64(units[j].frameMap[v.n])}, "", true
+		case wStack:
+			if units[j].stackMap == nil {
+				return wv{}, "", false
+			}
+			return wv{k: wGStack, n: uint64(units[j].stackMap[v.n])}, "", true
+		case wEntry:
+			return wv{k: wEntry, n: uint64(n0 + units[j].rowOff + int(v.n))}, "", true
+		case wDict, wList:
+			return wv{k: wOther}, "", true
+		}
+		return v, "", true
+	}
+	hasTime := false
+	strMaps := make([][]uint32, len(units))
+	streamMaps := make([][]uint32, len(units))
+	for u := range units {
+		w := units[u].w
+		hasTime = hasTime || w.t.HasTime
+		streamMaps[u] = make([]uint32, len(w.streamTab))
+		for i, n := range w.streamTab {
+			streamMaps[u][i] = b.streamID(n)
+		}
+		strMaps[u] = make([]uint32, len(w.strTab))
+		for i, s := range w.strTab {
+			strMaps[u][i] = b.str(strings.Clone(s))
+		}
+		fm := make([]uint32, len(w.frameTab))
+		for i, f := range w.frameTab {
+			f.Filename, f.Name = strings.Clone(f.Filename), strings.Clone(f.Name)
+			fm[i] = b.frameID(f)
+		}
+		units[u].frameMap = fm
+		sm := make([]uint32, len(w.stackTab))
+		for i, refs := range w.stackTab {
+			b.ids = b.ids[:0]
+			for _, r := range refs {
+				switch r & refMask {
+				case refLocal:
+					b.ids = append(b.ids, fm[r&^refMask])
+				case refGlobal:
+					b.ids = append(b.ids, r&^refMask)
+				case refExt:
+					v, _, ok := resolve(int(r &^ refMask))
+					if !ok || v.k != wGFrame {
+						return errMerge
+					}
+					b.ids = append(b.ids, uint32(v.n))
+				default:
+					return errMerge
+				}
+			}
+			sm[i] = b.internStack()
+		}
+		units[u].stackMap = sm
+	}
+	// Columns.
+	t := &b.entries
+	if cap(t.Action) < n0+total {
+		t.growTo(n0 + total)
+	}
+	t.HasTime = t.HasTime || hasTime
+	t.Action = t.Action[:n0+total]
+	t.Addr = t.Addr[:n0+total]
+	t.Size = t.Size[:n0+total]
+	t.Stream = t.Stream[:n0+total]
+	t.TimeUS = t.TimeUS[:n0+total]
+	t.Stack = t.Stack[:n0+total]
+	t.CompileContext = t.CompileContext[:n0+total]
+	t.UserMetadata = t.UserMetadata[:n0+total]
+	var bad atomic.Bool
+	parallel(len(units), len(units), func(u int) {
+		defer func() {
+			if recover() != nil {
+				bad.Store(true)
+			}
+		}()
+		w := units[u].w
+		o := n0 + units[u].rowOff
+		lt := &w.t
+		n := lt.Len()
+		copy(t.Action[o:o+n], lt.Action)
+		copy(t.Addr[o:o+n], lt.Addr)
+		copy(t.Size[o:o+n], lt.Size)
+		copy(t.TimeUS[o:o+n], lt.TimeUS)
+		sm, strm, stm := units[u].stackMap, strMaps[u], streamMaps[u]
+		for i := range n {
+			t.Stream[o+i] = stm[lt.Stream[i]]
+			switch s := lt.Stack[i]; {
+			case s == 0:
+				t.Stack[o+i] = 0
+			case s&(1<<31) != 0:
+				t.Stack[o+i] = s &^ (1 << 31)
+			default:
+				t.Stack[o+i] = sm[s-1]
+			}
+			if c := lt.CompileContext[i]; c != 0 {
+				t.CompileContext[o+i] = strm[c-1]
+			} else {
+				t.CompileContext[o+i] = 0
+			}
+			if c := lt.UserMetadata[i]; c != 0 {
+				t.UserMetadata[o+i] = strm[c-1]
+			} else {
+				t.UserMetadata[o+i] = 0
+			}
+		}
+	})
+	for u := range units {
+		w := units[u].w
+		o := n0 + units[u].rowOff
+		for _, p := range w.actPatch {
+			v, str, ok := resolve(p.slot)
+			switch {
+			case !ok:
+				bad.Store(true)
+			case v.k == wStr:
+				t.Action[o+p.row] = ParseAction(str)
+			case v.k == wInt || v.k == wNone || v.k == wEmptyList:
+				t.Action[o+p.row] = ActionUnknown
+			default:
+				bad.Store(true)
+			}
+		}
+		for _, p := range w.stackPatch {
+			v, _, ok := resolve(p.slot)
+			switch {
+			case !ok:
+				bad.Store(true)
+			case v.k == wGStack:
+				t.Stack[o+p.row] = uint32(v.n)
+			case v.k == wInt || v.k == wNone || v.k == wEmptyList || v.k == wStr:
+				t.Stack[o+p.row] = 0
+			default:
+				bad.Store(true)
+			}
+		}
+	}
+	if bad.Load() {
+		return errMerge
+	}
+	// The run: rows before the last APPENDS MARK were appended; the rest
+	// are the open batch, left on the decoder's stack.
+	closed := 0
+	for u := range units {
+		if ls := units[u].w.lastSep; ls >= 0 {
+			closed = units[u].rowOff + ls
+		}
+	}
+	rn := &b.runs[run]
+	if rn.rows == nil && rn.hi == n0 && rn.hi > rn.lo {
+		rn.hi = n0 + closed
+	} else {
+		for i := range closed {
+			rn.add(n0 + i)
+		}
+	}
+	push := make([]pickle.Value, 0, total-closed)
+	for i := closed; i < total; i++ {
+		push = append(push, pickle.Handle(hEntry|uint64(n0+i)))
+	}
+	lu := units[len(units)-1]
+	memoLen := lu.slot + len(lu.w.memo)
+	vmResolve := func(slot int) (pickle.Value, bool) {
+		v, str, ok := resolve(slot)
+		if !ok {
+			return pickle.Value{}, false
+		}
+		switch v.k {
+		case wNone:
+			return pickle.None(), true
+		case wInt:
+			return pickle.Int(int64(v.n)), true
+		case wStr:
+			return pickle.Str(strings.Clone(str)), true
+		case wGFrame:
+			return pickle.Handle(hFrame | v.n), true
+		case wGStack:
+			return pickle.Handle(hStack | v.n), true
+		case wEntry:
+			return pickle.Handle(hEntry | v.n), true
+		case wEmptyList:
+			return pickle.NewList(), true
+		}
+		return pickle.Value{}, false
+	}
+	if err := e.dec.Skip(int64(lu.w.stop), memoLen, e.chainResolve(vmResolve), true, push); err != nil {
+		return errMerge
+	}
+	return nil
+}
+
+// chainResolve keeps earlier regions' slots answerable after a later Skip.
+func (e *parEnv) chainResolve(f func(int) (pickle.Value, bool)) func(int) (pickle.Value, bool) {
+	prev := e.vmResolve
+	lo := e.prefixLen
+	e.vmResolve = func(i int) (pickle.Value, bool) {
+		if i >= lo {
+			return f(i)
+		}
+		if prev != nil {
+			return prev(i)
+		}
+		return pickle.Value{}, false
+	}
+	return e.vmResolve
+}
