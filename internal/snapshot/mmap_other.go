@@ -7,7 +7,7 @@ import (
 	"os"
 )
 
-func mapFile(f *os.File, size int) (data []byte, unmap func(), err error) {
+func mapFile(f *os.File, size int, _ int) (data []byte, unmap func(), err error) {
 	data = make([]byte, size)
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, nil, err

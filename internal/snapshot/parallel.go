@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"sync"
@@ -306,6 +307,9 @@ func parallel(n, workers int, f func(int)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A mapped file cut short under us faults: make that a panic
+			// that the callers' recover turns into a fallback.
+			debug.SetPanicOnFault(true)
 			for i := range next {
 				f(i)
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/input"
@@ -159,5 +160,66 @@ func TestParallelMatchesSequentialGenerated(t *testing.T) {
 				t.Fatalf("%d entries, workers %d: parallel result differs (%s)", c.entries, w, diff(got, want))
 			}
 		}
+	}
+}
+
+// TestReadFileMapped covers the memory-mapped parallel path of ReadFile
+// (large uncompressed pickles) against the sequential reader.
+func TestReadFileMapped(t *testing.T) {
+	var buf bytes.Buffer
+	if err := snapgen.Write(&buf, snapgen.Options{Entries: 60000, Seed: 11, Devices: 2, SegmentEvery: 900}); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	if len(data) < 2*minRegion {
+		t.Fatalf("generated %d bytes, too small for the mapped path", len(data))
+	}
+	p := filepath.Join(t.TempDir(), "big.pickle")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := readMapped(p)
+	if !ok || err != nil {
+		t.Fatalf("readMapped: ok %v, err %v", ok, err)
+	}
+	want, err := sequential(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("mapped read differs (%s)", diff(got, want))
+	}
+	viaFile, err := ReadFile(p)
+	if err != nil || !reflect.DeepEqual(viaFile, want) {
+		t.Fatalf("ReadFile: %v", err)
+	}
+}
+
+// TestMappedFileCutShort: a file truncated while mapped gives an error, not
+// a crash.
+func TestMappedFileCutShort(t *testing.T) {
+	var buf bytes.Buffer
+	if err := snapgen.Write(&buf, snapgen.Options{Entries: 40000, Seed: 12}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "cut.pickle")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data, unmap, err := mapFile(f, buf.Len(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unmap()
+	if err := os.Truncate(p, int64(buf.Len()/3)); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := decodeMapped(data); err == nil && runtime.GOOS == "linux" {
+		t.Fatalf("decoded %d entries of a file cut to a third", s.Trace(0).Len())
 	}
 }

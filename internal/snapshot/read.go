@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/ptscope/ptscope/internal/input"
@@ -108,17 +109,29 @@ func readMapped(path string) (s *Snapshot, ok bool, err error) {
 	if _, err := f.ReadAt(head[:], 0); err != nil || head[0] != 0x80 || head[1] < 4 || head[1] > 5 {
 		return nil, false, nil
 	}
-	data, unmap, err := mapFile(f, int(st.Size()))
+	data, unmap, err := mapFile(f, int(st.Size()), runtime.GOMAXPROCS(0))
 	if err != nil {
 		return nil, false, nil
 	}
 	defer unmap()
-	s, err = readPickleBytes(data, runtime.GOMAXPROCS(0), true)
+	s, err = decodeMapped(data)
 	// The stretches' tables are garbage now, about as large as the result:
 	// collect them before the caller's work piles up on top (callers may
 	// run with a high GOGC).
 	runtime.GC()
 	return s, true, err
+}
+
+// decodeMapped decodes a mapped file; if the file is cut short meanwhile,
+// touching the lost pages faults, which becomes an error here.
+func decodeMapped(data []byte) (s *Snapshot, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			s, err = nil, errors.New("the file changed (was cut short?) while it was read")
+		}
+	}()
+	return readPickleBytes(data, runtime.GOMAXPROCS(0), true)
 }
 
 // readAll reads r to its end into one buffer of about size bytes.
