@@ -295,3 +295,68 @@ func TestAnalyzeBundle(t *testing.T) {
 		t.Error("no module paths (user_metadata) in modules_at_peak")
 	}
 }
+
+// Real GPU runs of scripts/gpu/simulate_e2e.sh (H200 x2, torch 2.11): FSDP2
+// medium bf16 under torchrun on 2 GPUs, the same command as one process under
+// --simulate-world-size 2, and --no-gpu against a real single-GPU run. The
+// *.json files are what examples/transformer_lm.py measured in the process.
+func TestAnalyzeSimulatedBundles(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "simulate")
+	measured := func(name string) int64 {
+		b, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			MaxMemoryAllocated int64 `json:"max_memory_allocated"`
+		}
+		json.Unmarshal(b, &m)
+		return m.MaxMemoryAllocated
+	}
+	type doc struct {
+		Inputs []struct {
+			Bundle struct {
+				Simulated  bool   `json:"simulated"`
+				Mode       string `json:"mode"`
+				Simulation string `json:"simulation"`
+			} `json:"bundle"`
+			Phases []struct {
+				PeakBytes int64 `json:"peak_bytes"`
+			} `json:"phases"`
+		} `json:"inputs"`
+	}
+	peakOf := func(bundle string) (int64, doc) {
+		code, out, errs := run(t, "analyze", "--json", filepath.Join(dir, bundle))
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", bundle, code, errs)
+		}
+		var d doc
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		var p int64
+		for _, in := range d.Inputs[:1] {
+			for _, ph := range in.Phases {
+				p = max(p, ph.PeakBytes)
+			}
+		}
+		return p, d
+	}
+	sim, d := peakOf("sim2")
+	if !d.Inputs[0].Bundle.Simulated || d.Inputs[0].Bundle.Mode != "simulate-world" || d.Inputs[0].Bundle.Simulation == "" {
+		t.Errorf("sim2 bundle not marked simulated: %+v", d.Inputs[0].Bundle)
+	}
+	if real := measured("real2"); sim != real {
+		t.Errorf("simulated rank 0 peak %d, real torchrun rank 0 %d", sim, real)
+	}
+	for _, prec := range []string{"none", "bf16"} {
+		fake, d := peakOf("nogpu_" + prec)
+		if d.Inputs[0].Bundle.Mode != "fake" {
+			t.Errorf("nogpu_%s mode %q", prec, d.Inputs[0].Bundle.Mode)
+		}
+		real := measured("gpu1_" + prec)
+		if e := float64(fake)/float64(real) - 1; e > 0.10 || e < -0.10 {
+			t.Errorf("--no-gpu %s: step peak %d vs real %d (%+.1f%%)", prec, fake, real, 100*e)
+		}
+	}
+}

@@ -29,9 +29,21 @@ func analyzeBundle(dir string, f *analyzeFlags, o memory.Options) ([]*memreport.
 		if gpu == "" {
 			gpu = b.Manifest.DeviceName
 		}
+		info := func() *memreport.BundleInfo {
+			return &memreport.BundleInfo{Dir: b.Dir, Rank: r.Rank, GPU: gpu, DeviceTotalBytes: total,
+				Simulated: b.Manifest.Simulated, Mode: b.Manifest.Mode, Simulation: b.Manifest.SimulationSummary()}
+		}
+		if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
+			// No allocator snapshot (--no-gpu runs, or memory history off):
+			// the phases the companion measured are the result.
+			in := &memreport.Input{Path: r.Dir, Format: "ptscope run bundle (phases only, no snapshot)", Bundle: info()}
+			in.Phases = phaseRows(r, in)
+			out = append(out, in)
+			continue
+		}
 		for _, path := range r.Snapshots {
 			in, err := analyzeSnapshotFile(path, f, ro)
-			in.Bundle = &memreport.BundleInfo{Dir: b.Dir, Rank: r.Rank, GPU: gpu, DeviceTotalBytes: total, Simulated: b.Manifest.Simulated}
+			in.Bundle = info()
 			if err != nil {
 				out = append(out, in)
 				return out, err
@@ -41,7 +53,7 @@ func analyzeBundle(dir string, f *analyzeFlags, o memory.Options) ([]*memreport.
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: the bundle holds no snapshots (was memory history off?)", dir)
+		return nil, fmt.Errorf("%s: the bundle holds no snapshots and no phases", dir)
 	}
 	return out, nil
 }
@@ -56,6 +68,11 @@ func phaseRows(r capture.Rank, in *memreport.Input) []memreport.PhaseRow {
 			if p, ok := d.Replay.PeakBetween(ph.StartTimeUs, ph.EndTimeUs); ok {
 				row.PeakBytes = max(row.PeakBytes, p)
 			}
+		}
+		if len(in.Devices) == 0 && ph.MaxAllocatedAfterBytes > ph.MaxAllocatedBeforeBytes {
+			// Without a snapshot: the running maximum rose inside the phase,
+			// so the new maximum is this phase's peak.
+			row.PeakBytes = ph.MaxAllocatedAfterBytes
 		}
 		rows = append(rows, row)
 	}

@@ -215,7 +215,12 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			out = append(out, File{p, k})
 			continue
 		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		// A folder given through a symlink (OUT/latest) is walked where it points.
+		root := p
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			root = r
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -224,7 +229,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 					out = append(out, File{path, Bundle})
 					return fs.SkipDir
 				}
-				if strings.HasPrefix(d.Name(), ".") && path != p {
+				if strings.HasPrefix(d.Name(), ".") && path != root {
 					return fs.SkipDir
 				}
 				return nil

@@ -94,3 +94,17 @@ func TestFindFixtures(t *testing.T) {
 		t.Error("README.md was taken as an input")
 	}
 }
+
+func TestFindThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join(dir, "20260101_000000_x")
+	os.MkdirAll(run, 0o755)
+	os.WriteFile(filepath.Join(run, "snap.pickle"), []byte("\x80\x04N."), 0o644)
+	if err := os.Symlink("20260101_000000_x", filepath.Join(dir, "latest")); err != nil {
+		t.Skip(err)
+	}
+	files, err := Find([]string{filepath.Join(dir, "latest")})
+	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
+		t.Fatalf("Find(latest) = %v, %v", files, err)
+	}
+}

@@ -25,6 +25,8 @@ type BundleInfo struct {
 	GPU              string `json:"gpu,omitempty"`
 	DeviceTotalBytes int64  `json:"device_total_bytes,omitempty"`
 	Simulated        bool   `json:"simulated,omitempty"`
+	Mode             string `json:"mode,omitempty"`       // capture | simulate-world | fake
+	Simulation       string `json:"simulation,omitempty"` // what was simulated and what is not counted
 }
 
 // Document is the JSON document of `ptscope analyze --json`.

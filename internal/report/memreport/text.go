@@ -28,10 +28,16 @@ func WriteText(w io.Writer, in *Input, o TextOptions) error {
 		}
 		if in.Bundle.Simulated {
 			extra += ", SIMULATED"
+			if in.Bundle.Mode != "" {
+				extra += " (" + in.Bundle.Mode + ")"
+			}
 		}
 	}
 	p.f("%s, %s%s\n", in.Format, units.Bytes(in.Bytes), extra)
-	if len(in.Devices) == 0 {
+	if in.Bundle != nil && in.Bundle.Simulation != "" {
+		p.f("%s\n", in.Bundle.Simulation)
+	}
+	if len(in.Devices) == 0 && len(in.Phases) == 0 {
 		p.f("\nNo device has trace entries or segments.\n")
 	}
 	for _, d := range in.Devices {
