@@ -127,7 +127,7 @@ print("== --simulate-world-size: rank peak allocated, simulated on 1 GPU vs real
 print("%-7s %-6s %4s %16s %16s %9s %16s %16s %9s" % ("sim", "real", "rank", "step peak sim", "step peak real", "diff",
                                                  "run peak sim", "run peak real", "diff"))
 for r in rows:
-    print("%-7s %-6s %4d %16s %16s %9s %16s %16s %9s" % tuple(str(x) if x is not None else "-" for x in r))
+    print("%-7s %-6s %4s %16s %16s %9s %16s %16s %9s" % tuple(str(x) if x is not None else "-" for x in r))
 print()
 print("== --no-gpu (CUDA hidden) vs the real single-GPU run: peak allocated")
 print("%-6s %16s %16s %9s %16s %16s %9s" % ("prec", "step peak fake", "step peak real", "diff", "run peak fake",
