@@ -55,6 +55,9 @@ func Read(r io.Reader) (*Snapshot, error) {
 // Pickles of protocol 4 and 5 are read into memory and decoded with up to
 // workers goroutines; workers 0 forces the streaming sequential decoder.
 func read(r io.Reader, size, workers int) (*Snapshot, error) {
+	if l, ok := r.(interface{ Len() int }); ok && size == 0 {
+		size = l.Len() // bytes.Reader, bytes.Buffer, strings.Reader
+	}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 1<<16)
 	head, _ := br.Peek(2)
@@ -139,7 +142,9 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 	buf := make([]byte, 0, size+1)
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			nb := make([]byte, len(buf), 2*cap(buf)+64<<10) // double: append grows large slices by 1.25x
+			copy(nb, buf)
+			buf = nb
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
