@@ -121,7 +121,7 @@ func (w *worker) sval(v wv) string {
 		}
 		return unsafe.String(&w.data[v.n>>24], n)
 	case wPStr:
-		return w.env.preStr[v.n]
+		return w.preStr[v.n]
 	case wLStr:
 		return w.lstr[v.n]
 	}

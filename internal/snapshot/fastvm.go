@@ -77,17 +77,18 @@ type worker struct {
 	hi     int         // its end
 	env    *parEnv
 
-	memo  []wv // slots base, base+1, ...
-	pre   []wv // parEnv.pre, parEnv.preOK
-	preOK []bool
-	lstr  []string
-	base  int
-	stack []wv
-	marks []int
-	dicts []wdict
-	lists []wlist
-	freeD []int
-	freeL []int
+	memo   []wv // slots base, base+1, ...
+	pre    []wv // parEnv.pre, parEnv.preOK
+	preOK  []bool
+	preStr []string // parEnv.preStr when the stretch began
+	lstr   []string
+	base   int
+	stack  []wv
+	marks  []int
+	dicts  []wdict
+	lists  []wlist
+	freeD  []int
+	freeL  []int
 
 	// Output.
 	t          Trace
@@ -120,7 +121,7 @@ func newWorker(env *parEnv, base int) *worker {
 		frameIDs: map[Frame]uint32{}, stackIDs: map[string]uint32{}, strIDs: map[string]uint32{},
 		streamIDs: map[int64]uint32{}, lastSep: -1}
 	w.stack = make([]wv, 0, 64)
-	w.pre, w.preOK = env.pre, env.preOK
+	w.pre, w.preOK, w.preStr = env.pre, env.preOK, env.preStr
 	return w
 }
 

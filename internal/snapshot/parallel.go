@@ -188,7 +188,9 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 		p0 = frames[fi].lo
 	}
 	e.prefixLen = e.dec.MemoLen()
-	if e.pre == nil || len(e.pre) < min(e.prefixLen, 1<<16) {
+	// The table of the low slots, rebuilt for every list: a container's
+	// value may have changed since the previous one.
+	{
 		n := min(e.prefixLen, 1<<16)
 		e.pre, e.preOK, e.action, e.preStr = make([]wv, n), make([]bool, n), make([]bool, n), nil
 		for i := range n {
