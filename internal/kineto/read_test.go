@@ -1,6 +1,8 @@
 package kineto
 
 import (
+	"github.com/ptscope/ptscope/internal/testfixture"
+
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -10,15 +12,8 @@ import (
 	"testing"
 )
 
-// fixture returns the path of a shared fixture, skipping the test if absent.
-func fixture(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s not available", name)
-	}
-	return p
-}
+// fixture returns the path of a shared fixture (skips when absent).
+func fixture(t testing.TB, name string) string { return testfixture.Path(t, name) }
 
 const gpt2Trace = "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz"
 const tinyStackTrace = "gpt2tiny_with_stack.pt.trace.json"

@@ -1,8 +1,9 @@
 package memory
 
 import (
+	"github.com/ptscope/ptscope/internal/testfixture"
+
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,11 +12,7 @@ import (
 
 func fixture(t testing.TB, name string) *snapshot.Snapshot {
 	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s not present", name)
-	}
-	s, err := snapshot.ReadFile(p)
+	s, err := snapshot.ReadFile(testfixture.Path(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package perf
 
 import (
+	"github.com/ptscope/ptscope/internal/testfixture"
+
 	"context"
 	"encoding/json"
 	"flag"
@@ -12,14 +14,8 @@ import (
 	"github.com/ptscope/ptscope/internal/kineto"
 )
 
-func fixture(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s not available", name)
-	}
-	return p
-}
+// fixture returns the path of a shared fixture (skips when absent).
+func fixture(t testing.TB, name string) string { return testfixture.Path(t, name) }
 
 const gpt2Trace = "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz"
 

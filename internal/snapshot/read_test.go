@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"github.com/ptscope/ptscope/internal/testfixture"
+
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -10,16 +12,8 @@ import (
 	"testing"
 )
 
-// fixture returns the path of a shared fixture, skipping the test when the
-// shared folder is not beside the repository.
-func fixture(t testing.TB, name string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s not present", name)
-	}
-	return p
-}
+// fixture returns the path of a shared fixture (skips when absent).
+func fixture(t testing.TB, name string) string { return testfixture.Path(t, name) }
 
 func TestReadTrainFixture(t *testing.T) {
 	s, err := ReadFile(fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle"))
