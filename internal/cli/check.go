@@ -26,7 +26,7 @@ Examples:
 `
 
 func checkCommand() command {
-	c := command{name: "check", summary: "fail (exit 1) when a snapshot exceeds memory thresholds, for CI", usage: checkUsage}
+	c := command{name: "check", summary: "fail (exit 1) when a snapshot or trace exceeds thresholds, for CI", usage: checkUsage}
 	c.run = func(e *env, args []string) error {
 		var f analyzeFlags
 		fs := newFlagSet(e, c)
