@@ -207,28 +207,8 @@ func (d *decoder) step(op byte) (bool, error) {
 			return false, err
 		}
 		d.push(decodeLong(b))
-	case opShortBinunicode:
-		n, err := d.u8()
-		if err != nil {
-			return false, err
-		}
-		b, err := d.take(n)
-		if err != nil {
-			return false, err
-		}
-		d.push(d.str(b))
-	case opBinunicode:
-		n, err := d.u32()
-		if err != nil {
-			return false, err
-		}
-		b, err := d.take(int(n))
-		if err != nil {
-			return false, err
-		}
-		d.push(d.str(b))
-	case opBinunicode8:
-		n, err := d.length64()
+	case opShortBinunicode, opBinunicode, opBinunicode8, opShortBinstring, opBinstring:
+		n, err := d.argLen(op)
 		if err != nil {
 			return false, err
 		}
@@ -452,29 +432,6 @@ func (d *decoder) step(op byte) (bool, error) {
 			s = u
 		}
 		d.push(Str(s))
-	case opBinstring:
-		n, err := d.u32()
-		if err != nil {
-			return false, err
-		}
-		if int32(n) < 0 {
-			return false, d.errf("negative length")
-		}
-		b, err := d.take(int(n))
-		if err != nil {
-			return false, err
-		}
-		d.push(d.str(b))
-	case opShortBinstring:
-		n, err := d.u8()
-		if err != nil {
-			return false, err
-		}
-		b, err := d.take(n)
-		if err != nil {
-			return false, err
-		}
-		d.push(d.str(b))
 	case opUnicode:
 		b, err := d.line()
 		if err != nil {
@@ -482,18 +439,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		d.push(Str(unescapeRawUnicode(string(b))))
 	case opBinbytes, opShortBinbytes, opBinbytes8, opBytearray8:
-		var n int
-		var err error
-		switch op {
-		case opShortBinbytes:
-			n, err = d.u8()
-		case opBinbytes:
-			var u uint32
-			u, err = d.u32()
-			n = int(u)
-		default:
-			n, err = d.length64()
-		}
+		n, err := d.argLen(op)
 		if err != nil {
 			return false, err
 		}
@@ -714,4 +660,24 @@ func growAppend(s []Value, items ...Value) []Value {
 		s = ns
 	}
 	return append(s, items...)
+}
+
+// argLen reads the length that prefixes the argument of a string or bytes
+// opcode: one byte for the SHORT_ forms, four for the classic ones (signed
+// for BINSTRING), eight for the protocol-4/5 ones.
+func (d *decoder) argLen(op byte) (int, error) {
+	switch op {
+	case opShortBinunicode, opShortBinstring, opShortBinbytes:
+		return d.u8()
+	case opBinunicode, opBinstring, opBinbytes:
+		n, err := d.u32()
+		if err != nil {
+			return 0, err
+		}
+		if op == opBinstring && int32(n) < 0 {
+			return 0, d.errf("negative length")
+		}
+		return int(n), nil
+	}
+	return d.length64()
 }
