@@ -134,6 +134,10 @@ type StepOut struct {
 	Partial            bool   `json:"partial"`
 }
 
+// topStacks is how many stacks alive at the peak are kept at least (the
+// top-consumers chart shows 30).
+const topStacks = 30
+
 // Analyze runs every analysis on device d of s.
 func Analyze(s *snapshot.Snapshot, d int, o Options) *Device {
 	o.defaults()
@@ -288,7 +292,7 @@ func (a *Device) atPeak(o Options) {
 		return ids[i] < ids[j]
 	})
 	for i, id := range ids {
-		if i >= o.TopN {
+		if i >= max(o.TopN, topStacks) {
 			break
 		}
 		sg := stacks[id]

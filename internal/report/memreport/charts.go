@@ -3,6 +3,7 @@ package memreport
 import (
 	"bytes"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 
@@ -112,11 +113,18 @@ func deviceCharts(dir, suffix string, in *Input, d *memory.Device) error {
 			break
 		}
 		label := "<no stack recorded>"
-		if len(s.Frames) > 0 {
-			f := s.Frames[0]
-			label = memory.TrimPath(f.Filename) + ":" + strconv.Itoa(f.Line) + " " + f.Name
+		for k, f := range s.Frames {
+			if k == 2 {
+				break
+			}
+			part := path.Base(f.Filename) + ":" + strconv.Itoa(f.Line) + " " + f.Name
+			if k == 0 {
+				label = part
+			} else {
+				label += " < " + part
+			}
 		}
-		top.Labels = append(top.Labels, fmt.Sprintf("%s [%s]", label, s.Category))
+		top.Labels = append(top.Labels, fmt.Sprintf("[%s] %s", s.Category, label))
 		ys = append(ys, float64(s.Bytes))
 	}
 	top.Stacks = []chart.Series{{Name: "bytes", Y: ys}}
