@@ -233,13 +233,7 @@ func (w *worker) entry(kv []wv) (int, bool) {
 			if !ok {
 				return 0, false
 			}
-			id, ok := w.streamIDs[int64(n)]
-			if !ok {
-				id = uint32(len(w.streamTab))
-				w.streamTab = append(w.streamTab, int64(n))
-				w.streamIDs[int64(n)] = id
-			}
-			stream = id
+			stream = w.streamID(int64(n))
 		case fTime:
 			n, ok := intOf(v)
 			if !ok {
@@ -282,25 +276,14 @@ func (w *worker) entry(kv []wv) (int, bool) {
 			}
 		}
 	}
-	row := len(t.Action)
-	if row == cap(t.Action) {
-		t.grow()
-	}
+	r := t.appendRow(row{action, addr, size, timeUS, stream, stack, cc, um})
 	if actSlot >= 0 {
-		w.actPatch = append(w.actPatch, patch{row, actSlot})
+		w.actPatch = append(w.actPatch, patch{r, actSlot})
 	}
 	if stackSlot >= 0 {
-		w.stackPatch = append(w.stackPatch, patch{row, stackSlot})
+		w.stackPatch = append(w.stackPatch, patch{r, stackSlot})
 	}
-	t.Action = append(t.Action, action)
-	t.Addr = append(t.Addr, addr)
-	t.Size = append(t.Size, size)
-	t.Stream = append(t.Stream, stream)
-	t.TimeUS = append(t.TimeUS, timeUS)
-	t.Stack = append(t.Stack, stack)
-	t.CompileContext = append(t.CompileContext, cc)
-	t.UserMetadata = append(t.UserMetadata, um)
-	return row, true
+	return r, true
 }
 
 // Field codes of the keys the reader looks at.
@@ -354,4 +337,15 @@ func fieldOf(s string) uint8 {
 		return fBlocks
 	}
 	return fOther
+}
+
+// streamID interns a raw stream value in the worker's local table.
+func (w *worker) streamID(n int64) uint32 {
+	id, ok := w.streamIDs[n]
+	if !ok {
+		id = uint32(len(w.streamTab))
+		w.streamTab = append(w.streamTab, n)
+		w.streamIDs[n] = id
+	}
+	return id
 }

@@ -146,13 +146,7 @@ func (w *worker) fastEntry(pos int) int {
 			if !ok {
 				return fail()
 			}
-			id, ok := w.streamIDs[int64(n)]
-			if !ok {
-				id = uint32(len(w.streamTab))
-				w.streamTab = append(w.streamTab, int64(n))
-				w.streamIDs[int64(n)] = id
-			}
-			stream = id
+			stream = w.streamID(int64(n))
 		case fCC:
 			s, ok := str()
 			if !ok {
@@ -258,20 +252,9 @@ func (w *worker) fastEntry(pos int) int {
 		}
 	}
 	t := &w.t
-	row := len(t.Action)
-	if row == cap(t.Action) {
-		t.grow()
-	}
 	t.HasTime = t.HasTime || hasTime
-	t.Action = append(t.Action, action)
-	t.Addr = append(t.Addr, addr)
-	t.Size = append(t.Size, size)
-	t.Stream = append(t.Stream, stream)
-	t.TimeUS = append(t.TimeUS, timeUS)
-	t.Stack = append(t.Stack, stack)
-	t.CompileContext = append(t.CompileContext, cc)
-	t.UserMetadata = append(t.UserMetadata, um)
-	w.memo[memo0] = wv{k: wEntry, n: uint64(row)}
+	r := t.appendRow(row{action, addr, size, timeUS, stream, stack, cc, um})
+	w.memo[memo0] = wv{k: wEntry, n: uint64(r)}
 	return p
 }
 

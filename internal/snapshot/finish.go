@@ -93,14 +93,7 @@ func (b *builder) traces(v pickle.Value) error {
 			t.CompileContext, t.UserMetadata = all.CompileContext[lo:hi:hi], all.UserMetadata[lo:hi:hi]
 		} else {
 			for _, r := range rows {
-				t.Action = append(t.Action, all.Action[r])
-				t.Addr = append(t.Addr, all.Addr[r])
-				t.Size = append(t.Size, all.Size[r])
-				t.Stream = append(t.Stream, all.Stream[r])
-				t.TimeUS = append(t.TimeUS, all.TimeUS[r])
-				t.Stack = append(t.Stack, all.Stack[r])
-				t.CompileContext = append(t.CompileContext, all.CompileContext[r])
-				t.UserMetadata = append(t.UserMetadata, all.UserMetadata[r])
+				t.appendRow(all.rowAt(r))
 			}
 		}
 		b.s.Traces = append(b.s.Traces, t)

@@ -503,18 +503,39 @@ func (b *builder) addEntry(d *pickle.Dict) int {
 			um = b.str(s)
 		}
 	}
+	return t.appendRow(row{action, addr, size, timeUS, stream, stack, cc, um})
+}
+
+// row is one trace entry on its way into the columns.
+type row struct {
+	action       Action
+	addr         uint64
+	size, timeUS int64
+	stream       uint32
+	stack        StackID
+	cc, um       uint32
+}
+
+// appendRow appends r to every column (growing them together) and returns
+// its index.
+func (t *Trace) appendRow(r row) int {
 	if len(t.Action) == cap(t.Action) {
 		t.grow()
 	}
-	t.Action = append(t.Action, action)
-	t.Addr = append(t.Addr, addr)
-	t.Size = append(t.Size, size)
-	t.Stream = append(t.Stream, stream)
-	t.TimeUS = append(t.TimeUS, timeUS)
-	t.Stack = append(t.Stack, stack)
-	t.CompileContext = append(t.CompileContext, cc)
-	t.UserMetadata = append(t.UserMetadata, um)
+	t.Action = append(t.Action, r.action)
+	t.Addr = append(t.Addr, r.addr)
+	t.Size = append(t.Size, r.size)
+	t.Stream = append(t.Stream, r.stream)
+	t.TimeUS = append(t.TimeUS, r.timeUS)
+	t.Stack = append(t.Stack, r.stack)
+	t.CompileContext = append(t.CompileContext, r.cc)
+	t.UserMetadata = append(t.UserMetadata, r.um)
 	return len(t.Action) - 1
+}
+
+// rowAt returns entry i.
+func (t *Trace) rowAt(i int) row {
+	return row{t.Action[i], t.Addr[i], t.Size[i], t.TimeUS[i], t.Stream[i], t.Stack[i], t.CompileContext[i], t.UserMetadata[i]}
 }
 
 func parseState(s string) BlockState {
