@@ -245,14 +245,11 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		d.finishDict(x)
 	case opSetitem:
-		v, err := d.pop()
+		kv, err := d.popN(2)
 		if err != nil {
 			return false, err
 		}
-		k, err := d.pop()
-		if err != nil {
-			return false, err
-		}
+		k, v := kv[0], kv[1]
 		t, err := d.top()
 		if err != nil {
 			return false, err
@@ -301,12 +298,10 @@ func (d *decoder) step(op byte) (bool, error) {
 		l.Items = growAppend(l.Items, v)
 		d.finishList(l)
 	case opTuple2, opTuple3, opTuple1:
-		n := int(op-opTuple1) + 1
-		if len(d.stack) < n || (len(d.marks) > 0 && d.marks[len(d.marks)-1] > len(d.stack)-n) {
-			return false, d.errf("stack underflow")
+		items, err := d.popN(int(op-opTuple1) + 1)
+		if err != nil {
+			return false, err
 		}
-		items := append([]Value(nil), d.stack[len(d.stack)-n:]...)
-		d.stack = d.stack[:len(d.stack)-n]
 		d.push(Value{k: KindTuple, r: &List{Items: items, memo: -1}})
 	case opTuple:
 		items, err := d.popMark()
@@ -482,54 +477,29 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		d.push(Value{k: KindGlobal, r: &Global{Module: m, Name: string(name)}})
 	case opStackGlobal:
-		name, err := d.pop()
+		mn, err := d.popN(2)
 		if err != nil {
 			return false, err
 		}
-		mod, err := d.pop()
-		if err != nil {
-			return false, err
-		}
+		mod, name := mn[0], mn[1]
 		ms, ok1 := mod.Str()
 		ns, ok2 := name.Str()
 		if !ok1 || !ok2 {
 			return false, d.errf("STACK_GLOBAL needs two strings, got %s and %s", mod.k, name.k)
 		}
 		d.push(Value{k: KindGlobal, r: &Global{Module: ms, Name: ns}})
-	case opReduce:
-		args, err := d.pop()
+	case opReduce, opNewobj: // callable(*args) and cls.__new__(cls, *args): recorded alike
+		ca, err := d.popN(2)
 		if err != nil {
 			return false, err
 		}
-		callable, err := d.pop()
-		if err != nil {
-			return false, err
-		}
-		d.push(d.reduce(callable, tupleItems(args), Value{}))
-	case opNewobj:
-		args, err := d.pop()
-		if err != nil {
-			return false, err
-		}
-		cls, err := d.pop()
-		if err != nil {
-			return false, err
-		}
-		d.push(d.reduce(cls, tupleItems(args), Value{}))
+		d.push(d.reduce(ca[0], tupleItems(ca[1]), Value{}))
 	case opNewobjEx:
-		kw, err := d.pop()
+		cak, err := d.popN(3)
 		if err != nil {
 			return false, err
 		}
-		args, err := d.pop()
-		if err != nil {
-			return false, err
-		}
-		cls, err := d.pop()
-		if err != nil {
-			return false, err
-		}
-		d.push(d.reduce(cls, tupleItems(args), kw))
+		d.push(d.reduce(cak[0], tupleItems(cak[1]), cak[2]))
 	case opBuild:
 		state, err := d.pop()
 		if err != nil {
@@ -680,4 +650,16 @@ func (d *decoder) argLen(op byte) (int, error) {
 		return int(n), nil
 	}
 	return d.length64()
+}
+
+// popN removes the top n values (in stack order, deepest first) without
+// crossing a MARK. The result is a copy.
+func (d *decoder) popN(n int) ([]Value, error) {
+	k := len(d.stack)
+	if k < n || (len(d.marks) > 0 && d.marks[len(d.marks)-1] > k-n) {
+		return nil, d.errf("stack underflow")
+	}
+	out := append([]Value(nil), d.stack[k-n:]...)
+	d.stack = d.stack[:k-n]
+	return out, nil
 }
