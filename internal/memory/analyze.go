@@ -58,6 +58,7 @@ type Device struct {
 	Replay *Replay `json:"-"`
 	Phases *Phases `json:"-"`
 	snap   *snapshot.Snapshot
+	live   []*Alloc // alive at the peak, largest first
 }
 
 // Peak is the highest allocated memory of the trace.
@@ -213,6 +214,7 @@ func (a *Device) atPeak(o Options) {
 	s := a.snap
 	live := a.Replay.LiveAt(a.Peak.EventIndex)
 	sort.SliceStable(live, func(i, j int) bool { return live[i].Size > live[j].Size })
+	a.live = live
 
 	cats := map[string]*Group{}
 	groups := map[string]*Group{}

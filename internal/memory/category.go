@@ -45,8 +45,8 @@ type stackFacts struct {
 	hasTop     bool
 }
 
-func factsOf(s *snapshot.Snapshot, id snapshot.StackID) stackFacts {
-	f := stackFacts{class: classifyStack(s, id)}
+func factsOf(s *snapshot.Snapshot, id snapshot.StackID, class frameClass) stackFacts {
+	f := stackFacts{class: class}
 	ids := s.Stacks[id]
 	if len(ids) > 0 {
 		f.top, f.hasTop = ids[0], true
@@ -78,7 +78,7 @@ func factsOf(s *snapshot.Snapshot, id snapshot.StackID) stackFacts {
 func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 	facts := make([]stackFacts, len(s.Stacks))
 	for i := range facts {
-		facts[i] = factsOf(s, snapshot.StackID(i))
+		facts[i] = factsOf(s, snapshot.StackID(i), ph.classes[i])
 	}
 	n := len(ph.Of)
 	training := trainingTrace(ph)

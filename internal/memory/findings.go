@@ -86,7 +86,7 @@ func findings(a *Device, o Options) []Finding {
 			}
 		}
 		var noStack int64
-		for _, al := range a.Replay.LiveAt(a.Peak.EventIndex) {
+		for _, al := range a.live {
 			if al.Origin == FromTrace && al.Stack == 0 {
 				noStack += al.Size
 			}

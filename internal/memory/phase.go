@@ -40,10 +40,11 @@ type Step struct {
 
 // Phases labels every entry of a trace with a phase and splits it into steps.
 type Phases struct {
-	Of     []Phase // per entry
-	StepOf []int32 // per entry: index into Steps, -1 outside any step
-	Steps  []Step
-	Source string // how steps were found: "annotations", "optimizer frames", "repeating pattern", "none"
+	Of      []Phase      // per entry
+	classes []frameClass // per stack: what its frames show (shared with categorize)
+	StepOf  []int32      // per entry: index into Steps, -1 outside any step
+	Steps   []Step
+	Source  string // how steps were found: "annotations", "optimizer frames", "repeating pattern", "none"
 }
 
 // interval is an annotated range in entry indices [lo, hi).
@@ -167,6 +168,7 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 	for i := range s.Stacks {
 		classes[i] = classifyStack(s, snapshot.StackID(i))
 	}
+	p.classes = classes
 
 	// Step boundaries.
 	var bounds []int // exclusive ends of steps
