@@ -182,9 +182,6 @@ func fillInput(in *memreport.Input, s *snapshot.Snapshot, f *analyzeFlags, o mem
 		if f.device >= 0 && d != f.device {
 			continue
 		}
-		if f.device < 0 && !hasData(s, d) {
-			continue // e.g. only the marker _snapshot() leaves on every device
-		}
 		in.Devices = append(in.Devices, memory.Analyze(s, d, o))
 	}
 }
@@ -260,18 +257,4 @@ func writeAnalysisRun(doc *memreport.Document, f *analyzeFlags) (string, error) 
 		return "", err
 	}
 	return dir, nil
-}
-
-// hasData reports whether device d has segments or a trace entry other than
-// the "snapshot" marker that _snapshot() records on every device.
-func hasData(s *snapshot.Snapshot, d int) bool {
-	if len(s.DeviceSegments(d)) > 0 {
-		return true
-	}
-	for _, a := range s.Trace(d).Action {
-		if a != snapshot.ActionSnapshot {
-			return true
-		}
-	}
-	return false
 }

@@ -9,6 +9,8 @@
 // missing keys, active_awaiting_free).
 package snapshot
 
+import "sort"
+
 // Action is what a trace entry records.
 type Action uint8
 
@@ -198,26 +200,26 @@ func (s *Snapshot) StackFrames(id StackID) []Frame {
 	return out
 }
 
-// Devices lists the device ordinals that have a trace entry or a segment.
+// Devices lists, in order, the device ordinals that have segments or a trace
+// entry other than the "snapshot" marker _snapshot() records on every device.
 func (s *Snapshot) Devices() []int {
 	seen := map[int]bool{}
-	for _, t := range s.Traces {
-		if t.Len() > 0 {
-			seen[t.Device] = true
-		}
-	}
 	for _, g := range s.Segments {
 		seen[g.Device] = true
 	}
-	var out []int
-	for d := 0; d < len(s.Traces) || len(out) < len(seen); d++ {
-		if seen[d] {
-			out = append(out, d)
-		}
-		if d > 1<<16 {
-			break
+	for _, t := range s.Traces {
+		for _, a := range t.Action {
+			if a != ActionSnapshot {
+				seen[t.Device] = true
+				break
+			}
 		}
 	}
+	out := make([]int, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Ints(out)
 	return out
 }
 

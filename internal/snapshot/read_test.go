@@ -176,3 +176,18 @@ func toJSON(t *testing.T, s *Snapshot) []byte {
 	}
 	return b
 }
+
+// A device whose trace holds only the marker _snapshot() records (a real
+// ptscope run bundle from an H200 x2 host that used one GPU) is no device.
+func TestDevicesIgnoreSnapshotMarker(t *testing.T) {
+	s, err := ReadFile(testfixture.Testdata(t, "bundles", "lm_small_bf16", "rank0", "snapshot_end.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Traces) != 2 || s.Trace(1).Len() != 1 || s.Trace(1).Action[0] != ActionSnapshot {
+		t.Fatalf("fixture shape changed: %d traces", len(s.Traces))
+	}
+	if d := s.Devices(); len(d) != 1 || d[0] != 0 {
+		t.Errorf("Devices() = %v, want [0]", d)
+	}
+}
