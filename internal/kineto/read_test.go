@@ -1,8 +1,6 @@
 package kineto
 
 import (
-	"github.com/ptscope/ptscope/internal/testfixture"
-
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -10,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // fixture returns the path of a shared fixture (skips when absent).

@@ -1,13 +1,12 @@
 package memory
 
 import (
-	"github.com/ptscope/ptscope/internal/testfixture"
-
 	"math"
 	"path/filepath"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 func fixture(t testing.TB, name string) *snapshot.Snapshot {

@@ -8,6 +8,7 @@
 package memory
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -253,15 +254,23 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 
 func (r *Replay) detectTruncation(s *snapshot.Snapshot, tr *snapshot.Trace) {
 	st := s.Settings
+	n := tr.Len()
 	switch {
 	case st.OverflowKnown && st.TraceOverflowed:
 		r.Truncated = true
 		r.TruncationEvidence = "the allocator reports that the trace ring buffer overflowed"
-	case r.Unmatched > 0 && tr.Len() > 0 && tr.Action[0] != snapshot.ActionAlloc && r.Unmatched*20 > tr.Len():
-		r.Truncated = true
-		r.TruncationEvidence = "many frees have no recorded alloc and the trace starts mid-stream: the ring buffer (max_entries) probably dropped older entries"
-	case st.TraceMaxEntries > 1 && int64(tr.Len()) >= st.TraceMaxEntries:
+	case st.TraceMaxEntries > 1 && int64(n) >= st.TraceMaxEntries:
 		r.Truncated = true
 		r.TruncationEvidence = "the trace holds exactly max_entries entries: older ones were dropped"
+	case r.Unmatched > 0 && n >= 1000 && n%1000 == 0:
+		// A wrapped ring buffer holds exactly max_entries entries, and people
+		// choose round numbers for it; frees without their alloc confirm it.
+		r.Truncated = true
+		r.TruncationEvidence = fmt.Sprintf("%d frees have no recorded alloc and the trace holds a round %d entries: the ring buffer (max_entries) dropped older entries", r.Unmatched, n)
+	case r.Unmatched > 0 && n > 0 && tr.Action[0] != snapshot.ActionAlloc && r.Unmatched*20 > n:
+		r.Truncated = true
+		r.TruncationEvidence = fmt.Sprintf("%d of %d entries are frees without their alloc and the trace starts mid-stream: the ring buffer (max_entries) probably dropped older entries", r.Unmatched, n)
+	case r.Unmatched > 0:
+		r.TruncationEvidence = fmt.Sprintf("%d frees have no recorded alloc: recording started mid-run (or the ring buffer dropped entries; raise max_entries if in doubt)", r.Unmatched)
 	}
 }

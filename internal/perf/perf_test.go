@@ -1,8 +1,6 @@
 package perf
 
 import (
-	"github.com/ptscope/ptscope/internal/testfixture"
-
 	"context"
 	"encoding/json"
 	"flag"
@@ -12,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/kineto"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // fixture returns the path of a shared fixture (skips when absent).

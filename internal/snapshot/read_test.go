@@ -1,15 +1,18 @@
 package snapshot
 
 import (
-	"github.com/ptscope/ptscope/internal/testfixture"
-
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/ptscope/ptscope/internal/testfixture"
+	"github.com/ulikunitz/xz"
 )
 
 // fixture returns the path of a shared fixture (skips when absent).
@@ -189,5 +192,86 @@ func TestDevicesIgnoreSnapshotMarker(t *testing.T) {
 	}
 	if d := s.Devices(); len(d) != 1 || d[0] != 0 {
 		t.Errorf("Devices() = %v, want [0]", d)
+	}
+}
+
+// The PyTorch 1.13/2.0 forms, made from a real snapshot by
+// scripts/make_legacy_snapshot.py: a bare list of segments (protocol 2),
+// blocks with `history` instead of address/requested_size, the
+// `active_awaiting_free` spelling, segments without the newer keys.
+func TestLegacySnapshot(t *testing.T) {
+	modern, err := ReadFile(testfixture.Testdata(t, "snapshots", "validate_gpt2tiny_fp32.pickle.xz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := ReadFile(testfixture.Testdata(t, "snapshots", "legacy_list_history.pickle.xz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !legacy.Legacy || len(legacy.Traces) != 0 || len(legacy.Segments) != len(modern.Segments) {
+		t.Fatalf("legacy=%v traces=%d segments=%d (modern %d)", legacy.Legacy, len(legacy.Traces), len(legacy.Segments), len(modern.Segments))
+	}
+	var pendingBlocks int
+	for i, g := range legacy.Segments {
+		var wantRequested int64 // legacy segments lack requested_size: derived from the blocks
+		m := modern.Segments[i]
+		if g.Address != m.Address || g.TotalSize != m.TotalSize || len(g.Blocks) != len(m.Blocks) {
+			t.Fatalf("segment %d differs", i)
+		}
+		for j, b := range g.Blocks {
+			mb := m.Blocks[j]
+			// Addresses are recomputed from the segment and sizes; requested
+			// sizes and stacks come from history[0].
+			if b.Address != mb.Address || b.Size != mb.Size {
+				t.Errorf("segment %d block %d: address/size %x/%d, want %x/%d", i, j, b.Address, b.Size, mb.Address, mb.Size)
+			}
+			switch b.State {
+			case BlockActivePendingFree:
+				pendingBlocks++
+				if mb.State != BlockActiveAllocated {
+					t.Errorf("awaiting_free block was %v", mb.State)
+				}
+			case BlockActiveAllocated:
+				wantRequested += mb.RequestedSize
+				if b.RequestedSize != mb.RequestedSize || len(legacy.StackFrames(b.Stack)) != len(modern.StackFrames(mb.Stack)) {
+					t.Errorf("block %d/%d: requested %d (want %d) or stack lost", i, j, b.RequestedSize, mb.RequestedSize)
+				}
+			}
+		}
+		if g.RequestedSize != wantRequested {
+			t.Errorf("segment %d: requested size %d, want %d", i, g.RequestedSize, wantRequested)
+		}
+	}
+	if pendingBlocks != 2 {
+		t.Errorf("%d active_awaiting_free blocks read as pending, want 2", pendingBlocks)
+	}
+}
+
+// Snapshots compressed with xz and zstd read like the plain pickle.
+func TestCompressedSnapshots(t *testing.T) {
+	p := fixture(t, "gpt2s_fwd_bf16_b4_ctx512.pickle")
+	want, err := ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(p)
+	dir := t.TempDir()
+	for name, w := range map[string]func(io.Writer) (io.WriteCloser, error){
+		"s.pickle.zst": func(w io.Writer) (io.WriteCloser, error) { return zstd.NewWriter(w) },
+		"s.pickle.xz":  func(w io.Writer) (io.WriteCloser, error) { return xz.NewWriter(w) },
+	} {
+		var buf bytes.Buffer
+		zw, err := w(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw.Write(raw)
+		zw.Close()
+		os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644)
+		got, err := ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		compare(t, name, want, got)
 	}
 }
