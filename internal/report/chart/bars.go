@@ -147,18 +147,9 @@ func (b Bars) horizontal(fr *frame, labels []string, t barTotals, hidden int) {
 	for i := range labels {
 		mid := p.y0 + (float64(i)+0.5)*rowH
 		s.text(p.x0-8, mid+tickSize*capCenter, cats[i], tickSize, false, anchorEnd, colText)
-		posAcc, negAcc := 0.0, 0.0
-		for l, st := range b.Stacks {
-			v := val(st.Y[i])
-			var a, e float64
-			if v >= 0 {
-				a, e = posAcc, posAcc+v
-				posAcc = e
-			} else {
-				a, e = negAcc+v, negAcc
-				negAcc = a
-			}
-			x0, x1 := va.pos(a, p.x0, p.x1), va.pos(e, p.x0, p.x1)
+		spans, posAcc := b.spans(i)
+		for l, sp := range spans {
+			x0, x1 := va.pos(sp[0], p.x0, p.x1), va.pos(sp[1], p.x0, p.x1)
 			s.rect(x0, mid-barThick/2, x1-x0, barThick, b.color(l))
 		}
 		end := va.pos(math.Max(posAcc, 0), p.x0, p.x1)
@@ -231,18 +222,9 @@ func (b Bars) vertical(fr *frame, labels []string, t barTotals) {
 	barW := math.Min(slot*0.7, 80)
 	for i := range labels {
 		cx := p.x0 + (float64(i)+0.5)*slot
-		posAcc, negAcc := 0.0, 0.0
-		for l, st := range b.Stacks {
-			v := val(st.Y[i])
-			var a, e float64
-			if v >= 0 {
-				a, e = posAcc, posAcc+v
-				posAcc = e
-			} else {
-				a, e = negAcc+v, negAcc
-				negAcc = a
-			}
-			y0, y1 := va.pos(e, p.y1, p.y0), va.pos(a, p.y1, p.y0)
+		spans, posAcc := b.spans(i)
+		for l, sp := range spans {
+			y0, y1 := va.pos(sp[1], p.y1, p.y0), va.pos(sp[0], p.y1, p.y0)
 			s.rect(cx-barW/2, y0, barW, y1-y0, b.color(l))
 		}
 		if tl := b.totalLabel(t, i); tl != "" && room(f.measure(tl, valueSize, false)) <= slot-2 {
@@ -270,4 +252,21 @@ func maxWidth(f faces, ss []string, size float64) float64 {
 		w = math.Max(w, room(f.measure(s, size, false)))
 	}
 	return w
+}
+
+// spans returns the value range [from, to] of each stack layer of bar i
+// (positive values stack up from 0, negative ones down) and the positive total.
+func (b Bars) spans(i int) ([][2]float64, float64) {
+	out := make([][2]float64, len(b.Stacks))
+	pos, neg := 0.0, 0.0
+	for l, st := range b.Stacks {
+		if v := val(st.Y[i]); v >= 0 {
+			out[l] = [2]float64{pos, pos + v}
+			pos += v
+		} else {
+			out[l] = [2]float64{neg + v, neg}
+			neg += v
+		}
+	}
+	return out, pos
 }
