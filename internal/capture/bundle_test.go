@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func writeFile(t *testing.T, path, data string) {
@@ -87,26 +86,6 @@ func TestReadBundleErrors(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_`)
 	if _, err := ReadBundle(dir); err == nil || !strings.Contains(err.Error(), "manifest.json") {
 		t.Errorf("truncated manifest: %v", err)
-	}
-}
-
-func TestNewRunDir(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "runs")
-	now := time.Date(2026, 11, 21, 15, 4, 5, 0, time.UTC)
-	a, err := newRunDir(out, "train lm", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if filepath.Base(a) != "20261121_150405_train_lm" {
-		t.Errorf("dir %s", a)
-	}
-	b, err := newRunDir(out, "train lm", now)
-	if err != nil || filepath.Base(b) != "20261121_150405_train_lm_2" {
-		t.Errorf("second dir %s %v", b, err)
-	}
-	link, err := os.Readlink(filepath.Join(out, "latest"))
-	if err != nil || link != "20261121_150405_train_lm_2" {
-		t.Errorf("latest -> %q, %v", link, err)
 	}
 }
 

@@ -3,6 +3,8 @@
 package capture
 
 import (
+	"github.com/ptscope/ptscope/internal/report"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,9 +58,13 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		name = CommandName(argv)
 	}
 	start := time.Now()
-	dir, err := newRunDir(opts.OutDir, name, start)
+	dir, err := report.NewRunDir(opts.OutDir, name)
 	if err != nil {
-		return nil, err
+		if dir == "" {
+			return nil, fmt.Errorf("--out %s: %w", opts.OutDir, err)
+		}
+		// The bundle folder exists; only OUT/latest could not be updated.
+		fmt.Fprintf(os.Stderr, "ptscope: warning: %v\n", err)
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs

@@ -1,6 +1,8 @@
 package capture
 
 import (
+	"github.com/ptscope/ptscope/internal/report"
+
 	"reflect"
 	"strings"
 	"testing"
@@ -110,11 +112,11 @@ func TestCommandName(t *testing.T) {
 			t.Errorf("CommandName(%q) = %q, want %q", tt.argv, got, tt.want)
 		}
 	}
-	if got := sanitizeName("a b/c:d"); got != "a_b_c_d" {
-		t.Errorf("sanitizeName = %q", got)
+	if got := report.SanitizeName("a b/c:d"); got != "a_b_c_d" {
+		t.Errorf("SanitizeName = %q", got)
 	}
-	if got := sanitizeName("..."); got != "run" {
-		t.Errorf("sanitizeName(...) = %q", got)
+	if got := report.SanitizeName("..."); got != "run" {
+		t.Errorf("SanitizeName(...) = %q", got)
 	}
 }
 
