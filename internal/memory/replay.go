@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
@@ -121,9 +122,17 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 		}
 	}
 
-	// Match allocs with frees by address.
-	live := map[uint64]int32{} // addr -> index in r.Allocs of the live allocation
-	pending := map[uint64]int32{}
+	// Match allocs with frees by address. Allocs holds at most one entry
+	// per alloc or free: counting first spares the copies of growing it.
+	allocs := 0
+	for _, a := range tr.Action {
+		if a == snapshot.ActionAlloc || a == snapshot.ActionFreeRequested || a == snapshot.ActionFreeCompleted {
+			allocs++
+		}
+	}
+	r.Allocs = hugepage.MakeCap[Alloc](0, allocs+len(final))
+	live := newAddrTable(1024)    // addr -> index in r.Allocs of the live allocation
+	pending := newAddrTable(1024) // freed by the program, not yet by the allocator
 	for i := 0; i < n; i++ {
 		addr := tr.Addr[i]
 		switch tr.Action[i] {
@@ -131,9 +140,9 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 			r.Allocs = append(r.Allocs, Alloc{Addr: addr, Requested: tr.Size[i], Size: RoundSize(tr.Size[i]),
 				Stream: tr.Stream[i], Stack: tr.Stack[i], AllocIdx: int32(i), FreeReqIdx: -1, FreeIdx: -1,
 				Metadata: tr.UserMetadata[i]})
-			live[addr] = int32(len(r.Allocs) - 1)
+			live.put(addr, int32(len(r.Allocs)-1))
 		case snapshot.ActionFreeRequested:
-			k, ok := live[addr]
+			k, ok := live.take(addr)
 			if !ok {
 				r.Allocs = append(r.Allocs, Alloc{Addr: addr, Requested: tr.Size[i], Size: RoundSize(tr.Size[i]),
 					Stream: tr.Stream[i], Stack: tr.Stack[i], FreeStack: tr.Stack[i], AllocIdx: -1,
@@ -141,20 +150,17 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 				k = int32(len(r.Allocs) - 1)
 				r.Unmatched++
 			} else {
-				delete(live, addr)
 				r.Allocs[k].FreeReqIdx = int32(i)
 				r.Allocs[k].FreeStack = tr.Stack[i]
 			}
-			pending[addr] = k
+			pending.put(addr, k)
 		case snapshot.ActionFreeCompleted:
-			if k, ok := pending[addr]; ok {
-				delete(pending, addr)
+			if k, ok := pending.take(addr); ok {
 				r.Allocs[k].FreeIdx = int32(i)
 				continue
 			}
-			if k, ok := live[addr]; ok {
+			if k, ok := live.take(addr); ok {
 				// A merged "free" (no free_requested): both at once.
-				delete(live, addr)
 				r.Allocs[k].FreeReqIdx, r.Allocs[k].FreeIdx = int32(i), int32(i)
 				r.Allocs[k].FreeStack = tr.Stack[i]
 				continue
@@ -166,18 +172,18 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 		}
 	}
 	// Allocations still alive take their exact size from the final blocks.
-	for addr, k := range live {
+	live.each(func(addr uint64, k int32) {
 		if lb, ok := final[addr]; ok && lb.b.State == snapshot.BlockActiveAllocated {
 			r.Allocs[k].Size, r.Allocs[k].Exact = lb.b.Size, true
 			delete(final, addr)
 		}
-	}
-	for addr, k := range pending {
+	})
+	pending.each(func(addr uint64, k int32) {
 		if lb, ok := final[addr]; ok && lb.b.State == snapshot.BlockActivePendingFree {
 			r.Allocs[k].Size, r.Allocs[k].Exact = lb.b.Size, true
 			delete(final, addr)
 		}
-	}
+	})
 	// Live blocks the trace never saw predate recording (ghosts).
 	ghostAddrs := make([]uint64, 0, len(final))
 	for addr, lb := range final {
@@ -205,10 +211,10 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 	n := tr.Len()
 	t := &r.Timeline
 	t.TimeUS = tr.TimeUS
-	t.Allocated = make([]int64, n)
-	t.Requested = make([]int64, n)
-	t.Active = make([]int64, n)
-	t.Reserved = make([]int64, n)
+	t.Allocated = hugepage.Make[int64](n)
+	t.Requested = hugepage.Make[int64](n)
+	t.Active = hugepage.Make[int64](n)
+	t.Reserved = hugepage.Make[int64](n)
 	var base State
 	for i := range r.Allocs {
 		a := &r.Allocs[i]
@@ -231,25 +237,30 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 	}
 	// Reserved: work back from the final segments through segment events.
 	var segDelta int64
-	for i := 0; i < n; i++ {
-		switch tr.Action[i] {
-		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
-			t.Reserved[i] = tr.Size[i]
-		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
-			t.Reserved[i] = -tr.Size[i]
-		}
-		segDelta += t.Reserved[i]
+	for i, a := range tr.Action {
+		segDelta += reservedDelta(a, tr.Size[i])
 	}
 	base.Reserved = endReserved - segDelta
 	r.Baseline = base
 	cur := base
-	for i := 0; i < n; i++ {
+	for i, a := range tr.Action {
 		cur.Allocated += t.Allocated[i]
 		cur.Requested += t.Requested[i]
 		cur.Active += t.Active[i]
-		cur.Reserved += t.Reserved[i]
+		cur.Reserved += reservedDelta(a, tr.Size[i])
 		t.Allocated[i], t.Requested[i], t.Active[i], t.Reserved[i] = cur.Allocated, cur.Requested, cur.Active, cur.Reserved
 	}
+}
+
+// reservedDelta is the change of reserved bytes an entry makes.
+func reservedDelta(a snapshot.Action, size int64) int64 {
+	switch a {
+	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+		return size
+	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
+		return -size
+	}
+	return 0
 }
 
 func (r *Replay) detectTruncation(s *snapshot.Snapshot, tr *snapshot.Trace) {
