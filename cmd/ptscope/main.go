@@ -3,15 +3,34 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 
 	"github.com/ptscope/ptscope/internal/cli"
 )
 
 func main() {
+	// PTSCOPE_CPUPROFILE=FILE writes a CPU profile of the whole command
+	// (go tool pprof FILE), for performance work on real inputs.
+	if p := os.Getenv("PTSCOPE_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ptscope: PTSCOPE_CPUPROFILE: %v\n", err)
+			os.Exit(cli.ExitUsage)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
-	os.Exit(code)
+	if code != 0 {
+		pprof.StopCPUProfile()
+		os.Exit(code)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
@@ -155,7 +156,7 @@ func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
 func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 	tr := s.Trace(d)
 	n := tr.Len()
-	p := &Phases{Of: make([]Phase, n), Source: "none"}
+	p := &Phases{Of: hugepage.Make[Phase](n), Source: "none"}
 	if n == 0 {
 		return p
 	}
@@ -293,7 +294,7 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 			}
 		}
 	}
-	p.StepOf = make([]int32, n)
+	p.StepOf = hugepage.Make[int32](n)
 	for i := range p.StepOf {
 		p.StepOf[i] = -1
 	}
@@ -440,7 +441,7 @@ func repeatingPeriod(tr *snapshot.Trace, _ *Replay) period {
 }
 
 func monotonic(t []int64) []int64 {
-	out := make([]int64, len(t))
+	out := hugepage.Make[int64](len(t))
 	var m int64
 	for i, v := range t {
 		m = max(m, v)

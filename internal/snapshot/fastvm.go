@@ -3,6 +3,8 @@ package snapshot
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/ptscope/ptscope/internal/hugepage"
 )
 
 // The parallel reader's worker: a small pickle VM that only knows the shapes
@@ -126,7 +128,7 @@ func newWorker(env *parEnv, base int) *worker {
 }
 
 func (w *worker) prealloc(memo, rows int) {
-	w.memo = make([]wv, 0, memo)
+	w.memo = hugepage.MakeCap[wv](0, memo)
 	w.t.growTo(rows)
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 
+	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/pickle"
 )
@@ -139,10 +140,10 @@ func decodeMapped(data []byte) (s *Snapshot, err error) {
 
 // readAll reads r to its end into one buffer of about size bytes.
 func readAll(r io.Reader, size int) ([]byte, error) {
-	buf := make([]byte, 0, size+1)
+	buf := hugepage.MakeCap[byte](0, size+1)
 	for {
 		if len(buf) == cap(buf) {
-			nb := make([]byte, len(buf), 2*cap(buf)+64<<10) // double: append grows large slices by 1.25x
+			nb := hugepage.MakeCap[byte](len(buf), 2*cap(buf)+64<<10) // double: append grows large slices by 1.25x
 			copy(nb, buf)
 			buf = nb
 		}
@@ -592,12 +593,12 @@ func (t *Trace) grow() { t.growTo(max(2*cap(t.Action), 1024)) }
 
 // growTo sets the capacity of every column to n.
 func (t *Trace) growTo(n int) {
-	t.Action = append(make([]Action, 0, n), t.Action...)
-	t.Addr = append(make([]uint64, 0, n), t.Addr...)
-	t.Size = append(make([]int64, 0, n), t.Size...)
-	t.Stream = append(make([]uint32, 0, n), t.Stream...)
-	t.TimeUS = append(make([]int64, 0, n), t.TimeUS...)
-	t.Stack = append(make([]StackID, 0, n), t.Stack...)
-	t.CompileContext = append(make([]uint32, 0, n), t.CompileContext...)
-	t.UserMetadata = append(make([]uint32, 0, n), t.UserMetadata...)
+	t.Action = append(hugepage.MakeCap[Action](0, n), t.Action...)
+	t.Addr = append(hugepage.MakeCap[uint64](0, n), t.Addr...)
+	t.Size = append(hugepage.MakeCap[int64](0, n), t.Size...)
+	t.Stream = append(hugepage.MakeCap[uint32](0, n), t.Stream...)
+	t.TimeUS = append(hugepage.MakeCap[int64](0, n), t.TimeUS...)
+	t.Stack = append(hugepage.MakeCap[StackID](0, n), t.Stack...)
+	t.CompileContext = append(hugepage.MakeCap[uint32](0, n), t.CompileContext...)
+	t.UserMetadata = append(hugepage.MakeCap[uint32](0, n), t.UserMetadata...)
 }
