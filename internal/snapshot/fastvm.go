@@ -127,9 +127,11 @@ func newWorker(env *parEnv, base int) *worker {
 	return w
 }
 
-func (w *worker) prealloc(memo, rows int) {
+// prealloc sizes the memo and points the worker's columns at rows
+// [off, off+rows) of the builder's spare capacity (see Trace.window).
+func (w *worker) prealloc(memo int, dst *Trace, off, rows int) {
 	w.memo = hugepage.MakeCap[wv](0, memo)
-	w.t.growTo(rows)
+	w.t.window(dst, off, rows)
 }
 
 // at moves pos past any FRAME header that starts there.

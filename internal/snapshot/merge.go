@@ -91,10 +91,18 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 		}
 		units[u].stackMap = sm
 	}
-	// Columns.
+	// Columns: in place when every stretch filled its window of the
+	// builder's arrays at its final offset, else copied into new arrays.
 	t := &b.entries
-	if cap(t.Action) < n0+total {
+	inPlace := true
+	for u := range units {
+		inPlace = inPlace && units[u].w.t.inWindow(t, n0+units[u].rowOff)
+	}
+	if !inPlace || cap(t.Action) < n0+total {
 		t.growTo(n0 + total)
+		inPlace = false
+	} else {
+		e.inPlace++
 	}
 	t.HasTime = t.HasTime || hasTime
 	t.Action = t.Action[:n0+total]
@@ -116,10 +124,12 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 		o := n0 + units[u].rowOff
 		lt := &w.t
 		n := lt.Len()
-		copy(t.Action[o:o+n], lt.Action)
-		copy(t.Addr[o:o+n], lt.Addr)
-		copy(t.Size[o:o+n], lt.Size)
-		copy(t.TimeUS[o:o+n], lt.TimeUS)
+		if !inPlace {
+			copy(t.Action[o:o+n], lt.Action)
+			copy(t.Addr[o:o+n], lt.Addr)
+			copy(t.Size[o:o+n], lt.Size)
+			copy(t.TimeUS[o:o+n], lt.TimeUS)
+		}
 		sm, strm, stm := units[u].stackMap, strMaps[u], streamMaps[u]
 		for i := range n {
 			t.Stream[o+i] = stm[lt.Stream[i]]

@@ -47,7 +47,12 @@ type parEnv struct {
 	stretches int  // stretches merged (for tests)
 	slow      int  // entries not on the fast path (for tests)
 	patches   int  // references resolved at the merge (for tests)
+	inPlace   int  // regions whose rows the workers decoded in place (for tests)
 }
+
+// rowSkew is added to the first unit's expected row count: tests set it to
+// send the merge down its copying path.
+var rowSkew = 0
 
 func (e *parEnv) prefix(w *worker, i int) (wv, bool) {
 	if i < len(e.pre) {
@@ -156,7 +161,8 @@ var errMerge = errors.New("parallel trace merge failed")
 type unit struct {
 	start, fi int
 	slot      int
-	rows      int // expected, for capacities
+	rows      int // expected (the scan's count)
+	off       int // where the worker's rows go in the builder's columns
 	w         *worker
 	rowOff    int
 	frameMap  []uint32
@@ -243,6 +249,21 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 		units[len(units)-1].rows += s.rows
 		base += s.memo
 	}
+	// The workers decode straight into the builder's columns, each unit at
+	// the row the scan's counts give it, so that the merge only renumbers
+	// ids in place; a unit whose count was off moves to arrays of its own
+	// and the merge copies (parallel_test.go covers both).
+	dst := &b.entries
+	n0 := len(dst.Action)
+	units[0].rows = max(units[0].rows+rowSkew, 0)
+	expect := 0
+	for u := range units {
+		units[u].off = n0 + expect
+		expect += units[u].rows
+	}
+	if cap(dst.Action) < n0+expect {
+		dst.growTo(n0 + expect)
+	}
 	parallel(len(units), workers, func(u int) {
 		w := newWorker(e, units[u].slot)
 		units[u].w = w
@@ -260,7 +281,7 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 			limit = units[u+1].start
 			memo = units[u+1].slot - units[u].slot
 		}
-		w.prealloc(memo+16, units[u].rows+16)
+		w.prealloc(memo+16, dst, units[u].off, units[u].rows)
 		w.run(units[u].start, limit)
 	})
 	// Check that the stretches join up, and find where the list ends.
@@ -354,22 +375,23 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 			case n == 0:
 				return s // not handled
 			case n == lenEmptyDict:
-				if pos+4 < end && data[pos+1] == 0x94 && data[pos+2] == '(' {
-					k := -1
-					switch data[pos+3] {
-					case 'h':
-						k = int(data[pos+4])
-					case 'j':
-						if pos+8 < end {
-							k = int(binary.LittleEndian.Uint32(data[pos+4:]))
-						}
+				// An entry starts EMPTY_DICT MEMOIZE MARK BINGET "action";
+				// the opcodes may straddle a FRAME header.
+				var k int
+				if pos+8 < end {
+					k = entryKey(data[pos+1 : pos+8])
+				} else {
+					var b [7]byte
+					for j := range b {
+						b[j] = e.byteAfter(fi, pos, j+1)
 					}
-					if k >= 0 && k < len(e.action) && e.action[k] {
-						if s.cand < 0 {
-							s.cand, s.candFI, s.pre = pos, fi, s.memo
-						}
-						s.rows++
+					k = entryKey(b[:])
+				}
+				if k >= 0 && k < len(e.action) && e.action[k] {
+					if s.cand < 0 {
+						s.cand, s.candFI, s.pre = pos, fi, s.memo
 					}
+					s.rows++
 				}
 				pos++
 			default:
@@ -399,6 +421,35 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 	}
 	s.ok = true
 	return s
+}
+
+// entryKey returns the memo slot that the opcodes after an EMPTY_DICT
+// (MEMOIZE MARK BINGET/LONG_BINGET, in b) fetch as the first key, or -1.
+func entryKey(b []byte) int {
+	if b[0] != 0x94 || b[1] != '(' {
+		return -1
+	}
+	switch b[2] {
+	case 'h':
+		return int(b[3])
+	case 'j':
+		return int(binary.LittleEndian.Uint32(b[3:7]))
+	}
+	return -1
+}
+
+// byteAfter returns the k-th byte of the opcode stream after position pos
+// of frame fi, skipping FRAME headers (0 past the last frame).
+func (e *parEnv) byteAfter(fi, pos, k int) byte {
+	for pos+k >= e.frames[fi].hi {
+		k -= e.frames[fi].hi - pos
+		fi++
+		if fi >= len(e.frames) {
+			return 0
+		}
+		pos = e.frames[fi].lo
+	}
+	return e.data[pos+k]
 }
 
 // Opcode lengths for scan: >0 fixed total length, 0 not handled, negative

@@ -534,6 +534,33 @@ func (t *Trace) appendRow(r row) int {
 	return len(t.Action) - 1
 }
 
+// window makes t's columns empty views of dst's spare capacity [off,
+// off+n): appends fill dst in place up to n rows, and move to arrays of
+// their own past that. The parallel reader's workers decode into windows
+// so that the merge need not copy their rows.
+func (t *Trace) window(dst *Trace, off, n int) {
+	hi := off + n
+	t.Action, t.Addr, t.Size = dst.Action[off:off:hi], dst.Addr[off:off:hi], dst.Size[off:off:hi]
+	t.Stream, t.TimeUS, t.Stack = dst.Stream[off:off:hi], dst.TimeUS[off:off:hi], dst.Stack[off:off:hi]
+	t.CompileContext, t.UserMetadata = dst.CompileContext[off:off:hi], dst.UserMetadata[off:off:hi]
+}
+
+// inWindow reports whether t's rows lie in dst's arrays starting at row off
+// (t was a window of dst that never outgrew it).
+func (t *Trace) inWindow(dst *Trace, off int) bool {
+	n := t.Len()
+	if n == 0 {
+		return true
+	}
+	if off+n > cap(dst.Action) {
+		return false
+	}
+	return &t.Action[0] == &dst.Action[:off+1][off] && &t.Addr[0] == &dst.Addr[:off+1][off] &&
+		&t.Size[0] == &dst.Size[:off+1][off] && &t.Stream[0] == &dst.Stream[:off+1][off] &&
+		&t.TimeUS[0] == &dst.TimeUS[:off+1][off] && &t.Stack[0] == &dst.Stack[:off+1][off] &&
+		&t.CompileContext[0] == &dst.CompileContext[:off+1][off] && &t.UserMetadata[0] == &dst.UserMetadata[:off+1][off]
+}
+
 // rowAt returns entry i.
 func (t *Trace) rowAt(i int) row {
 	return row{t.Action[i], t.Addr[i], t.Size[i], t.TimeUS[i], t.Stream[i], t.Stack[i], t.CompileContext[i], t.UserMetadata[i]}
