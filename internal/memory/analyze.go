@@ -142,8 +142,13 @@ const topStacks = 30
 // Analyze runs every analysis on device d of s.
 func Analyze(s *snapshot.Snapshot, d int, o Options) *Device {
 	o.defaults()
+	// The phases need the replay only to measure the steps: find them
+	// meanwhile.
+	var ph *Phases
+	wait := goPanicSafe(func() { ph = tracePhases(s, d) })
 	r := NewReplay(s, d)
-	ph := NewPhases(s, d, r)
+	wait()
+	ph.measure(r)
 	categorize(s, r, ph)
 	out := &Device{Device: d, Entries: s.Trace(d).Len(), HasTime: s.Trace(d).HasTime, Replay: r, Phases: ph, snap: s,
 		Start: stateOut(r.Baseline), End: stateOut(r.End), Truncated: r.Truncated,
@@ -162,6 +167,22 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Device {
 	out.OOMs = explainOOMs(s, d, r, out.Fragmentation, o)
 	out.Findings = findings(out, o)
 	return out
+}
+
+// goPanicSafe runs f on its own goroutine; the returned wait blocks until f
+// is done and re-raises a panic of f on the caller's goroutine (where the
+// CLI turns it into a one-line error instead of a crash).
+func goPanicSafe(f func()) (wait func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	return func() {
+		if p := <-done; p != nil {
+			panic(p)
+		}
+	}
 }
 
 func (a *Device) peak() {

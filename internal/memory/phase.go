@@ -152,8 +152,17 @@ func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
 	return fcOther
 }
 
-// NewPhases finds steps and phases in device d's trace.
+// NewPhases finds steps and phases in device d's trace; the replay r gives
+// each step's peak.
 func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
+	p := tracePhases(s, d)
+	p.measure(r)
+	return p
+}
+
+// tracePhases is the part of NewPhases that needs only the trace, so that it
+// can run while the trace is replayed.
+func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	tr := s.Trace(d)
 	n := tr.Len()
 	p := &Phases{Of: hugepage.Make[Phase](n), Source: "none"}
@@ -225,7 +234,7 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 			bounds = append(bounds, end)
 		}
 		if len(bounds) == 0 {
-			if per := repeatingPeriod(tr, r); per.period > 0 && freesMost(tr, per) {
+			if per := repeatingPeriod(tr); per.period > 0 && freesMost(tr, per) {
 				p.Source = "repeating pattern"
 				for b := per.first; b < n; b += per.period {
 					if b > 0 {
@@ -259,9 +268,6 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 	if start < n && len(bounds) > 0 {
 		p.Steps = append(p.Steps, Step{Start: start, End: n, Partial: true})
 	}
-	if len(p.Steps) > 0 && p.Source != "annotations (ProfilerStep)" && r.Unmatched > 0 {
-		p.Steps[0].Partial = p.Steps[0].Partial || r.Truncated
-	}
 	for i := range p.Steps {
 		st := &p.Steps[i]
 		st.Index = i
@@ -269,14 +275,6 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 			st.Name = "step " + strconv.Itoa(i)
 		}
 		st.StartUS, st.EndUS = tr.TimeUS[st.Start], tr.TimeUS[st.End-1]
-		st.PeakIdx = st.Start
-		for j := st.Start; j < st.End; j++ {
-			if r.Timeline.Allocated[j] > r.Timeline.Allocated[st.PeakIdx] {
-				st.PeakIdx = j
-			}
-		}
-		st.Peak = r.Timeline.Allocated[st.PeakIdx]
-		st.EndAllocated = r.Timeline.Allocated[st.End-1]
 	}
 
 	// Phases: annotated ranges first, then frames within each step.
@@ -311,6 +309,26 @@ func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
 		labelStep(p.Of[st.Start:st.End], tr, classes, st.Start)
 	}
 	return p
+}
+
+// measure completes the steps from the replay: each one's peak and end,
+// and whether the first one was cut by a truncated recording.
+func (p *Phases) measure(r *Replay) {
+	if len(p.Steps) > 0 && p.Source != "annotations (ProfilerStep)" && r.Unmatched > 0 {
+		p.Steps[0].Partial = p.Steps[0].Partial || r.Truncated
+	}
+	alloc := r.Timeline.Allocated
+	for i := range p.Steps {
+		st := &p.Steps[i]
+		st.PeakIdx = st.Start
+		for j := st.Start; j < st.End; j++ {
+			if alloc[j] > alloc[st.PeakIdx] {
+				st.PeakIdx = j
+			}
+		}
+		st.Peak = alloc[st.PeakIdx]
+		st.EndAllocated = alloc[st.End-1]
+	}
 }
 
 // labelStep fills unlabelled entries of one step: forward until the first
@@ -398,7 +416,7 @@ type period struct{ first, period int }
 // repeatingPeriod finds the iteration length of a trace without markers:
 // the alloc signature (stack, size) that repeats at the most regular and
 // longest interval, at least 3 times.
-func repeatingPeriod(tr *snapshot.Trace, _ *Replay) period {
+func repeatingPeriod(tr *snapshot.Trace) period {
 	type sig struct {
 		stack snapshot.StackID
 		size  int64
@@ -440,7 +458,16 @@ func repeatingPeriod(tr *snapshot.Trace, _ *Replay) period {
 	return best
 }
 
+// monotonic returns t made non-decreasing (a running maximum); t itself
+// when it already is, as allocator traces usually are.
 func monotonic(t []int64) []int64 {
+	sorted := true
+	for i := 1; i < len(t) && sorted; i++ {
+		sorted = t[i] >= t[i-1]
+	}
+	if sorted {
+		return t
+	}
 	out := hugepage.Make[int64](len(t))
 	var m int64
 	for i, v := range t {

@@ -122,15 +122,17 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 		}
 	}
 
-	// Match allocs with frees by address. Allocs holds at most one entry
-	// per alloc or free: counting first spares the copies of growing it.
+	// Match allocs with frees by address. Allocs holds one entry per alloc,
+	// per free whose alloc was not recorded and per block alive since before
+	// the recording: counting the allocs first spares the copies of growing
+	// it (unmatched frees are few unless the ring buffer wrapped).
 	allocs := 0
 	for _, a := range tr.Action {
-		if a == snapshot.ActionAlloc || a == snapshot.ActionFreeRequested || a == snapshot.ActionFreeCompleted {
+		if a == snapshot.ActionAlloc {
 			allocs++
 		}
 	}
-	r.Allocs = hugepage.MakeCap[Alloc](0, allocs+len(final))
+	r.Allocs = hugepage.MakeCap[Alloc](0, allocs+len(final)+1024)
 	live := newAddrTable(1024)    // addr -> index in r.Allocs of the live allocation
 	pending := newAddrTable(1024) // freed by the program, not yet by the allocator
 	for i := 0; i < n; i++ {
