@@ -2,7 +2,11 @@
 // benchmarks and speed comparisons: the shape of a GPT-2 training run recorded
 // with stacks="python" (memoized keys, shared frame dicts, one frames list per
 // allocation shared by its two frees, persistent blocks that predate
-// recording), at any number of trace entries.
+// recording), at any number of trace entries. The trace is a sequence of
+// training steps of about 3,000 entries, as in a real GPT-2 small run:
+// activations allocated in forward from module stacks and freed in reverse
+// by backward, gradient temporaries from autograd stacks, and a short AdamW
+// burst from optimizer stacks.
 package snapgen
 
 import (
@@ -40,21 +44,7 @@ func Write(w io.Writer, o Options) error {
 		o.Stacks = 60
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 7))
-	files := []string{"torch/nn/functional.py", "torch/nn/modules/module.py", "transformers/models/gpt2/modeling_gpt2.py",
-		"torch/nn/modules/linear.py", "torch/optim/adamw.py", "torch/_tensor.py", "train.py", "torch/autograd/__init__.py"}
-	names := []string{"linear", "forward", "_call_impl", "_wrapped_call_impl", "gelu", "softmax", "layer_norm", "embedding",
-		"_multi_tensor_adamw", "step", "backward", "scaled_dot_product_attention", "main", "train_step"}
-	frames := make([]frame, o.Frames)
-	for i := range frames {
-		frames[i] = frame{"/opt/venv/lib/python3.12/site-packages/" + files[rng.IntN(len(files))], names[rng.IntN(len(names))], 10 + rng.IntN(3000)}
-	}
-	stacks := make([][]int, o.Stacks)
-	for i := range stacks {
-		n := 12 + rng.IntN(10)
-		for j := 0; j < n; j++ {
-			stacks[i] = append(stacks[i], rng.IntN(o.Frames))
-		}
-	}
+	frames, stacks := phaseStacks(rng, o.Frames, o.Stacks)
 
 	p := newPickler(w)
 	key := map[string]int{}
@@ -109,7 +99,7 @@ func Write(w io.Writer, o Options) error {
 	addr := segBase
 	for i := 0; i < 400; i++ {
 		sz := int64(512 * (1 + rng.IntN(1<<13)))
-		persistent = append(persistent, blk{addr, sz, rng.IntN(o.Stacks)})
+		persistent = append(persistent, blk{addr, sz, rng.IntN(len(stacks[stForward]))})
 		addr += sz
 	}
 	persistentEnd := addr
@@ -179,7 +169,7 @@ func Write(w io.Writer, o Options) error {
 			k(state)
 			k("frames")
 			if st >= 0 {
-				writeFrames(stacks[st])
+				writeFrames(stacks[stForward][st])
 			} else {
 				p.emptyList()
 				p.memoize()
@@ -264,26 +254,55 @@ func Write(w io.Writer, o Options) error {
 		t += int64(1 + rng.IntN(40))
 		return m
 	}
+	pick := func(g int) []int { return stacks[g][rng.IntN(len(stacks[g]))] }
+	// alloc and free write one allocation's entries while entries remain.
+	alloc := func(a, sz int64, g int) live {
+		if n >= o.Entries {
+			return live{}
+		}
+		segment()
+		return live{a, sz, entry("alloc", a, sz, -1, pick(g))}
+	}
+	free := func(l live, g int) {
+		if n >= o.Entries || l.size == 0 {
+			return
+		}
+		m := entry("free_requested", l.addr, l.size, -1, pick(g))
+		if n < o.Entries {
+			entry("free_completed", l.addr, l.size, m, nil)
+		}
+	}
+	const tempBase = 640 << 20 // temporaries above the activations, in the 1 GiB segment
 	writeTrace := func() {
 		for n < o.Entries {
-			// One step: allocate activations, free them in reverse (backward).
-			var ls []live
-			a := workBase
-			steps := 30 + rng.IntN(40)
-			for i := 0; i < steps && n < o.Entries; i++ {
-				sz := int64(512 * (1 + rng.IntN(1<<12)))
-				st := rng.IntN(o.Stacks)
-				segment()
-				m := entry("alloc", a, sz, -1, stacks[st])
-				ls = append(ls, live{a, sz, m})
+			// Forward: activations kept for backward, some temporaries.
+			var acts []live
+			a, tmp := workBase, workBase+tempBase
+			for i, k := 0, 500+rng.IntN(200); i < k && n < o.Entries; i++ {
+				sz := int64(512 * (1 + rng.IntN(1<<11)))
+				acts = append(acts, alloc(a, sz, stForward))
 				a += (sz + 511) / 512 * 512
-			}
-			for i := len(ls) - 1; i >= 0 && n < o.Entries; i-- {
-				st := stacks[rng.IntN(o.Stacks)]
-				m := entry("free_requested", ls[i].addr, ls[i].size, -1, st)
-				if n < o.Entries {
-					entry("free_completed", ls[i].addr, ls[i].size, m, nil)
+				if i%4 == 3 {
+					free(alloc(tmp, int64(512*(1+rng.IntN(1<<10))), stForward), stForward)
 				}
+			}
+			// Backward: a gradient temporary per layer, activations freed
+			// in reverse.
+			for i := len(acts) - 1; i >= 0 && n < o.Entries; i-- {
+				if i%3 == 0 {
+					free(alloc(tmp, int64(512*(1+rng.IntN(1<<10))), stBackward), stBackward)
+				}
+				free(acts[i], stBackward)
+			}
+			// Optimizer: AdamW's multi-tensor temporaries.
+			var opt []live
+			for i, k := 0, 20+rng.IntN(20); i < k && n < o.Entries; i++ {
+				sz := int64(512 * (1 + rng.IntN(1<<9)))
+				opt = append(opt, alloc(tmp, sz, stOptimizer))
+				tmp += (sz + 511) / 512 * 512
+			}
+			for i := len(opt) - 1; i >= 0; i-- {
+				free(opt[i], stOptimizer)
 			}
 		}
 	}
@@ -325,4 +344,74 @@ func Write(w io.Writer, o Options) error {
 		return fmt.Errorf("snapgen: %w", err)
 	}
 	return nil
+}
+
+// Stack groups.
+const (
+	stForward = iota
+	stBackward
+	stOptimizer
+)
+
+// phaseStacks makes nFrames frames and nStacks stacks (innermost frame
+// first, as PyTorch writes them) in three groups that look like a training
+// step's: module forward calls, autograd's backward, and AdamW.
+func phaseStacks(rng *rand.Rand, nFrames, nStacks int) ([]frame, [3][][]int) {
+	const site = "/opt/venv/lib/python3.12/site-packages/"
+	kinds := [...]struct {
+		files, names []string
+	}{
+		stForward: {[]string{"torch/nn/functional.py", "torch/nn/modules/module.py", "transformers/models/gpt2/modeling_gpt2.py", "torch/nn/modules/linear.py"},
+			[]string{"linear", "forward", "_call_impl", "_wrapped_call_impl", "gelu", "softmax", "layer_norm", "embedding", "scaled_dot_product_attention", "dropout"}},
+		stBackward: {[]string{"torch/_tensor.py", "torch/autograd/__init__.py", "torch/autograd/graph.py"},
+			[]string{"backward", "_engine_run_backward"}},
+		stOptimizer: {[]string{"torch/optim/adamw.py", "torch/optim/optimizer.py"},
+			[]string{"_multi_tensor_adamw", "adamw", "step", "wrapper", "_use_grad"}},
+	}
+	var frames []frame
+	top := []int{0, 1} // train.py main < train_step
+	frames = append(frames, frame{"train.py", "main", 120}, frame{"train.py", "train_step", 88})
+	var pools [3][]int
+	for i := 2; i < max(nFrames, 8); i++ {
+		g := stForward
+		switch i % 10 {
+		case 7, 8:
+			g = stBackward
+		case 9:
+			g = stOptimizer
+		}
+		if i < 5 {
+			g = i - 2 // every group has a frame
+		}
+		k := kinds[g]
+		frames = append(frames, frame{site + k.files[rng.IntN(len(k.files))], k.names[rng.IntN(len(k.names))], 10 + rng.IntN(3000)})
+		pools[g] = append(pools[g], len(frames)-1)
+	}
+	// The groups' own frames must classify as their phase: backward stacks
+	// carry _tensor.py backward, optimizer stacks adamw.py.
+	frames[pools[stBackward][0]] = frame{site + "torch/_tensor.py", "backward", 626}
+	frames[pools[stOptimizer][0]] = frame{site + "torch/optim/adamw.py", "_multi_tensor_adamw", 514}
+	var stacks [3][][]int
+	for i := 0; i < max(nStacks, 3); i++ {
+		g := stForward
+		switch {
+		case i%20 >= 17:
+			g = stOptimizer
+		case i%20 >= 12:
+			g = stBackward
+		}
+		if i < 3 {
+			g = i
+		}
+		var st []int
+		depth := map[int]int{stForward: 10 + rng.IntN(10), stBackward: 2 + rng.IntN(3), stOptimizer: 3 + rng.IntN(4)}[g]
+		for j := 0; j < depth; j++ {
+			st = append(st, pools[g][rng.IntN(len(pools[g]))])
+		}
+		if g != stForward {
+			st = append(st, pools[g][0])
+		}
+		stacks[g] = append(stacks[g], append(st, top...))
+	}
+	return frames, stacks
 }
