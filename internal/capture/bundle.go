@@ -77,6 +77,17 @@ type RankInfo struct {
 	Traces                 []string        `json:"traces"`
 	OOM                    *OOM            `json:"oom"`
 	Features               map[string]bool `json:"features"`
+	Precision              *Precision      `json:"precision"` // nil if no forward ran (or before this field existed)
+}
+
+// Precision is what the companion saw at the first forward: the model's
+// parameter bytes by dtype ("float32", "bfloat16", ...), whether CUDA
+// autocast was on (and its dtype), and whether FSDP wraps the model.
+type Precision struct {
+	ParameterBytesByDtype map[string]int64 `json:"parameter_bytes_by_dtype"`
+	AutocastCUDA          bool             `json:"autocast_cuda"`
+	AutocastDtype         string           `json:"autocast_dtype,omitempty"`
+	FSDP                  bool             `json:"fsdp"`
 }
 
 // OOM is what the allocator's out-of-memory observer reported.

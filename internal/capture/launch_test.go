@@ -281,6 +281,10 @@ func TestFakeTorchCapture(t *testing.T) {
 	if rk.Info.MaxAllocatedBytes != 60<<20 || rk.Info.DeviceName != "Fake GPU" {
 		t.Errorf("process.json: %+v", rk.Info)
 	}
+	// two attention modules of 1M fp32 parameters each, no autocast
+	if p := rk.Info.Precision; p == nil || len(p.ParameterBytesByDtype) != 1 || p.ParameterBytesByDtype["float32"] != 8<<20 || p.AutocastCUDA || p.FSDP {
+		t.Errorf("precision = %+v", p)
+	}
 	// the snapshot carries phase annotations and module paths: check with python
 	check := `
 import pickle, sys, collections
@@ -392,6 +396,7 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 		{"wrapped", 2, "0:forward 0:backward 0:optimizer 1:forward 1:backward 1:optimizer"},
 		{"accum", 2, "0:forward 0:backward 0:forward 0:backward 0:optimizer 1:forward 1:backward 1:forward 1:backward 1:optimizer"},
 		{"forward", 3, "0:forward 1:forward 2:forward"},
+		{"bf16", 1, "0:forward 0:backward 0:optimizer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
@@ -420,6 +425,14 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 			}
 			if b.Ranks[0].Info.Steps != tt.steps {
 				t.Errorf("steps %d, want %d", b.Ranks[0].Info.Steps, tt.steps)
+			}
+			// recorded once, at the first forward: 2 x 1M parameters
+			want := Precision{ParameterBytesByDtype: map[string]int64{"float32": 8 << 20}}
+			if tt.mode == "bf16" {
+				want = Precision{ParameterBytesByDtype: map[string]int64{"bfloat16": 4 << 20}, AutocastCUDA: true, AutocastDtype: "bfloat16"}
+			}
+			if p := b.Ranks[0].Info.Precision; p == nil || !reflect.DeepEqual(*p, want) {
+				t.Errorf("precision = %+v, want %+v", p, want)
 			}
 		})
 	}

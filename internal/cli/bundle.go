@@ -25,6 +25,10 @@ func analyzeBundle(dir string, f *analyzeFlags, o memory.Options) ([]*memreport.
 		if ro.DeviceMemory == 0 {
 			ro.DeviceMemory = total
 		}
+		if p := r.Info.Precision; p != nil {
+			ro.Precision = &memory.Precision{ParameterBytesByDtype: p.ParameterBytesByDtype, Autocast: p.AutocastCUDA,
+				AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
+		}
 		gpu := r.Info.DeviceName
 		if gpu == "" {
 			gpu = b.Manifest.DeviceName

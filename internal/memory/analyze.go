@@ -13,6 +13,20 @@ type Options struct {
 	FullStacks   bool   // keep PyTorch-internal and noise frames
 	DeviceMemory int64  // device capacity in bytes; 0 if unknown
 	Rules        []Rule // keyword groups; nil means DefaultRules()
+	// Precision is what a ptscope run bundle saw of the numeric precision;
+	// nil for bare snapshots, which carry no dtypes.
+	Precision *Precision
+}
+
+// Precision is the training's numeric precision as seen at the first
+// forward: parameter bytes by dtype ("float32", "bfloat16", ...), whether
+// CUDA autocast was on, and whether FSDP wraps the model (its mixed
+// precision policy computes in low precision without autocast).
+type Precision struct {
+	ParameterBytesByDtype map[string]int64
+	Autocast              bool
+	AutocastDtype         string
+	FSDP                  bool
 }
 
 func (o *Options) defaults() {

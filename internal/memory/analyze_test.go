@@ -3,10 +3,12 @@ package memory
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/snapshot"
 	"github.com/ptscope/ptscope/internal/testfixture"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 func fixture(t testing.TB, name string) *snapshot.Snapshot {
@@ -205,5 +207,49 @@ func TestOOMInFirstForward(t *testing.T) {
 	}
 	if a.OOMs[0].LargestFreeBytes < 0 {
 		t.Error("largest free block unknown for an OOM dump")
+	}
+}
+
+// TestFP32ComputeFinding: the fixture is GPT-2 small trained in fp32 without
+// autocast (124,439,808 parameters, 4 bytes each). With the precision a
+// ptscope run bundle records for such a run the finding names the activation
+// bytes at the peak; with autocast on, under FSDP, with bf16 parameters or
+// for a bare snapshot it is absent.
+func TestFP32ComputeFinding(t *testing.T) {
+	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
+	const params = 124_439_808 * 4
+	find := func(p *Precision) *Finding {
+		a := Analyze(s, 0, Options{Precision: p})
+		for i := range a.Findings {
+			if a.Findings[i].ID == "fp32-compute" {
+				return &a.Findings[i]
+			}
+		}
+		return nil
+	}
+	fp32 := &Precision{ParameterBytesByDtype: map[string]int64{"float32": params}}
+	f := find(fp32)
+	if f == nil {
+		t.Fatal("no fp32-compute finding for an fp32 run without autocast")
+	}
+	a := Analyze(s, 0, Options{})
+	var act int64
+	for _, c := range a.CategoriesAtPeak {
+		if c.Name == "activation" {
+			act = c.Bytes
+		}
+	}
+	if act < 1<<30 || !strings.Contains(f.Message, units.Bytes(act)) || !strings.Contains(f.Message, units.Bytes(params)) {
+		t.Errorf("message %q should name the %s of fp32 parameters and the %s of activations", f.Message, units.Bytes(params), units.Bytes(act))
+	}
+	for name, p := range map[string]*Precision{
+		"autocast":    {ParameterBytesByDtype: map[string]int64{"float32": params}, Autocast: true, AutocastDtype: "bfloat16"},
+		"fsdp":        {ParameterBytesByDtype: map[string]int64{"float32": params}, FSDP: true},
+		"bf16 params": {ParameterBytesByDtype: map[string]int64{"bfloat16": params / 2, "float32": 1 << 20}},
+		"no bundle":   nil,
+	} {
+		if f := find(p); f != nil {
+			t.Errorf("%s: unexpected finding %q", name, f.Message)
+		}
 	}
 }

@@ -23,6 +23,7 @@ const (
 	beforeRecordingHigh = 0.3  // share of the peak allocated before recording
 	noStackShare        = 0.25 // share of peak bytes without frames
 	roundingWasteShare  = 0.05
+	fp32ParamShare      = 0.9 // share of parameter bytes in fp32 for fp32-compute
 )
 
 func findings(a *Device, o Options) []Finding {
@@ -93,6 +94,22 @@ func findings(a *Device, o Options) []Finding {
 		}
 		if share := float64(noStack) / float64(p.AllocatedBytes); share > noStackShare {
 			add("no-stacks", "info", "%s of the peak has no stack: backward-pass allocations run on autograd threads without Python frames; record with stacks=\"all\" (ptscope run --stacks all) to see them.", units.Percent(share))
+		}
+	}
+	if pr := o.Precision; pr != nil && !pr.Autocast && !pr.FSDP {
+		var total int64
+		for _, b := range pr.ParameterBytesByDtype {
+			total += b
+		}
+		if fp32 := pr.ParameterBytesByDtype["float32"]; total > 0 && float64(fp32) >= fp32ParamShare*float64(total) {
+			var act int64
+			for _, c := range a.CategoriesAtPeak {
+				if c.Name == CatActivation.String() {
+					act = c.Bytes
+				}
+			}
+			add("fp32-compute", "warning", "Parameters are fp32 (%s) and forward ran without autocast, so activations (%s at the peak) and matrix products are fp32 too: torch.autocast(\"cuda\", dtype=torch.bfloat16) around forward and loss about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32).",
+				B(fp32), B(act))
 		}
 	}
 	if a.Truncated {

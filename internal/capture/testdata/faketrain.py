@@ -1,5 +1,6 @@
 """A training loop over testdata/faketorch, for the companion's tests.
-Usage: faketrain.py STEPS [train|oom|forward|sleep|closure|wrapped|accum] ; prints max_memory_allocated=N.
+Usage: faketrain.py STEPS [train|oom|forward|sleep|closure|wrapped|accum|bf16] ; prints max_memory_allocated=N.
+bf16: bf16 parameters under CUDA autocast (otherwise fp32 without);
 closure: forward and backward run inside optimizer.step(closure) (as Lightning does);
 wrapped: a wrapping optimizer's step calls the inner one's; accum: 2 micro-batches per step."""
 import sys
@@ -7,8 +8,17 @@ import time
 
 import torch
 
+mode = sys.argv[2] if len(sys.argv) > 2 else "train"
+# bf16: bf16 parameters under autocast (the precision facts' other case)
+PARAM_DTYPE = torch.bfloat16 if mode == "bf16" else torch.float32
+torch.set_autocast_enabled(mode == "bf16")
+
 
 class Attn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(1 << 20, PARAM_DTYPE)  # 1M elements
+
     def forward(self, x):
         return torch.empty(4 << 20)
 
@@ -36,7 +46,6 @@ class Net(torch.nn.Module):
 
 
 steps = int(sys.argv[1])
-mode = sys.argv[2] if len(sys.argv) > 2 else "train"
 params = torch.empty(16 << 20)
 net = Net()
 opt = torch.optim.Optimizer(32 << 20)

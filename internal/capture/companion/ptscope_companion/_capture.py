@@ -359,6 +359,9 @@ class Capture:
             stack = self.stack
             if not stack and self.graph_task_id() == -1:
                 self._learn_names(module)
+                if "precision" not in self.facts:
+                    self.facts["precision"] = None  # once, even if it fails
+                    self._guard("precision", self._record_precision, module)
                 self._root_forward_begin()
             stack.append(module)
             if self.set_metadata is not None:
@@ -386,6 +389,29 @@ class Capture:
         except Exception as err:
             log_once("forward hook", "forward hook failed (%r)" % (err,))
         return None
+
+    def _record_precision(self, root):
+        """At the first forward: the model's parameter bytes by dtype, whether
+        CUDA autocast is on, and whether FSDP wraps the model (its mixed
+        precision policy computes in low precision without autocast). analyze
+        reads them for its fp32-compute finding."""
+        by = {}
+        for p in root.parameters():
+            k = str(p.dtype).replace("torch.", "")
+            by[k] = by.get(k, 0) + int(p.numel()) * int(p.element_size())
+        try:
+            on = torch.is_autocast_enabled("cuda")
+        except TypeError:  # torch < 2.4 takes no device type
+            on = torch.is_autocast_enabled()
+        rec = {"parameter_bytes_by_dtype": by, "autocast_cuda": bool(on),
+               "fsdp": any("FSDP" in type(m).__name__ or "FullyShardedDataParallel" in type(m).__name__
+                           for m in root.modules())}
+        if on:
+            try:
+                rec["autocast_dtype"] = str(torch.get_autocast_dtype("cuda")).replace("torch.", "")
+            except Exception:
+                pass
+        self.facts["precision"] = rec
 
     def _root_forward_begin(self):
         if self.fwd_since and not self.bwd_since and not self.opt_seen:

@@ -179,19 +179,65 @@ nn.modules.module.register_module_forward_pre_hook = register_module_forward_pre
 nn.modules.module.register_module_forward_hook = register_module_forward_hook
 
 
+class dtype:
+    def __init__(self, name, size):
+        self.name, self.itemsize = name, size
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+float32, bfloat16 = dtype("float32", 4), dtype("bfloat16", 2)
+_AUTOCAST = {"on": False, "dtype": bfloat16}
+
+
+def is_autocast_enabled(device_type="cuda"):
+    return _AUTOCAST["on"]
+
+
+def get_autocast_dtype(device_type):
+    return _AUTOCAST["dtype"]
+
+
+def set_autocast_enabled(on):  # the tests' stand-in for `with torch.autocast(...)`
+    _AUTOCAST["on"] = on
+
+
+class Parameter:
+    def __init__(self, n, dt=float32):
+        self.n, self.dtype = n, dt
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+
 class Module:
     def __init__(self):
         self.__dict__["_children"] = {}
+        self.__dict__["_params"] = {}
 
     def __setattr__(self, k, v):
         if isinstance(v, Module):
             self._children[k] = v
+        if isinstance(v, Parameter):
+            self._params[k] = v
         object.__setattr__(self, k, v)
 
     def named_modules(self, prefix=""):
         yield prefix, self
         for k, m in self._children.items():
             yield from m.named_modules(prefix + ("." if prefix else "") + k)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def parameters(self):
+        for m in self.modules():
+            yield from m._params.values()
 
     def __call__(self, *args):
         for h in list(_PRE):
@@ -209,6 +255,7 @@ class Module:
 
 
 nn.Module = Module
+nn.Parameter = Parameter
 
 # ---------------------------------------------------------------- optim
 optim = types.ModuleType("torch.optim")
