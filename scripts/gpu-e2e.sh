@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of `ptscope run` with real PyTorch on a CUDA machine.
 #
-#   scripts/gpu-e2e.sh [single] [signal] [oom] [compile] [overhead] [ddp] [sweep]   (default: all)
+#   scripts/gpu-e2e.sh [single] [signal] [oom] [compile] [overhead] [ddp] [sweep] [precision]   (default: all)
 #
 # Environment:
 #   PTSCOPE  ptscope binary (default: bin/ptscope-linux-amd64, else bin/ptscope, else `go build`)
@@ -27,7 +27,7 @@ export PTSCOPE PYTHON
 LOG=$OUT/e2e.log
 : >"$LOG"
 sections=("$@")
-[ ${#sections[@]} -eq 0 ] && sections=(single signal oom compile overhead ddp sweep)
+[ ${#sections[@]} -eq 0 ] && sections=(single signal oom compile overhead ddp sweep precision)
 FAIL=0
 say() { echo "$*" | tee -a "$LOG"; }
 fail() { say "FAIL: $*"; FAIL=1; }
@@ -184,6 +184,23 @@ PY
     SIZES="${SWEEP_SIZES:-small medium}" CONTEXTS="${SWEEP_CONTEXTS:-256 512 1024}" SWEEP_OUT="$WORK/sweep" PTSCOPE="$PTSCOPE" PYTHON="$PYTHON" \
       bash examples/memory_sweep.sh 2>&1 | tee -a "$LOG"
     [ "${PIPESTATUS[0]}" = 0 ] && ok sweep || fail sweep
+    ;;
+  precision)
+    say "== precision facts and the fp32-compute finding: small, ctx 512, fp32 vs bf16 autocast"
+    for prec in none bf16; do
+      "$PTSCOPE" run --out "$WORK/prec_$prec" --quiet -- "$PYTHON" $LM --model-size small --context-length 512 --batch-size 8 \
+        --mixed-precision $prec --steps 3 >>"$LOG" 2>&1 || fail "precision $prec: exit $?"
+      b=$(readlink -f "$WORK/prec_$prec/latest")
+      cp "$b/rank0/process.json" "$OUT/precision_${prec}_process.json" 2>/dev/null
+      "$PYTHON" -c 'import json,sys; print("  %s precision:" % sys.argv[2], json.load(open(sys.argv[1])).get("precision"))' "$b/rank0/process.json" "$prec" | tee -a "$LOG"
+      "$PTSCOPE" analyze "$b" | grep -A2 "fp32-compute" | tee -a "$LOG"
+      n=$("$PTSCOPE" analyze --json "$b" | "$PYTHON" -c 'import json,sys; d=json.load(sys.stdin); print(sum(f["id"] == "fp32-compute" for i in d["inputs"] for v in i["devices"] for f in v["findings"]))')
+      if [ "$prec" = none ]; then
+        [ "$n" -ge 1 ] && ok "fp32-compute on the fp32 run" || fail "no fp32-compute finding on the fp32 run"
+      else
+        [ "$n" = 0 ] && ok "no fp32-compute on the bf16 run" || fail "fp32-compute on the bf16 run"
+      fi
+    done
     ;;
   *) fail "unknown section $1" ;;
   esac
