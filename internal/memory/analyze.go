@@ -272,6 +272,8 @@ func (a *Device) atPeak(o Options) {
 		meta  uint32
 	}
 	groupCache := map[gkey]string{}
+	type src struct{ source, module string }
+	srcCache := map[snapshot.StackID]src{}
 	for i, al := range live {
 		meta := ""
 		if al.Metadata != 0 {
@@ -284,12 +286,15 @@ func (a *Device) atPeak(o Options) {
 		}
 		add(cats, al.Category.String(), al.Size)
 		add(groups, group, al.Size)
-		src, ok := SourceFrame(s, al.Stack)
-		srcName, modName := "<no stack recorded>", "<no stack recorded>"
-		if ok {
-			srcName = ShortFrame(src)
-			modName = TrimPath(src.Filename)
+		sc, ok := srcCache[al.Stack]
+		if !ok {
+			sc = src{"<no stack recorded>", "<no stack recorded>"}
+			if f, ok := SourceFrame(s, al.Stack); ok {
+				sc = src{ShortFrame(f), TrimPath(f.Filename)}
+			}
+			srcCache[al.Stack] = sc
 		}
+		srcName, modName := sc.source, sc.module
 		if meta != "" {
 			modName = meta
 		}

@@ -209,49 +209,65 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 }
 
 // buildTimeline turns allocations into per-entry deltas and prefix sums.
+// The four columns are independent, so each is built on its own goroutine.
 func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 	n := tr.Len()
 	t := &r.Timeline
 	t.TimeUS = tr.TimeUS
-	t.Allocated = hugepage.Make[int64](n)
-	t.Requested = hugepage.Make[int64](n)
-	t.Active = hugepage.Make[int64](n)
-	t.Reserved = hugepage.Make[int64](n)
 	var base State
-	for i := range r.Allocs {
-		a := &r.Allocs[i]
-		if a.AllocIdx < 0 {
-			base.Allocated += a.Size
-			base.Requested += a.Requested
-			base.Active += a.Size
-		} else {
-			t.Allocated[a.AllocIdx] += a.Size
-			t.Requested[a.AllocIdx] += a.Requested
-			t.Active[a.AllocIdx] += a.Size
-		}
-		if a.FreeReqIdx >= 0 {
-			t.Allocated[a.FreeReqIdx] -= a.Size
-			t.Requested[a.FreeReqIdx] -= a.Requested
-		}
-		if a.FreeIdx >= 0 {
-			t.Active[a.FreeIdx] -= a.Size
-		}
+	waits := []func(){
+		goPanicSafe(func() { t.Allocated, base.Allocated = r.column(n, false, false) }),
+		goPanicSafe(func() { t.Requested, base.Requested = r.column(n, true, false) }),
+		goPanicSafe(func() { t.Active, base.Active = r.column(n, false, true) }),
 	}
 	// Reserved: work back from the final segments through segment events.
+	t.Reserved = hugepage.Make[int64](n)
 	var segDelta int64
 	for i, a := range tr.Action {
 		segDelta += reservedDelta(a, tr.Size[i])
 	}
 	base.Reserved = endReserved - segDelta
-	r.Baseline = base
-	cur := base
+	cur := base.Reserved
 	for i, a := range tr.Action {
-		cur.Allocated += t.Allocated[i]
-		cur.Requested += t.Requested[i]
-		cur.Active += t.Active[i]
-		cur.Reserved += reservedDelta(a, tr.Size[i])
-		t.Allocated[i], t.Requested[i], t.Active[i], t.Reserved[i] = cur.Allocated, cur.Requested, cur.Active, cur.Reserved
+		cur += reservedDelta(a, tr.Size[i])
+		t.Reserved[i] = cur
 	}
+	for _, w := range waits {
+		w()
+	}
+	r.Baseline = base
+}
+
+// column is one timeline column over n entries and its value before the
+// first: block bytes (or requested bytes) added at each alloc and taken
+// away at the free_requested (or, for active bytes, the free_completed).
+func (r *Replay) column(n int, requested, active bool) ([]int64, int64) {
+	col := hugepage.Make[int64](n)
+	var base int64
+	for i := range r.Allocs {
+		a := &r.Allocs[i]
+		v, free := a.Size, a.FreeReqIdx
+		if requested {
+			v = a.Requested
+		}
+		if active {
+			free = a.FreeIdx
+		}
+		if a.AllocIdx < 0 {
+			base += v
+		} else {
+			col[a.AllocIdx] += v
+		}
+		if free >= 0 {
+			col[free] -= v
+		}
+	}
+	cur := base
+	for i, d := range col {
+		cur += d
+		col[i] = cur
+	}
+	return col, base
 }
 
 // reservedDelta is the change of reserved bytes an entry makes.
