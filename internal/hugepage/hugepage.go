@@ -7,9 +7,20 @@
 // timelines touch a few hundred megabytes. Asking for 2 MiB pages before the
 // first touch makes that about ten times cheaper (measured in
 // docs/validation.md). Elsewhere, and for small slices, these are plain makes.
+//
+// The advice stays on the address range after the slice is freed, so the Go
+// heap may later put small objects on huge pages there: right for a command
+// that reads one large input and exits, worth revisiting for a long-running
+// server. PTSCOPE_HUGEPAGES=0 turns the advice off (for comparisons).
 package hugepage
 
-import "unsafe"
+import (
+	"os"
+	"unsafe"
+)
+
+// enabled is false when PTSCOPE_HUGEPAGES=0.
+var enabled = os.Getenv("PTSCOPE_HUGEPAGES") != "0"
 
 // MinBytes is the smallest slice worth advising: it must hold at least one
 // whole aligned 2 MiB page.
@@ -37,7 +48,7 @@ func MakeCap[T any](n, c int) []T {
 func Advise[T any](s []T) {
 	var zero T
 	size := uintptr(cap(s)) * unsafe.Sizeof(zero)
-	if size < MinBytes {
+	if size < MinBytes || !enabled {
 		return
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
