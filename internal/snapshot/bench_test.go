@@ -39,3 +39,17 @@ func BenchmarkReadParallel1M(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScan1M is the parallel reader's first pass (counting MEMOIZEs and
+// entry starts) over every frame of a 1M-entry snapshot, on one goroutine.
+func BenchmarkScan1M(b *testing.B) {
+	data := gen1M(b)
+	e := &parEnv{data: data, frames: frameChain(data)}
+	e.action = make([]bool, 1<<16)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if s := e.scan(0, len(e.frames), e.frames[0].lo); !s.ok || s.memo == 0 {
+			b.Fatalf("scan stopped early: %+v", s)
+		}
+	}
+}

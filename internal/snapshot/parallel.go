@@ -351,24 +351,34 @@ type chunkScan struct {
 }
 
 // scan walks the opcodes of frames [fa, fb) from start without decoding.
-func (e *parEnv) scan(fa, fb, start int) chunkScan {
-	data := e.data
-	s := chunkScan{cand: -1}
+func (e *parEnv) scan(fa, fb, start int) (s chunkScan) {
+	s.cand = -1
+	memo := 0 // s.memo, in a register
+	defer func() { s.memo = memo }()
 	for fi := fa; fi < fb; fi++ {
 		pos, end := e.frames[fi].lo, e.frames[fi].hi
 		if fi == fa {
 			pos = start
 		}
-		for pos < end {
+		data := e.data[:end] // pos < len(data) below: no bounds checks
+		for pos < len(data) {
 			op := data[pos]
-			if l := fixedLen[op]; l != 0 {
-				s.memo += int(isMemoize[op])
-				pos += int(l)
-				continue
-			}
-			if (op == 0x8c || op == 0x8a) && pos+1 < end {
-				pos += 2 + int(data[pos+1]) // SHORT_BINUNICODE, LONG1
-				continue
+			// The common opcodes in one lookup: fixed lengths, MEMOIZE,
+			// and the 1-byte length prefixes of short strings and LONG1.
+			if st := scanStep[op]; st < stepSpecial {
+				if st == stepMemoize {
+					memo++
+					pos++
+					continue
+				}
+				if st != stepLen1 {
+					pos += int(st)
+					continue
+				}
+				if pos+1 < len(data) {
+					pos += 2 + int(data[pos+1])
+					continue
+				}
 			}
 			n := opArgLen[op]
 			switch {
@@ -389,7 +399,7 @@ func (e *parEnv) scan(fa, fb, start int) chunkScan {
 				}
 				if k >= 0 && k < len(e.action) && e.action[k] {
 					if s.cand < 0 {
-						s.cand, s.candFI, s.pre = pos, fi, s.memo
+						s.cand, s.candFI, s.pre = pos, fi, memo
 					}
 					s.rows++
 				}
@@ -452,25 +462,34 @@ func (e *parEnv) byteAfter(fi, pos, k int) byte {
 	return e.data[pos+k]
 }
 
+// scanStep drives scan's fast path: a fixed total length (1-9), stepMemoize,
+// stepLen1 (a 1-byte length follows: SHORT_BINUNICODE, LONG1, SHORT_BINBYTES,
+// SHORT_BINSTRING), or stepSpecial for everything else (opArgLen decides).
+const (
+	stepMemoize = 16
+	stepLen1    = 17
+	stepSpecial = 18
+)
+
+var scanStep = func() (t [256]uint8) {
+	for op := range t {
+		t[op] = stepSpecial
+		if n := opArgLen[op]; n > 0 && n < lenMemoize {
+			t[op] = uint8(n)
+		} else if n == -1 {
+			t[op] = stepLen1
+		}
+	}
+	t[0x94] = stepMemoize
+	return t
+}()
+
 // Opcode lengths for scan: >0 fixed total length, 0 not handled, negative
 // the width of a length prefix, and two markers.
 const (
 	lenMemoize   = 100
 	lenEmptyDict = 101
 )
-
-// fixedLen is the total length of opcodes without a length prefix (0 for
-// the others and for EMPTY_DICT, which scan looks at); isMemoize marks
-// MEMOIZE.
-var fixedLen, isMemoize = func() (t, m [256]uint8) {
-	for op, n := range opArgLen {
-		if n > 0 && n < lenMemoize {
-			t[op] = uint8(n)
-		}
-	}
-	t[0x94], m[0x94] = 1, 1
-	return t, m
-}()
 
 var opArgLen = func() (t [256]int8) {
 	for _, op := range "(.012NRabde]lost)u" {
