@@ -11,7 +11,9 @@ import (
 	"github.com/ptscope/ptscope/internal/cli"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	// PTSCOPE_CPUPROFILE=FILE writes a CPU profile of the whole command
 	// (go tool pprof FILE), for performance work on real inputs.
 	if p := os.Getenv("PTSCOPE_CPUPROFILE"); p != "" {
@@ -21,16 +23,12 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "ptscope: PTSCOPE_CPUPROFILE: %v\n", err)
-			os.Exit(cli.ExitUsage)
+			return cli.ExitUsage
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	if code != 0 {
-		pprof.StopCPUProfile()
-		os.Exit(code)
-	}
+	defer stop()
+	return cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }

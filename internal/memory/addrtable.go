@@ -48,14 +48,6 @@ func (t *addrTable) find(k uint64) (int, bool) {
 	}
 }
 
-func (t *addrTable) get(k uint64) (int32, bool) {
-	i, ok := t.find(k)
-	if !ok {
-		return -1, false
-	}
-	return t.vals[i], true
-}
-
 // put sets k to v, replacing an existing value.
 func (t *addrTable) put(k uint64, v int32) {
 	if 2*(t.n+1) > len(t.keys) {

@@ -24,7 +24,8 @@ func TestAddrTableAgainstMap(t *testing.T) {
 				tab.put(k, v)
 				ref[k] = v
 			case 1:
-				got, ok := tab.get(k)
+				i, ok := tab.find(k)
+				got := tab.vals[i]
 				want, wok := ref[k]
 				if ok != wok || (ok && got != want) {
 					t.Fatalf("op %d get(%d) = %d,%v; map %d,%v", op, k, got, ok, want, wok)

@@ -232,13 +232,7 @@ func TestFP32ComputeFinding(t *testing.T) {
 	if f == nil {
 		t.Fatal("no fp32-compute finding for an fp32 run without autocast")
 	}
-	a := Analyze(s, 0, Options{})
-	var act int64
-	for _, c := range a.CategoriesAtPeak {
-		if c.Name == "activation" {
-			act = c.Bytes
-		}
-	}
+	act := Analyze(s, 0, Options{}).bytesAtPeak(CatActivation)
 	if act < 1<<30 || !strings.Contains(f.Message, units.Bytes(act)) || !strings.Contains(f.Message, units.Bytes(params)) {
 		t.Errorf("message %q should name the %s of fp32 parameters and the %s of activations", f.Message, units.Bytes(params), units.Bytes(act))
 	}

@@ -26,6 +26,16 @@ const (
 	fp32ParamShare      = 0.9 // share of parameter bytes in fp32 for fp32-compute
 )
 
+// bytesAtPeak is what category c held at the peak.
+func (a *Device) bytesAtPeak(c Category) int64 {
+	for _, g := range a.CategoriesAtPeak {
+		if g.Name == c.String() {
+			return g.Bytes
+		}
+	}
+	return 0
+}
+
 func findings(a *Device, o Options) []Finding {
 	var out []Finding
 	add := func(id, sev, format string, args ...any) {
@@ -102,14 +112,8 @@ func findings(a *Device, o Options) []Finding {
 			total += b
 		}
 		if fp32 := pr.ParameterBytesByDtype["float32"]; total > 0 && float64(fp32) >= fp32ParamShare*float64(total) {
-			var act int64
-			for _, c := range a.CategoriesAtPeak {
-				if c.Name == CatActivation.String() {
-					act = c.Bytes
-				}
-			}
 			add("fp32-compute", "warning", "Parameters are fp32 (%s) and forward ran without autocast, so activations (%s at the peak) and matrix products are fp32 too: torch.autocast(\"cuda\", dtype=torch.bfloat16) around forward and loss about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32).",
-				B(fp32), B(act))
+				B(fp32), B(a.bytesAtPeak(CatActivation)))
 		}
 	}
 	if a.Truncated {

@@ -152,16 +152,9 @@ func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
 	return fcOther
 }
 
-// NewPhases finds steps and phases in device d's trace; the replay r gives
-// each step's peak.
-func NewPhases(s *snapshot.Snapshot, d int, r *Replay) *Phases {
-	p := tracePhases(s, d)
-	p.measure(r)
-	return p
-}
-
-// tracePhases is the part of NewPhases that needs only the trace, so that it
-// can run while the trace is replayed.
+// tracePhases finds steps and phases in device d's trace. It needs only the
+// trace, so Analyze runs it while the trace is replayed; measure then gives
+// each step its peak from the replay.
 func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	tr := s.Trace(d)
 	n := tr.Len()

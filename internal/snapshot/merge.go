@@ -98,11 +98,11 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 	for u := range units {
 		inPlace = inPlace && units[u].w.t.inWindow(t, n0+units[u].rowOff)
 	}
-	if !inPlace || cap(t.Action) < n0+total {
-		t.growTo(n0 + total)
-		inPlace = false
-	} else {
+	if inPlace { // the windows lie within the capacity: it holds every row
 		e.inPlace++
+	} else {
+		// New arrays: the windows may alias the old ones at other offsets.
+		t.growTo(n0 + total)
 	}
 	t.HasTime = t.HasTime || hasTime
 	t.Action = t.Action[:n0+total]

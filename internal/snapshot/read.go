@@ -546,19 +546,11 @@ func (t *Trace) window(dst *Trace, off, n int) {
 }
 
 // inWindow reports whether t's rows lie in dst's arrays starting at row off
-// (t was a window of dst that never outgrew it).
+// (t was a window of dst that never outgrew it). The columns only ever move
+// together (growTo), so the first one tells.
 func (t *Trace) inWindow(dst *Trace, off int) bool {
 	n := t.Len()
-	if n == 0 {
-		return true
-	}
-	if off+n > cap(dst.Action) {
-		return false
-	}
-	return &t.Action[0] == &dst.Action[:off+1][off] && &t.Addr[0] == &dst.Addr[:off+1][off] &&
-		&t.Size[0] == &dst.Size[:off+1][off] && &t.Stream[0] == &dst.Stream[:off+1][off] &&
-		&t.TimeUS[0] == &dst.TimeUS[:off+1][off] && &t.Stack[0] == &dst.Stack[:off+1][off] &&
-		&t.CompileContext[0] == &dst.CompileContext[:off+1][off] && &t.UserMetadata[0] == &dst.UserMetadata[:off+1][off]
+	return n == 0 || off+n <= cap(dst.Action) && &t.Action[0] == &dst.Action[:off+1][off]
 }
 
 // rowAt returns entry i.

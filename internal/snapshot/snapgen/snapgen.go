@@ -403,8 +403,16 @@ func phaseStacks(rng *rand.Rand, nFrames, nStacks int) ([]frame, [3][][]int) {
 		if i < 3 {
 			g = i
 		}
+		var depth int
+		switch g {
+		case stForward:
+			depth = 10 + rng.IntN(10)
+		case stBackward:
+			depth = 2 + rng.IntN(3)
+		default:
+			depth = 3 + rng.IntN(4)
+		}
 		var st []int
-		depth := map[int]int{stForward: 10 + rng.IntN(10), stBackward: 2 + rng.IntN(3), stOptimizer: 3 + rng.IntN(4)}[g]
 		for j := 0; j < depth; j++ {
 			st = append(st, pools[g][rng.IntN(len(pools[g]))])
 		}
