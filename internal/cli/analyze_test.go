@@ -360,3 +360,52 @@ func TestAnalyzeSimulatedBundles(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeBundlePrecision: the precision a bundle's process.json records
+// reaches analyze's fp32-compute finding. The records are the ones the
+// companion wrote on the H100 (scripts/gpu-e2e.sh precision; docs/
+// validation.md) for examples/transformer_lm.py small, context 512, batch 8:
+// with bf16 autocast, the configuration of testdata/bundles/lm_small_bf16, no
+// finding; the fp32 run's record on the same bundle checks the wiring.
+func TestAnalyzeBundlePrecision(t *testing.T) {
+	const (
+		bf16 = `{"parameter_bytes_by_dtype": {"float32": 497759232}, "autocast_cuda": true, "fsdp": false, "autocast_dtype": "bfloat16"}`
+		fp32 = `{"parameter_bytes_by_dtype": {"float32": 497759232}, "autocast_cuda": false, "fsdp": false}`
+	)
+	src := filepath.Join("..", "..", "testdata", "bundles", "lm_small_bf16")
+	for name, rec := range map[string]string{"bf16": bf16, "fp32": fp32} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+				t.Fatal(err)
+			}
+			pj := filepath.Join(dir, "rank0", "process.json")
+			var info map[string]any
+			data, err := os.ReadFile(pj)
+			if err == nil {
+				err = json.Unmarshal(data, &info)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info["precision"] = json.RawMessage(rec)
+			if data, err = json.Marshal(info); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(pj, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errs := run(t, "analyze", dir)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			got := strings.Contains(out, "fp32-compute")
+			if want := name == "fp32"; got != want {
+				t.Errorf("fp32-compute in the report: %v, want %v", got, want)
+			}
+			if name == "fp32" && !strings.Contains(out, "Parameters are fp32 (475 MiB)") {
+				t.Errorf("the finding should name the 475 MiB of fp32 parameters:\n%s", out)
+			}
+		})
+	}
+}
