@@ -3,7 +3,7 @@
 package capture
 
 import (
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/report/rundir"
 
 	"context"
 	"encoding/json"
@@ -58,7 +58,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		name = CommandName(argv)
 	}
 	start := time.Now()
-	dir, err := report.NewRunDir(opts.OutDir, name)
+	dir, err := rundir.NewRunDir(opts.OutDir, name)
 	if err != nil {
 		if dir == "" {
 			return nil, fmt.Errorf("--out %s: %w", opts.OutDir, err)

@@ -1,7 +1,7 @@
 package capture
 
 import (
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/report/rundir"
 
 	"reflect"
 	"strings"
@@ -112,10 +112,10 @@ func TestCommandName(t *testing.T) {
 			t.Errorf("CommandName(%q) = %q, want %q", tt.argv, got, tt.want)
 		}
 	}
-	if got := report.SanitizeName("a b/c:d"); got != "a_b_c_d" {
+	if got := rundir.SanitizeName("a b/c:d"); got != "a_b_c_d" {
 		t.Errorf("SanitizeName = %q", got)
 	}
-	if got := report.SanitizeName("..."); got != "run" {
+	if got := rundir.SanitizeName("..."); got != "run" {
 		t.Errorf("SanitizeName(...) = %q", got)
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/report/rundir"
+
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
-	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/report/memreport"
 	"github.com/ptscope/ptscope/internal/snapshot"
 	"github.com/ptscope/ptscope/internal/units"
@@ -231,7 +232,7 @@ func writeAnalysisRun(doc *memreport.Document, f *analyzeFlags) (string, error) 
 	if name == "" && len(doc.Inputs) > 0 {
 		name = strings.TrimSuffix(filepath.Base(doc.Inputs[0].Path), filepath.Ext(doc.Inputs[0].Path))
 	}
-	dir, err := report.NewRunDir(f.out, name)
+	dir, err := rundir.NewRunDir(f.out, name)
 	if err != nil {
 		return "", err
 	}
@@ -249,7 +250,7 @@ func writeAnalysisRun(doc *memreport.Document, f *analyzeFlags) (string, error) 
 		"README.md":           []byte(memreport.Markdown(doc)),
 	}
 	for name, data := range files {
-		if err := report.WriteFileAtomic(filepath.Join(dir, name), data); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(dir, name), data); err != nil {
 			return "", err
 		}
 	}

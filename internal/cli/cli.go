@@ -64,8 +64,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			if c, ok := lookup(args[1]); ok {
-				fmt.Fprint(stdout, c.usage)
-				return ExitOK
+				// the command prints its usage and flags on -h
+				return invoke(c, e, []string{"-h"})
 			}
 			fmt.Fprintf(stderr, "ptscope: unknown command %q\n", args[1])
 			return ExitUsage
@@ -149,12 +149,35 @@ func newFlagSet(e *env, c command) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprint(e.stdout, c.usage)
-		fmt.Fprintln(e.stdout, "\nFlags:")
-		fs.SetOutput(e.stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(e.stderr)
+		printFlags(e.stdout, fs)
 	}
 	return fs
+}
+
+// printFlags lists a command's flags as users type them (--flag VALUE),
+// with their help and default. The standard library writes -flag.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			fmt.Fprintln(w, "\nFlags:")
+			first = false
+		}
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintln(w, line)
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+			if name == "string" || strings.ContainsAny(f.DefValue, " ") {
+				def = fmt.Sprintf(" (default %q)", f.DefValue)
+			}
+		}
+		fmt.Fprintf(w, "        %s%s\n", strings.ReplaceAll(usage, "\n", "\n        "), def)
+	})
 }
 
 // parseInterspersed parses flags that may come after positional arguments

@@ -7,15 +7,16 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/report/rundir"
+
 	"github.com/ptscope/ptscope/internal/estimate"
-	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/report/chart"
 )
 
 // writeEstimateOut writes a run folder: estimate.txt (the --explain text), estimate.json and
 // phases.svg/.png (a stacked bar of what each phase holds; one bar per pipeline stage too).
 func writeEstimateOut(e *env, outDir string, r *estimate.Result) error {
-	dir, err := report.NewRunDir(outDir, "estimate_"+r.Model.Name)
+	dir, err := rundir.NewRunDir(outDir, "estimate_"+r.Model.Name)
 	if err != nil && dir == "" {
 		return err
 	}
@@ -51,7 +52,7 @@ func writeEstimateOut(e *env, outDir string, r *estimate.Result) error {
 		}
 	}
 	for name, b := range files {
-		if err := report.WriteFileAtomic(filepath.Join(dir, name), b); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(dir, name), b); err != nil {
 			return err
 		}
 	}

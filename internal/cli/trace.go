@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/report/rundir"
+
 	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/report/chart"
@@ -463,7 +465,7 @@ func renderMemory(w io.Writer, r *perf.Rank) {
 
 // writeTraceRun writes the run folder: report.json, report.txt and charts.
 func writeTraceRun(out, name string, rep *perf.Report, text []byte) (string, error) {
-	dir, err := report.NewRunDir(out, name)
+	dir, err := rundir.NewRunDir(out, name)
 	if err != nil && dir == "" {
 		return "", err
 	}
@@ -471,10 +473,10 @@ func writeTraceRun(out, name string, rep *perf.Report, text []byte) (string, err
 	if err := writeTraceJSON(&js, rep, 0); err != nil {
 		return dir, err
 	}
-	if err := report.WriteFileAtomic(filepath.Join(dir, "report.json"), js.Bytes()); err != nil {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, "report.json"), js.Bytes()); err != nil {
 		return dir, err
 	}
-	if err := report.WriteFileAtomic(filepath.Join(dir, "report.txt"), text); err != nil {
+	if err := rundir.WriteFileAtomic(filepath.Join(dir, "report.txt"), text); err != nil {
 		return dir, err
 	}
 	for _, r := range rep.Ranks {
@@ -487,7 +489,7 @@ func writeTraceRun(out, name string, rep *perf.Report, text []byte) (string, err
 			if err := chart.WritePNG(&b, c); err != nil {
 				return dir, fmt.Errorf("chart %s: %w", file, err)
 			}
-			if err := report.WriteFileAtomic(filepath.Join(dir, prefix+file), b.Bytes()); err != nil {
+			if err := rundir.WriteFileAtomic(filepath.Join(dir, prefix+file), b.Bytes()); err != nil {
 				return dir, err
 			}
 		}

@@ -36,7 +36,15 @@ type Table struct {
 	Header []string
 	Rows   [][]string
 	Align  []Align
+	// MaxWidth, when > 0, bounds the width of every line: the widest
+	// left-aligned (text) columns are narrowed, down to MinFlexWidth, and
+	// their cells cut in the middle (names keep their root and leaf).
+	// Numbers are never cut.
+	MaxWidth int
 }
+
+// MinFlexWidth is the narrowest a text column is made to fit MaxWidth.
+const MinFlexWidth = 12
 
 // Write writes the table to w.
 func (t *Table) Write(w io.Writer) error {
@@ -64,6 +72,9 @@ func (t *Table) Write(w io.Writer) error {
 			align[i] = t.autoAlign(i)
 		}
 	}
+	if t.MaxWidth > 0 {
+		fit(width, align, t.MaxWidth)
+	}
 	bw := bufio.NewWriter(w)
 	var line []byte
 	emit := func(cells []string) {
@@ -72,6 +83,9 @@ func (t *Table) Write(w io.Writer) error {
 			c := ""
 			if i < len(cells) {
 				c = cleanCell(cells[i])
+			}
+			if textWidth(c) > width[i] {
+				c = CutMiddle(c, width[i])
 			}
 			if i > 0 {
 				line = append(line, "  "...)
@@ -100,6 +114,31 @@ func (t *Table) Write(w io.Writer) error {
 		emit(r)
 	}
 	return bw.Flush()
+}
+
+// fit narrows the widest left-aligned columns until the line (columns
+// joined by two spaces) is at most maxWidth, or every text column is at
+// MinFlexWidth.
+func fit(width []int, align []Align, maxWidth int) {
+	total := 2 * (len(width) - 1)
+	for _, w := range width {
+		total += w
+	}
+	// narrow the widest text column one column at a time, so that wide
+	// columns end up equally wide
+	for total > maxWidth {
+		wide := -1
+		for i, w := range width {
+			if align[i] != Right && w > MinFlexWidth && (wide < 0 || w > width[wide]) {
+				wide = i
+			}
+		}
+		if wide < 0 {
+			return
+		}
+		width[wide]--
+		total--
+	}
 }
 
 // autoAlign right-aligns column i if it holds at least one number and

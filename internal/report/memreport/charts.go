@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/ptscope/ptscope/internal/report/rundir"
+
 	"github.com/ptscope/ptscope/internal/memory"
-	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/report/chart"
 	"github.com/ptscope/ptscope/internal/units"
 )
@@ -177,7 +178,7 @@ func deviceCharts(dir, suffix string, in *Input, d *memory.Device) error {
 		if err := chart.WritePNG(&buf, c.c); err != nil {
 			return fmt.Errorf("chart %s: %w", c.name, err)
 		}
-		if err := report.WriteFileAtomic(filepath.Join(dir, c.name+suffix+".png"), buf.Bytes()); err != nil {
+		if err := rundir.WriteFileAtomic(filepath.Join(dir, c.name+suffix+".png"), buf.Bytes()); err != nil {
 			return err
 		}
 	}

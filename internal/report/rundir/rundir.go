@@ -1,7 +1,7 @@
-// Package report holds what every ptscope command shares to present
-// results: run folders for --out, atomic file writes and aligned text
-// tables. Charts live in the subpackage chart.
-package report
+// Package rundir makes the run folders of --out (OUT/YYYYMMDD_HHMMSS_<name>/
+// with OUT/latest pointing at the newest) and writes files into them
+// atomically. Every command's --out and ptscope run's bundles use it.
+package rundir
 
 import (
 	"errors"
@@ -34,10 +34,10 @@ func NewRunDir(outDir, name string) (string, error) {
 
 func newRunDir(outDir, name string, now time.Time) (string, error) {
 	if outDir == "" {
-		return "", errors.New("report: empty output folder")
+		return "", errors.New("rundir: empty output folder")
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return "", fmt.Errorf("report: creating output folder: %w", err)
+		return "", fmt.Errorf("rundir: creating output folder: %w", err)
 	}
 	base := now.Format("20060102_150405") + "_" + SanitizeName(name)
 	var dir string
@@ -52,7 +52,7 @@ func newRunDir(outDir, name string, now time.Time) (string, error) {
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) || n >= 10000 {
-			return "", fmt.Errorf("report: creating run folder: %w", err)
+			return "", fmt.Errorf("rundir: creating run folder: %w", err)
 		}
 	}
 	if err := pointLatest(outDir, filepath.Base(dir), os.Symlink); err != nil {
@@ -67,7 +67,7 @@ func newRunDir(outDir, name string, now time.Time) (string, error) {
 func pointLatest(outDir, target string, symlink func(oldname, newname string) error) error {
 	latest := filepath.Join(outDir, LatestName)
 	if fi, err := os.Lstat(latest); err == nil && fi.IsDir() {
-		return fmt.Errorf("report: cannot point %s at %s: it is a folder", latest, target)
+		return fmt.Errorf("rundir: cannot point %s at %s: it is a folder", latest, target)
 	}
 	for try := 0; try < 10; try++ {
 		tmp := filepath.Join(outDir, "."+LatestName+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
@@ -80,14 +80,14 @@ func pointLatest(outDir, target string, symlink func(oldname, newname string) er
 		}
 		if err := os.Rename(tmp, latest); err != nil {
 			os.Remove(tmp)
-			return fmt.Errorf("report: updating %s: %w", latest, err)
+			return fmt.Errorf("rundir: updating %s: %w", latest, err)
 		}
 		return nil
 	}
 	// No symlinks here (some filesystems, Windows without privileges):
 	// write the folder name instead.
 	if err := WriteFileAtomic(latest, []byte(target+"\n")); err != nil {
-		return fmt.Errorf("report: updating %s: %w", latest, err)
+		return fmt.Errorf("rundir: updating %s: %w", latest, err)
 	}
 	return nil
 }
@@ -131,14 +131,14 @@ func WriteFileAtomic(path string, data []byte) (err error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("report: writing %s: %w", path, err)
+		return fmt.Errorf("rundir: writing %s: %w", path, err)
 	}
 	tmp := f.Name()
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
-			err = fmt.Errorf("report: writing %s: %w", path, err)
+			err = fmt.Errorf("rundir: writing %s: %w", path, err)
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
@@ -154,4 +154,29 @@ func WriteFileAtomic(path string, data []byte) (err error) {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// File is one file of a run folder: a name inside the folder and its bytes.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Write makes a run folder for name under outDir and writes files into it.
+// It returns the folder even when only the latest link could not be
+// updated (with that error), so that the caller can still report it.
+func Write(outDir, name string, files []File) (string, error) {
+	dir, err := NewRunDir(outDir, name)
+	if dir == "" {
+		return "", err
+	}
+	for _, f := range files {
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name[0] == '.' {
+			return dir, fmt.Errorf("rundir: invalid file name %q", f.Name)
+		}
+		if werr := WriteFileAtomic(filepath.Join(dir, f.Name), f.Data); werr != nil {
+			return dir, werr
+		}
+	}
+	return dir, err
 }

@@ -1,0 +1,7 @@
+//go:build darwin || freebsd || netbsd || openbsd
+
+package term
+
+import "syscall"
+
+const ioctlGetTermios = syscall.TIOCGETA

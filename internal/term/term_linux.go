@@ -1,0 +1,5 @@
+package term
+
+import "syscall"
+
+const ioctlGetTermios = syscall.TCGETS
