@@ -199,8 +199,11 @@ def measure(r):
         del out
         return cfg, m
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    m["optimizer_impl"] = "foreach" if opt.defaults.get("foreach") is not False else "for-loop"
+    # foreach kernels refuse lists mixing DTensor (sharded layers) and plain tensors (the
+    # replicated embeddings and lm_head of the hf TP plan): those rows step param by param
+    foreach = False if r.get("dist", "").startswith("tp") else None
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
+    m["optimizer_impl"] = "for-loop" if foreach is False else "foreach"
 
     def forward():
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
