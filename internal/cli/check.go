@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/input"
-	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
@@ -36,8 +34,8 @@ func checkCommand() command {
 		minEff := fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
 		noLeak := fs.Bool("no-leak", false, "fail when the step pattern is a leak")
 		noOOM := fs.Bool("no-oom", false, "fail when the trace holds an out-of-memory event")
-		minUtil := fs.String("min-gpu-util", "", "lowest allowed GPU utilisation of a profiler trace (0..1 or %)")
-		maxDL := fs.String("max-dataloader", "", "highest allowed DataLoader share of the step in a profiler trace (0..1 or %; the larger of the plugin's and the host-side share)")
+		var tc traceChecks
+		tc.register(fs)
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -60,22 +58,16 @@ func checkCommand() command {
 		if err != nil {
 			return err
 		}
-		util, err := parseRatio("--min-gpu-util", *minUtil)
-		if err != nil {
-			return err
-		}
-		dl, err := parseRatio("--max-dataloader", *maxDL)
-		if err != nil {
+		if err := tc.parse(); err != nil {
 			return err
 		}
 		memChecks := peak >= 0 || reserved >= 0 || eff >= 0 || *noLeak || *noOOM
-		traceChecks := util >= 0 || dl >= 0
-		if !memChecks && !traceChecks {
+		if !memChecks && !tc.any() {
 			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom, --min-gpu-util, --max-dataloader)")
 		}
 		var fails []string
-		if traceChecks {
-			tf, err := checkTraces(e, paths, util, dl)
+		if tc.any() {
+			tf, err := tc.check(e, paths)
 			if err != nil {
 				return err
 			}
@@ -137,36 +129,4 @@ func parseRatio(flagName, v string) (float64, error) {
 		x /= 100
 	}
 	return x, nil
-}
-
-// checkTraces applies the trace thresholds to every profiler trace under paths.
-func checkTraces(e *env, paths []string, minUtil, maxDL float64) ([]string, error) {
-	files, err := input.Find(paths, input.Trace, input.Bundle)
-	if err != nil {
-		return nil, err
-	}
-	if len(files) == 0 {
-		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
-	}
-	var tp []string
-	for _, f := range files {
-		tp = append(tp, f.Path)
-	}
-	rep, err := LoadTraceReport(e.ctx, tp, perf.Options{})
-	if err != nil {
-		return nil, err
-	}
-	var fails []string
-	for _, r := range rep.Ranks {
-		where := fmt.Sprintf("%s rank %d", r.Path, r.Rank)
-		dl := max(r.DataLoaderRatio, r.HostDataLoaderRatio)
-		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step\n", where, units.Percent(r.GPUUtilizationRatio), units.Percent(dl))
-		if minUtil >= 0 && r.GPUUtilizationRatio < minUtil {
-			fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(minUtil)))
-		}
-		if maxDL >= 0 && dl > maxDL {
-			fails = append(fails, fmt.Sprintf("%s: DataLoader takes %s of the step > %s", where, units.Percent(dl), units.Percent(maxDL)))
-		}
-	}
-	return fails, nil
 }

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/perf"
+	"github.com/ptscope/ptscope/internal/units"
+)
+
+// traceChecks are check's thresholds on Kineto traces (and the traces of
+// bundles). Ratios are -1 when unset.
+type traceChecks struct {
+	minUtilFlag, maxDLFlag string
+	minUtil, maxDL         float64
+}
+
+func (c *traceChecks) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.minUtilFlag, "min-gpu-util", "", "lowest allowed GPU utilisation of a profiler trace (0..1 or %)")
+	fs.StringVar(&c.maxDLFlag, "max-dataloader", "", "highest allowed DataLoader share of the step in a profiler trace (0..1 or %; the larger of the plugin's and the host-side share)")
+}
+
+// parse reads the flags' values; call it after the flag set is parsed.
+func (c *traceChecks) parse() error {
+	var err error
+	if c.minUtil, err = parseRatio("--min-gpu-util", c.minUtilFlag); err != nil {
+		return err
+	}
+	c.maxDL, err = parseRatio("--max-dataloader", c.maxDLFlag)
+	return err
+}
+
+// any reports whether a trace threshold was given.
+func (c *traceChecks) any() bool { return c.minUtil >= 0 || c.maxDL >= 0 }
+
+// check applies the trace thresholds to every profiler trace under paths,
+// printing one line per rank; it returns the failures.
+func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
+	files, err := input.Find(paths, input.Trace, input.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
+	}
+	var tp []string
+	for _, f := range files {
+		tp = append(tp, f.Path)
+	}
+	rep, err := LoadTraceReport(e.ctx, tp, perf.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var fails []string
+	for _, r := range rep.Ranks {
+		where := fmt.Sprintf("%s rank %d", r.Path, r.Rank)
+		dl := max(r.DataLoaderRatio, r.HostDataLoaderRatio)
+		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step\n", where, units.Percent(r.GPUUtilizationRatio), units.Percent(dl))
+		if c.minUtil >= 0 && r.GPUUtilizationRatio < c.minUtil {
+			fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(c.minUtil)))
+		}
+		if c.maxDL >= 0 && dl > c.maxDL {
+			fails = append(fails, fmt.Sprintf("%s: DataLoader takes %s of the step > %s", where, units.Percent(dl), units.Percent(c.maxDL)))
+		}
+	}
+	return fails, nil
+}
