@@ -1,11 +1,9 @@
 package capture
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -173,9 +171,12 @@ func ReadBundle(dir string) (*Bundle, error) {
 	}
 	b := &Bundle{Dir: dir}
 	mpath := filepath.Join(dir, "manifest.json")
-	data, err := os.ReadFile(mpath)
-	if err != nil {
+	data, err := readSideFile(mpath, MaxJSONSideFileBytes)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := json.Unmarshal(data, &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%s: %w", mpath, err)
@@ -220,20 +221,25 @@ func rankDirNumber(name string) (int, bool) {
 
 func readRank(dir string, n int) (*Rank, error) {
 	r := &Rank{Rank: n, Dir: dir}
-	if data, err := os.ReadFile(filepath.Join(dir, "process.json")); err == nil {
+	ppath := filepath.Join(dir, "process.json")
+	if data, err := readSideFile(ppath, MaxJSONSideFileBytes); err == nil {
 		if err := json.Unmarshal(data, &r.Info); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "process.json"), err)
+			return nil, fmt.Errorf("%s: %w", ppath, err)
 		}
 		r.OOM = r.Info.OOM
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	if r.OOM == nil {
-		if data, err := os.ReadFile(filepath.Join(dir, "oom.json")); err == nil {
+		opath := filepath.Join(dir, "oom.json")
+		if data, err := readSideFile(opath, MaxJSONSideFileBytes); err == nil {
 			var o OOM
-			if json.Unmarshal(data, &o) == nil {
-				r.OOM = &o
+			if err := json.Unmarshal(data, &o); err != nil {
+				return nil, fmt.Errorf("%s: %w", opath, err)
 			}
+			r.OOM = &o
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
 		}
 	}
 	entries, err := os.ReadDir(dir)
@@ -302,37 +308,4 @@ func snapshotOrder(path string) int64 {
 		return 1 << 51
 	}
 	return 1 << 45
-}
-
-// readJSONL calls fn for each complete line of path (a missing file is no
-// lines). A bad final line without a newline is a torn write and skipped.
-func readJSONL(path string, fn func([]byte) error) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
-	var off int64
-	for {
-		line, err := br.ReadBytes('\n')
-		complete := len(line) > 0 && line[len(line)-1] == '\n'
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if perr := fn(t); perr != nil && complete {
-				return fmt.Errorf("%s: byte offset %d: %w", path, off, perr)
-			} else if perr != nil {
-				return nil // torn last line
-			}
-		}
-		off += int64(len(line))
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
 }

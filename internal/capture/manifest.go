@@ -1,7 +1,9 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -94,13 +96,15 @@ func finishManifest(dir string, m *Manifest, ranks []int) {
 			continue
 		}
 		info := RankInfo{Dir: e.Name(), Rank: n}
-		if data, err := os.ReadFile(filepath.Join(dir, e.Name(), "process.json")); err == nil {
+		if data, err := readSideFile(filepath.Join(dir, e.Name(), "process.json"), MaxJSONSideFileBytes); err == nil {
 			if err := json.Unmarshal(data, &info); err != nil {
 				m.Warnings = append(m.Warnings, fmt.Sprintf("%s/process.json: %v", e.Name(), err))
 			}
 			info.Dir = e.Name()
-		} else {
+		} else if errors.Is(err, fs.ErrNotExist) {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process ended before writing process.json (killed?)", e.Name()))
+		} else {
+			m.Warnings = append(m.Warnings, err.Error())
 		}
 		if info.EndTimeUs == 0 && info.StartTimeUs != 0 {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process did not finish normally; no end snapshot", e.Name()))
@@ -133,9 +137,10 @@ func finishManifest(dir string, m *Manifest, ranks []int) {
 			m.Warnings = append(m.Warnings, w)
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "companion.log")); err == nil && len(data) > 0 {
-		n := strings.Count(string(data), "\n")
+	if n, err := countLines(filepath.Join(dir, "companion.log"), maxLogBytes); err == nil && n > 0 {
 		m.Warnings = append(m.Warnings, fmt.Sprintf("the companion logged %d message(s); see %s", n, filepath.Join(dir, "companion.log")))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		m.Warnings = append(m.Warnings, err.Error())
 	}
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -164,7 +169,7 @@ func noCaptureWarning(dir string, ranks []int) string {
 	var loaded, withTorch, skipped, noTorch, noCUDA, cudaInit int
 	python, torchVer := "", ""
 	for _, p := range procs {
-		data, err := os.ReadFile(p)
+		data, err := readSideFile(p, MaxJSONSideFileBytes)
 		if err != nil {
 			continue
 		}
@@ -225,7 +230,7 @@ func (t *tailer) poll() {
 	files, _ := filepath.Glob(filepath.Join(t.dir, "rank*", "live.jsonl"))
 	for _, f := range files {
 		key := filepath.Base(filepath.Dir(f))
-		fh, err := os.Open(f)
+		fh, _, err := openSideFile(f)
 		if err != nil {
 			continue
 		}
@@ -234,7 +239,7 @@ func (t *tailer) poll() {
 			t.offsets[key] += int64(len(data))
 			buf := append(t.partial[key], data...)
 			for {
-				i := strings.IndexByte(string(buf), '\n')
+				i := bytes.IndexByte(buf, '\n')
 				if i < 0 {
 					break
 				}
@@ -243,6 +248,9 @@ func (t *tailer) poll() {
 					t.add(key, s)
 				}
 				buf = buf[i+1:]
+			}
+			if len(buf) > MaxJSONLLineBytes {
+				buf = nil // not a sample line; what follows up to the next newline fails to parse
 			}
 			t.partial[key] = append([]byte(nil), buf...)
 		}

@@ -2,8 +2,9 @@ package capture
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -143,8 +144,12 @@ func finishSimulation(dir string, m *Manifest, s Simulate) {
 	sim := &Simulation{Mode: cfg.Mode, WorldSize: cfg.WorldSize, Rank: cfg.Rank, NotCounted: s.NotCounted()}
 	seen := map[string]bool{}
 	for _, r := range m.Ranks {
-		data, err := os.ReadFile(filepath.Join(dir, r.Dir, "simulation.json"))
+		data, err := readSideFile(filepath.Join(dir, r.Dir, "simulation.json"), MaxJSONSideFileBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
+			m.Warnings = append(m.Warnings, err.Error())
 			continue
 		}
 		var f simulationFacts
