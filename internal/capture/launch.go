@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +46,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	keepBrokenPipes()
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", argv[0], ErrNotFound)
@@ -138,11 +140,19 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	res.Manifest = m
 	if opts.Status != nil {
 		for _, w := range m.Warnings {
+			if opts.Quiet && strings.HasPrefix(w, noCapturePrefix) {
+				continue // asked for quiet: it stays in the manifest
+			}
 			fmt.Fprintf(opts.Status, "ptscope: warning: %s\n", w)
 		}
 		if !opts.Quiet {
 			tail.poll()
 			writeSummary(opts.Status, res, tail)
+		} else if res.Signal != 0 && res.Signal != syscall.SIGINT && res.Signal != syscall.SIGPIPE {
+			// what a shell says of a job killed by a signal (it says
+			// nothing for SIGINT and SIGPIPE); ptscope's own status is
+			// 128+N and tells the shell nothing of the kind
+			fmt.Fprintf(opts.Status, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
 		}
 	}
 	return res, nil

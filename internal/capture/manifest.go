@@ -163,6 +163,10 @@ func finishManifest(dir string, m *Manifest, ranks []int) {
 	sort.Strings(m.Files)
 }
 
+// noCapturePrefix starts the warning that nothing was captured (--quiet
+// leaves it out of the terminal output).
+const noCapturePrefix = "nothing was captured: "
+
 // noCaptureWarning explains, in one line, why no rank was captured.
 func noCaptureWarning(dir string, ranks []int) string {
 	procs, _ := filepath.Glob(filepath.Join(dir, ".ptscope", "proc", "*.json"))
@@ -197,19 +201,19 @@ func noCaptureWarning(dir string, ranks []int) string {
 	}
 	switch {
 	case loaded == 0:
-		return "nothing was captured: no Python process loaded the ptscope companion (is the command a Python program or launcher such as python or torchrun? python -I, -E or -S ignore PYTHONPATH)"
+		return noCapturePrefix + "no Python process loaded the ptscope companion (is the command a Python program or launcher such as python or torchrun? python -I, -E or -S ignore PYTHONPATH)"
 	case skipped == loaded:
-		return fmt.Sprintf("nothing was captured: no process matched --ranks %v", ranks)
+		return fmt.Sprintf(noCapturePrefix+"no process matched --ranks %v", ranks)
 	case withTorch == 0 && noTorch > 0:
-		return fmt.Sprintf("nothing was captured: PyTorch is not installed in the command's Python %s (the command ran without capture)", python)
+		return fmt.Sprintf(noCapturePrefix+"PyTorch is not installed in the command's Python %s (the command ran without capture)", python)
 	case withTorch == 0:
-		return "nothing was captured: the command never imported torch"
+		return noCapturePrefix + "the command never imported torch"
 	case cudaInit > 0:
-		return "nothing was captured: torch initialised CUDA but no process allocated GPU memory"
+		return noCapturePrefix + "torch initialised CUDA but no process allocated GPU memory"
 	case noCUDA == withTorch:
-		return fmt.Sprintf("nothing was captured: torch %s reports no usable CUDA device (torch.cuda.is_available() is False)", torchVer)
+		return fmt.Sprintf(noCapturePrefix+"torch %s reports no usable CUDA device (torch.cuda.is_available() is False)", torchVer)
 	default:
-		return "nothing was captured: torch never initialised CUDA (no GPU visible, or a CPU-only run)"
+		return noCapturePrefix + "torch never initialised CUDA (no GPU visible, or a CPU-only run)"
 	}
 }
 

@@ -5,6 +5,7 @@ package capture
 import (
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -24,16 +25,49 @@ func terminalForeground() bool {
 	return false
 }
 
-// ExitLike ends ptscope the way the command ended: killed by the same
-// signal, else with the same exit code.
+// ExitLike ends ptscope the way a shell reports the command: with its exit
+// code, or with 128+N when signal N killed it. For SIGHUP, SIGINT, SIGTERM
+// and SIGKILL ptscope then dies of the same signal, so that a calling shell
+// sees the death (and, say, stops a loop after Ctrl-C). The Go runtime turns
+// any other signal raised on itself into a crash with a stack dump
+// (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGQUIT, SIGTRAP, SIGSYS) or
+// catches and drops it (SIGUSR1, SIGPIPE, SIGALRM, ...): for those ptscope
+// exits with 128+N, as a shell does.
 func ExitLike(res *Result) {
-	if res.Signal != 0 {
+	if reraiseSafe(res.Signal) {
 		signal.Reset(res.Signal)
 		_ = syscall.Kill(os.Getpid(), res.Signal)
 		time.Sleep(100 * time.Millisecond) // let the default action land
 	}
 	os.Exit(res.ExitCode)
 }
+
+// reraiseSafe reports whether ptscope can die of sig by raising it on itself
+// (the Go runtime's default action for it is the system's).
+func reraiseSafe(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
+		return true
+	}
+	return false
+}
+
+// keepBrokenPipes makes a write to a closed pipe on ptscope's own stdout or
+// stderr an EPIPE error instead of a death by SIGPIPE (the Go runtime's
+// default for fds 1 and 2), so that `ptscope run ... 2>&1 | head` returns
+// the command's status. The signal is handled, not ignored: an ignored
+// SIGPIPE would be inherited by the command, a handled one is reset to the
+// default in it. A SIGPIPE ignored when ptscope started stays ignored (as
+// it would for a shell's children).
+func keepBrokenPipes() {
+	pipeOnce.Do(func() {
+		if !signal.Ignored(syscall.SIGPIPE) {
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		}
+	})
+}
+
+var pipeOnce sync.Once
 
 // terminalSize returns the rows and columns of the terminal on fd, or 0, 0.
 func terminalSize(fd uintptr) (rows, cols int) {

@@ -64,8 +64,15 @@ func TestRunExitCodes(t *testing.T) {
 	if err != nil || exited != nil {
 		t.Errorf("exit 0: err %v exited %+v", err, exited)
 	}
-	if !strings.Contains(stderr, "no Python process loaded the ptscope companion") {
-		t.Errorf("stderr %q", stderr)
+	if stderr != "" { // --quiet: the "nothing was captured" warning stays in the manifest
+		t.Errorf("stderr %q, want nothing with --quiet", stderr)
+	}
+	b, err := capture.ReadBundle(out)
+	if err != nil || len(b.Manifest.Warnings) != 1 || !strings.Contains(b.Manifest.Warnings[0], "no Python process loaded the ptscope companion") {
+		t.Errorf("manifest warnings %+v, %v", b, err)
+	}
+	if _, _, stderr, _ = runCLI(t, "--out", t.TempDir(), "--", "sh", "-c", "exit 0"); !strings.Contains(stderr, "ptscope: warning: nothing was captured: no Python process loaded the ptscope companion") {
+		t.Errorf("without --quiet: stderr %q", stderr)
 	}
 	exited, _, _, err = runCLI(t, "--out", out, "--quiet", "sh", "-c", "exit 9") // no "--" needed
 	if err != nil || exited == nil || exited.ExitCode != 9 {
