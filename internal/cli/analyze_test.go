@@ -54,8 +54,11 @@ func TestAnalyzeJSONContract(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc["schema_version"].(float64) != 1 {
-		t.Error("schema_version")
+	if doc["schema_version"].(float64) != 2 || doc["tool"] != "ptscope" || doc["command"] != "analyze" {
+		t.Errorf("envelope %v %v %v", doc["schema_version"], doc["tool"], doc["command"])
+	}
+	if strings.Contains(out, "_us\"") {
+		t.Error("a _us key in the v2 document")
 	}
 	inputs := doc["inputs"].([]any)
 	if len(inputs) != 2 || len(doc["comparison"].([]any)) != 2 {
@@ -70,25 +73,32 @@ func TestAnalyzeJSONContract(t *testing.T) {
 		}
 	}
 	leak := inputs[0].(map[string]any)["devices"].([]any)[0].(map[string]any)
-	need(leak, "device", "peak", "categories_at_peak", "top_allocations", "pattern", "leak", "ooms", "efficiency_ratio", "truncated", "findings", "steps", "fragmentation")
-	need(leak["peak"].(map[string]any), "allocated_bytes", "reserved_bytes", "time_us")
-	need(leak["categories_at_peak"].([]any)[0].(map[string]any), "name", "bytes")
+	need(leak, "device", "has_history", "peak", "categories_at_peak", "stacks_at_peak", "top_allocations", "pattern", "leak", "ooms",
+		"truncated", "findings", "steps", "fragmentation", "timeline")
+	need(leak["peak"].(map[string]any), "allocated_bytes", "reserved_bytes", "time_ns", "phase")
+	need(leak["categories_at_peak"].([]any)[0].(map[string]any), "category", "bytes", "count")
 	top := leak["top_allocations"].([]any)[0].(map[string]any)
-	need(top, "bytes", "category", "frames")
-	need(top["frames"].([]any)[0].(map[string]any), "filename", "line", "name")
-	if leak["pattern"] != "leak" || leak["leak"].(map[string]any)["bytes_per_step"].(float64) <= 0 {
+	need(top, "bytes", "category", "stack", "origin")
+	st := leak["stacks_at_peak"].([]any)[int(top["stack"].(float64))].(map[string]any)
+	need(st, "bytes", "source", "user_frame", "frames")
+	need(st["frames"].([]any)[0].(map[string]any), "filename", "line", "name", "kind")
+	if leak["pattern"] != "leak" || leak["leak"].(map[string]any)["per_step_bytes"].(float64) <= 0 {
 		t.Errorf("pattern %v leak %v", leak["pattern"], leak["leak"])
 	}
-	need(leak["findings"].([]any)[0].(map[string]any), "id", "severity", "message")
+	need(leak["findings"].([]any)[0].(map[string]any), "id", "severity", "message", "recommendation", "numbers")
+	tl := leak["timeline"].(map[string]any)
+	need(tl, "first_index", "start_ns", "allocated_max_bytes", "reserved_max_bytes", "categories", "phases")
+	need(leak["fragmentation"].(map[string]any), "efficiency_at_peak_ratio", "efficiency_at_end_ratio", "segments", "pools")
 	oom := inputs[1].(map[string]any)["devices"].([]any)[0].(map[string]any)["ooms"].([]any)
 	if len(oom) != 2 {
 		t.Fatalf("ooms %d", len(oom))
 	}
 	o := oom[1].(map[string]any)
-	need(o, "requested_bytes", "device_free_bytes", "allocated_bytes", "reserved_bytes", "verdict")
+	need(o, "requested_bytes", "device_free_bytes", "allocated_bytes", "reserved_bytes", "verdict", "frames")
 	if o["verdict"] != "fragmentation" || o["requested_bytes"].(float64) != 800<<20 {
 		t.Errorf("oom = %v", o)
 	}
+	need(doc["comparison"].([]any)[0].(map[string]any), "efficiency_at_peak_ratio", "pattern", "top_category")
 }
 
 var fixtureTrace = filepath.Join("..", "..", "..", "shared", "fixtures", "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz")
@@ -191,9 +201,12 @@ func TestOutFolder(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
+	if !strings.Contains(errs, "wrote "+out) {
+		t.Errorf("stderr %q does not say where the run folder is", errs)
+	}
 	latest := filepath.Join(out, "latest")
-	for _, f := range []string{"analysis_report.txt", "report.json", "README.md", "memory_timeline.png", "overview.png",
-		"top_consumers.png", "categories.png", "block_sizes.png", "efficiency.png"} {
+	for _, f := range []string{"report.txt", "report.json", "README.md", "memory_timeline.svg", "overview.svg",
+		"top_consumers.svg", "categories.svg", "block_sizes.svg", "efficiency.svg"} {
 		st, err := os.Stat(filepath.Join(latest, f))
 		if err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
@@ -244,8 +257,8 @@ func TestAnalyzeBundle(t *testing.T) {
 					AllocatedBytes int64 `json:"allocated_bytes"`
 				} `json:"peak"`
 				Categories []struct {
-					Name  string `json:"name"`
-					Bytes int64  `json:"bytes"`
+					Category string `json:"category"`
+					Bytes    int64  `json:"bytes"`
 				} `json:"categories_at_peak"`
 				ModulesAtPeak []struct {
 					Name string `json:"name"`
@@ -278,7 +291,7 @@ func TestAnalyzeBundle(t *testing.T) {
 	}
 	cats := map[string]int64{}
 	for _, c := range in.Devices[0].Categories {
-		cats[c.Name] = c.Bytes
+		cats[c.Category] = c.Bytes
 	}
 	// 124.4M parameters (GPT-2 small shape, untied head? no: tied) in fp32:
 	// parameters and AdamW's two moments are recognised from their stacks.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
@@ -26,9 +27,9 @@ Examples:
 func checkCommand() command {
 	c := command{name: "check", summary: "fail (exit 1) when a snapshot or trace exceeds thresholds, for CI", usage: checkUsage}
 	c.run = func(e *env, args []string) error {
-		var f analyzeFlags
+		var mf memoryFlags
 		fs := newFlagSet(e, c)
-		f.register(fs)
+		mf.register(fs)
 		maxPeak := fs.String("max-peak", "", "highest allowed peak allocated memory, e.g. 70GiB")
 		maxReserved := fs.String("max-reserved", "", "highest allowed peak reserved memory")
 		minEff := fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
@@ -80,11 +81,16 @@ func checkCommand() command {
 			fmt.Fprintln(e.stdout, "check passed")
 			return nil
 		}
-		doc, err := analyzePaths(paths, &f)
+		o, err := mf.options()
 		if err != nil {
 			return err
 		}
-		for _, in := range doc.Inputs {
+		tuneGC()
+		set, err := loadSnapshots(e, paths, o)
+		if err != nil {
+			return err
+		}
+		for _, in := range set.Report.Inputs {
 			for _, d := range in.Devices {
 				where := fmt.Sprintf("%s device %d", in.Path, d.Device)
 				if peak >= 0 && d.Peak.AllocatedBytes > peak {
@@ -93,17 +99,17 @@ func checkCommand() command {
 				if reserved >= 0 && d.Peak.ReservedBytes > reserved {
 					fails = append(fails, fmt.Sprintf("%s: peak reserved %s > %s", where, units.Bytes(d.Peak.ReservedBytes), units.Bytes(reserved)))
 				}
-				if eff >= 0 && d.FragmentationOut.PeakRatio < eff {
-					fails = append(fails, fmt.Sprintf("%s: efficiency at the peak %s < %s", where, units.Percent(d.FragmentationOut.PeakRatio), units.Percent(eff)))
+				if eff >= 0 && d.Fragmentation.EfficiencyAtPeak < eff {
+					fails = append(fails, fmt.Sprintf("%s: efficiency at the peak %s < %s", where, units.Percent(d.Fragmentation.EfficiencyAtPeak), units.Percent(eff)))
 				}
-				if *noLeak && d.Pattern == "leak" {
-					fails = append(fails, fmt.Sprintf("%s: memory leaks %s per step", where, units.Bytes(d.Leak.BytesPerStep)))
+				if *noLeak && d.Pattern == memory.PatternLeak && d.Leak != nil {
+					fails = append(fails, fmt.Sprintf("%s: memory leaks %s per step", where, units.Bytes(d.Leak.PerStepBytes)))
 				}
 				if *noOOM && len(d.OOMs) > 0 {
 					fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, len(d.OOMs)))
 				}
 				fmt.Fprintf(e.stdout, "%s: peak allocated %s, reserved %s, efficiency %s, pattern %s\n", where,
-					units.Bytes(d.Peak.AllocatedBytes), units.Bytes(d.Peak.ReservedBytes), units.Percent(d.FragmentationOut.PeakRatio), d.Pattern)
+					units.Bytes(d.Peak.AllocatedBytes), units.Bytes(d.Peak.ReservedBytes), units.Percent(d.Fragmentation.EfficiencyAtPeak), d.Pattern)
 			}
 		}
 		if len(fails) > 0 {

@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	_ "embed"
 	"io"
 
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/report/memreport"
-	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
 // sampleSnapshot is a real allocator snapshot: GPT-2 small (124M
@@ -34,41 +33,37 @@ Examples:
 func demoCommand() command {
 	c := command{name: "demo", summary: "analyse a real GPT-2 training snapshot built into ptscope", usage: demoUsage}
 	c.run = func(e *env, args []string) error {
-		var f analyzeFlags
+		var mf memoryFlags
+		var rf reportFlags
+		var out outputFlags
 		fs := newFlagSet(e, c)
-		f.register(fs)
-		f.registerOutput(fs, "demo")
+		mf.register(fs)
+		rf.register(fs)
+		out.register(fs)
 		if _, err := parseInterspersed(fs, args); err != nil {
 			return err
 		}
-		o, err := memoryOptions(&f)
+		if out.name == "" {
+			out.name = "demo"
+		}
+		t, err := out.text(e.stdout)
 		if err != nil {
 			return err
 		}
-		s, err := readSample()
+		if err := rf.apply(&t); err != nil {
+			return err
+		}
+		o, err := mf.options()
 		if err != nil {
 			return err
 		}
-		in := &memreport.Input{Path: sampleName}
-		fillInput(in, s, &f, o)
-		doc := &memreport.Document{SchemaVersion: 1, Tool: "ptscope", Command: "analyze", Inputs: []*memreport.Input{in}}
-		return emitAnalysis(e, doc, &f, nil)
+		set, err := load.SnapshotBytes(e.ctx, sampleName, sampleSnapshot, o)
+		if err != nil {
+			return err
+		}
+		return e.emit(memreport.New(set.Report), &out, t)
 	}
 	return c
-}
-
-func readSample() (*snapshot.Snapshot, error) {
-	r, err := input.NewReader(bytes.NewReader(sampleSnapshot))
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	s, err := snapshot.Read(r)
-	if err != nil {
-		return nil, err
-	}
-	s.Format += " (" + string(r.Compression) + ")"
-	return s, nil
 }
 
 func inputReader(r io.Reader) (io.Reader, error) { return input.NewReader(r) }

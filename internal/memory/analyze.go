@@ -6,16 +6,29 @@ import (
 	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
-// Options control an analysis.
+// Options control an analysis. The result does not depend on how it will
+// be shown: renderers choose how many rows and frames to print.
 type Options struct {
-	TopN         int    // top allocations and groups kept (default 10)
-	StackDepth   int    // frames kept per stack (default 6; 0 with FullStacks = all)
-	FullStacks   bool   // keep PyTorch-internal and noise frames
 	DeviceMemory int64  // device capacity in bytes; 0 if unknown
 	Rules        []Rule // keyword groups; nil means DefaultRules()
 	// Precision is what a ptscope run bundle saw of the numeric precision;
 	// nil for bare snapshots, which carry no dtypes.
 	Precision *Precision
+	// Labels are exact labels of allocations by address, from a record
+	// that knows what each tensor is (e.g. a bundle's tensor records);
+	// they override the categories guessed from stacks and phases.
+	Labels []Label
+}
+
+// Label says what the allocation at Address holds when it was made within
+// [FromNS, ToNS] (Unix ns; ToNS 0: open-ended; without times in the trace
+// only FromNS 0 labels apply).
+type Label struct {
+	Address  uint64
+	FromNS   int64
+	ToNS     int64
+	Category Category
+	Module   string // module path, "" to keep what the trace says
 }
 
 // Precision is the training's numeric precision as seen at the first
@@ -30,131 +43,27 @@ type Precision struct {
 }
 
 func (o *Options) defaults() {
-	if o.TopN <= 0 {
-		o.TopN = 10
-	}
-	if o.StackDepth <= 0 && !o.FullStacks {
-		o.StackDepth = 6
-	}
 	if o.Rules == nil {
 		o.Rules = DefaultRules()
 	}
 }
 
-// Device is the full analysis of one device of a snapshot.
-type Device struct {
-	Device             int            `json:"device"`
-	Entries            int            `json:"entries"`
-	HasTime            bool           `json:"has_time"`
-	Peak               Peak           `json:"peak"`
-	Start              StateOut       `json:"start"`
-	End                StateOut       `json:"end"`
-	CategoriesAtPeak   []Group        `json:"categories_at_peak"`
-	GroupsAtPeak       []Group        `json:"groups_at_peak"`
-	SourcesAtPeak      []Group        `json:"sources_at_peak"`
-	ModulesAtPeak      []Group        `json:"modules_at_peak"`
-	StacksAtPeak       []StackGroup   `json:"stacks_at_peak"`
-	TopAllocations     []TopAlloc     `json:"top_allocations"`
-	PhaseSource        string         `json:"step_source"`
-	Steps              []StepOut      `json:"steps"`
-	Pattern            string         `json:"pattern"`
-	Leak               *Leak          `json:"leak,omitempty"`
-	Fragmentation      *Fragmentation `json:"-"`
-	FragmentationOut   FragOut        `json:"fragmentation"`
-	EfficiencyRatio    float64        `json:"efficiency_ratio"`
-	OOMs               []OOM          `json:"ooms"`
-	Truncated          bool           `json:"truncated"`
-	TruncationEvidence string         `json:"truncation_evidence,omitempty"`
-	UnmatchedFrees     int            `json:"unmatched_frees"`
-	GhostBlocks        int            `json:"blocks_before_recording"`
-	Findings           []Finding      `json:"findings"`
-
-	Replay *Replay `json:"-"`
-	Phases *Phases `json:"-"`
-	snap   *snapshot.Snapshot
+// analyzer carries what the parts of one analysis share.
+type analyzer struct {
+	res    *Result
+	s      *snapshot.Snapshot
+	tr     *snapshot.Trace
+	r      *Replay
+	ph     *Phases
+	o      Options
+	st     *stacks
+	labels *labels
 	live   []*Alloc // alive at the peak, largest first
 }
 
-// Peak is the highest allocated memory of the trace.
-type Peak struct {
-	AllocatedBytes      int64  `json:"allocated_bytes"`
-	ReservedBytes       int64  `json:"reserved_bytes"`         // highest reserved over the trace
-	ReservedAtPeakBytes int64  `json:"reserved_at_peak_bytes"` // reserved when allocated peaked
-	ActiveBytes         int64  `json:"active_bytes"`
-	RequestedBytes      int64  `json:"requested_bytes"`
-	TimeUS              int64  `json:"time_us"`
-	EventIndex          int    `json:"event_index"`
-	Phase               string `json:"phase"`
-	Step                int    `json:"step"` // -1 if outside any step
-}
-
-// StateOut is a point of the timeline in JSON form.
-type StateOut struct {
-	AllocatedBytes int64 `json:"allocated_bytes"`
-	RequestedBytes int64 `json:"requested_bytes"`
-	ActiveBytes    int64 `json:"active_bytes"`
-	ReservedBytes  int64 `json:"reserved_bytes"`
-}
-
-func stateOut(s State) StateOut {
-	return StateOut{s.Allocated, s.Requested, s.Active, s.Reserved}
-}
-
-// Group is bytes alive at the peak under one name.
-type Group struct {
-	Name  string `json:"name"`
-	Bytes int64  `json:"bytes"`
-	Count int    `json:"count"`
-}
-
-// FrameOut is a frame in JSON form.
-type FrameOut struct {
-	Filename string `json:"filename"`
-	Line     int    `json:"line"`
-	Name     string `json:"name"`
-}
-
-// StackGroup is bytes alive at the peak allocated from one stack.
-type StackGroup struct {
-	Bytes    int64      `json:"bytes"`
-	Count    int        `json:"count"`
-	Category string     `json:"category"`
-	Frames   []FrameOut `json:"frames"`
-}
-
-// TopAlloc is one large allocation alive at the peak.
-type TopAlloc struct {
-	Bytes          int64      `json:"bytes"`
-	RequestedBytes int64      `json:"requested_bytes"`
-	Category       string     `json:"category"`
-	Group          string     `json:"group"`
-	Module         string     `json:"module,omitempty"`
-	Stream         int64      `json:"stream"`
-	Address        uint64     `json:"address"`
-	AgeNS          int64      `json:"age_ns"` // at the peak; -1 if allocated before recording
-	AllocIndex     int        `json:"alloc_index"`
-	Origin         string     `json:"origin"`
-	Frames         []FrameOut `json:"frames"`
-}
-
-// StepOut is one step in JSON form.
-type StepOut struct {
-	Name               string `json:"name"`
-	StartIndex         int    `json:"start_index"`
-	EndIndex           int    `json:"end_index"`
-	StartUS            int64  `json:"start_us"`
-	DurationNS         int64  `json:"duration_ns"`
-	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
-	EndAllocatedBytes  int64  `json:"end_allocated_bytes"`
-	Partial            bool   `json:"partial"`
-}
-
-// topStacks is how many stacks alive at the peak are kept at least (the
-// top-consumers chart shows 30).
-const topStacks = 30
-
-// Analyze runs every analysis on device d of s.
-func Analyze(s *snapshot.Snapshot, d int, o Options) *Device {
+// Analyze runs every analysis on device d of s and returns the result with
+// the models it was computed from.
+func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	o.defaults()
 	// The phases need the replay only to measure the steps: find them
 	// meanwhile.
@@ -164,23 +73,31 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Device {
 	wait()
 	ph.measure(r)
 	categorize(s, r, ph)
-	out := &Device{Device: d, Entries: s.Trace(d).Len(), HasTime: s.Trace(d).HasTime, Replay: r, Phases: ph, snap: s,
-		Start: stateOut(r.Baseline), End: stateOut(r.End), Truncated: r.Truncated,
+	tr := s.Trace(d)
+	lb := newLabels(o.Labels, tr)
+	lb.apply(r)
+	res := &Result{Device: d, Entries: tr.Len(), HasTime: tr.HasTime, HasHistory: tr.Len() > 0,
+		Start: stateOf(r.Baseline), End: stateOf(r.End), Truncated: r.Truncated,
 		TruncationEvidence: r.TruncationEvidence, UnmatchedFrees: r.Unmatched, GhostBlocks: r.Ghosts,
-		PhaseSource: ph.Source}
-	out.peak()
-	out.atPeak(o)
-	for _, st := range ph.Steps {
-		out.Steps = append(out.Steps, StepOut{Name: st.Name, StartIndex: st.Start, EndIndex: st.End, StartUS: st.StartUS,
-			DurationNS: (st.EndUS - st.StartUS) * 1000, PeakAllocatedBytes: st.Peak, EndAllocatedBytes: st.EndAllocated, Partial: st.Partial})
+		StepSource: ph.Source}
+	if tr.HasTime && tr.Len() > 0 {
+		res.FirstTimeNS, res.LastTimeNS = tr.TimeUS[0]*1000, tr.TimeUS[tr.Len()-1]*1000
 	}
-	out.Pattern, out.Leak = classifyPattern(s, r, ph, o)
-	out.Fragmentation = NewFragmentation(s, d)
-	out.FragmentationOut = fragOut(out.Fragmentation, r, out.Peak)
-	out.EfficiencyRatio = out.Fragmentation.Efficiency
-	out.OOMs = explainOOMs(s, d, r, out.Fragmentation, o)
-	out.Findings = findings(out, o)
-	return out
+	a := &analyzer{res: res, s: s, tr: tr, r: r, ph: ph, o: o, st: newStacks(s), labels: lb}
+	a.peak()
+	a.atPeak()
+	a.steps()
+	res.Pattern, res.Leak = a.pattern()
+	f := NewFragmentation(s, d)
+	if p := res.Peak; p.ReservedAtPeakBytes > 0 {
+		f.EfficiencyAtPeak = float64(p.AllocatedBytes) / float64(p.ReservedAtPeakBytes)
+		f.CachedFreeAtPeakBytes = max(p.ReservedAtPeakBytes-p.ActiveBytes, 0)
+	}
+	res.Fragmentation = *f
+	res.OOMs = a.ooms()
+	res.Timeline = thin(r, ph)
+	res.Findings = a.findings()
+	return &Analysis{Result: res, Snapshot: s, Replay: r, Phases: ph}
 }
 
 // goPanicSafe runs f on its own goroutine; the returned wait blocks until f
@@ -199,11 +116,23 @@ func goPanicSafe(f func()) (wait func()) {
 	}
 }
 
-func (a *Device) peak() {
-	t := &a.Replay.Timeline
-	p := Peak{EventIndex: -1, Step: -1, Phase: PhaseUnknown.String(), AllocatedBytes: a.Replay.Baseline.Allocated,
-		ReservedBytes: a.Replay.Baseline.Reserved, ReservedAtPeakBytes: a.Replay.Baseline.Reserved,
-		ActiveBytes: a.Replay.Baseline.Active, RequestedBytes: a.Replay.Baseline.Requested}
+func stateOf(s ReplayState) State {
+	return State{AllocatedBytes: s.Allocated, RequestedBytes: s.Requested, ActiveBytes: s.Active, ReservedBytes: s.Reserved}
+}
+
+func (a *analyzer) timeNS(i int) int64 {
+	if i < 0 || !a.tr.HasTime || i >= len(a.r.Timeline.TimeUS) {
+		return 0
+	}
+	return a.r.Timeline.TimeUS[i] * 1000
+}
+
+func (a *analyzer) peak() {
+	r := a.r
+	t := &r.Timeline
+	p := Peak{EventIndex: -1, Step: -1, Phase: PhaseUnknown, AllocatedBytes: r.Baseline.Allocated,
+		ReservedBytes: r.Baseline.Reserved, ReservedAtPeakBytes: r.Baseline.Reserved,
+		ActiveBytes: r.Baseline.Active, RequestedBytes: r.Baseline.Requested}
 	for i, v := range t.Allocated {
 		if v > p.AllocatedBytes {
 			p.AllocatedBytes, p.EventIndex = v, i
@@ -211,27 +140,16 @@ func (a *Device) peak() {
 		p.ReservedBytes = max(p.ReservedBytes, t.Reserved[i])
 	}
 	if i := p.EventIndex; i >= 0 {
-		p.TimeUS = t.TimeUS[i]
+		p.TimeNS = a.timeNS(i)
 		p.ReservedAtPeakBytes = t.Reserved[i]
 		p.ActiveBytes = t.Active[i]
 		p.RequestedBytes = t.Requested[i]
-		p.Phase = a.Phases.Of[i].String()
-		for _, st := range a.Phases.Steps {
-			if i >= st.Start && i < st.End {
-				p.Step = st.Index
-			}
+		p.Phase = a.ph.Of[i]
+		if k := a.ph.StepOf[i]; k >= 0 {
+			p.Step = int(k)
 		}
 	}
-	a.Peak = p
-}
-
-func (a *Device) frames(id snapshot.StackID, o Options) []FrameOut {
-	fs := ShortStack(a.snap, id, o.StackDepth, o.FullStacks)
-	out := make([]FrameOut, len(fs))
-	for i, f := range fs {
-		out[i] = FrameOut{f.Filename, f.Line, f.Name}
-	}
-	return out
+	a.res.Peak = p
 }
 
 // LiveAt returns the allocations alive just after entry i (i = -1: before the first).
@@ -245,18 +163,24 @@ func (r *Replay) LiveAt(i int) []*Alloc {
 	return out
 }
 
-func (a *Device) atPeak(o Options) {
-	s := a.snap
-	live := a.Replay.LiveAt(a.Peak.EventIndex)
+// atPeak groups everything alive at the peak: by category, keyword group,
+// source, module and stack, and the largest allocations.
+func (a *analyzer) atPeak() {
+	s, res := a.s, a.res
+	live := a.r.LiveAt(res.Peak.EventIndex)
 	sort.SliceStable(live, func(i, j int) bool { return live[i].Size > live[j].Size })
 	a.live = live
 
-	cats := map[string]*Group{}
+	var cats [numCategories]CategoryGroup
 	groups := map[string]*Group{}
 	sources := map[string]*Group{}
 	modules := map[string]*Group{}
-	stacks := map[snapshot.StackID]*StackGroup{}
-	stackCat := map[snapshot.StackID]map[Category]int64{}
+	type stackAcc struct {
+		g     StackGroup
+		cats  [numCategories]int64
+		first *Alloc // its largest allocation
+	}
+	stacks := map[snapshot.StackID]*stackAcc{}
 	add := func(m map[string]*Group, k string, b int64) {
 		g := m[k]
 		if g == nil {
@@ -266,7 +190,6 @@ func (a *Device) atPeak(o Options) {
 		g.Bytes += b
 		g.Count++
 	}
-	peakUS := a.Peak.TimeUS
 	type gkey struct {
 		stack snapshot.StackID
 		meta  uint32
@@ -274,94 +197,199 @@ func (a *Device) atPeak(o Options) {
 	groupCache := map[gkey]string{}
 	type src struct{ source, module string }
 	srcCache := map[snapshot.StackID]src{}
-	for i, al := range live {
+	for _, al := range live {
 		meta := ""
 		if al.Metadata != 0 {
 			meta = s.Strings[al.Metadata]
 		}
+		if m := a.labels.module(al); m != "" {
+			meta = m
+		}
 		group, ok := groupCache[gkey{al.Stack, al.Metadata}]
-		if !ok {
-			group = groupOf(s, al.Stack, o.Rules, meta)
+		if !ok || meta != "" {
+			group = groupOf(s, al.Stack, a.o.Rules, meta)
 			groupCache[gkey{al.Stack, al.Metadata}] = group
 		}
-		add(cats, al.Category.String(), al.Size)
+		c := &cats[al.Category]
+		c.Bytes += al.Size
+		c.Count++
 		add(groups, group, al.Size)
 		sc, ok := srcCache[al.Stack]
 		if !ok {
-			sc = src{"<no stack recorded>", "<no stack recorded>"}
-			if f, ok := SourceFrame(s, al.Stack); ok {
-				sc = src{ShortFrame(f), TrimPath(f.Filename)}
-			}
+			sc.source, sc.module = a.st.source(al.Stack)
 			srcCache[al.Stack] = sc
 		}
-		srcName, modName := sc.source, sc.module
+		modName := sc.module
 		if meta != "" {
 			modName = meta
 		}
-		add(sources, srcName, al.Size)
+		add(sources, sc.source, al.Size)
 		add(modules, modName, al.Size)
-		sg := stacks[al.Stack]
-		if sg == nil {
-			sg = &StackGroup{}
-			stacks[al.Stack] = sg
-			stackCat[al.Stack] = map[Category]int64{}
+		acc := stacks[al.Stack]
+		if acc == nil {
+			acc = &stackAcc{first: al}
+			acc.g.Source = sc.source
+			stacks[al.Stack] = acc
 		}
-		sg.Bytes += al.Size
-		sg.Count++
-		stackCat[al.Stack][al.Category] += al.Size
-		if i < o.TopN {
-			ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category.String(), Group: group,
-				Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr, AgeNS: -1, AllocIndex: int(al.AllocIdx),
-				Origin: originName(al.Origin), Frames: a.frames(al.Stack, o)}
-			if al.AllocIdx >= 0 && a.HasTime {
-				ta.AgeNS = (peakUS - a.Replay.Timeline.TimeUS[al.AllocIdx]) * 1000
-			}
-			a.TopAllocations = append(a.TopAllocations, ta)
+		acc.g.Bytes += al.Size
+		acc.g.Count++
+		acc.cats[al.Category] += al.Size
+	}
+	res.Categories = []CategoryGroup{}
+	for c := range cats {
+		if cats[c].Count > 0 {
+			cats[c].Category = Category(c)
+			res.Categories = append(res.Categories, cats[c])
 		}
 	}
-	a.CategoriesAtPeak = sortedGroups(cats, 0)
-	a.GroupsAtPeak = sortedGroups(groups, 0)
-	a.SourcesAtPeak = sortedGroups(sources, o.TopN)
-	a.ModulesAtPeak = sortedGroups(modules, o.TopN)
+	sort.SliceStable(res.Categories, func(i, j int) bool {
+		x, y := res.Categories[i], res.Categories[j]
+		if x.Bytes != y.Bytes {
+			return x.Bytes > y.Bytes
+		}
+		return x.Category < y.Category
+	})
+	res.Groups = sortedGroups(groups)
+	res.Sources = sortedGroups(sources)
+	res.Modules = sortedGroups(modules)
+
 	ids := make([]snapshot.StackID, 0, len(stacks))
 	for id := range stacks {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		if stacks[ids[i]].Bytes != stacks[ids[j]].Bytes {
-			return stacks[ids[i]].Bytes > stacks[ids[j]].Bytes
+		if stacks[ids[i]].g.Bytes != stacks[ids[j]].g.Bytes {
+			return stacks[ids[i]].g.Bytes > stacks[ids[j]].g.Bytes
 		}
 		return ids[i] < ids[j]
 	})
+	index := make(map[snapshot.StackID]int, len(ids))
+	res.Stacks = make([]StackGroup, 0, len(ids))
 	for i, id := range ids {
-		if i >= max(o.TopN, topStacks) {
-			break
-		}
-		sg := stacks[id]
-		var best Category
-		var bestB int64 = -1
-		for c, b := range stackCat[id] {
-			if b > bestB || (b == bestB && c < best) {
-				best, bestB = c, b
+		acc := stacks[id]
+		best := Category(0)
+		for c := range acc.cats {
+			if acc.cats[c] > acc.cats[best] {
+				best = Category(c)
 			}
 		}
-		sg.Category = best.String()
-		sg.Frames = a.frames(id, o)
-		a.StacksAtPeak = append(a.StacksAtPeak, *sg)
+		acc.g.Category = best
+		acc.g.Stack = a.resultStack(id, acc.first)
+		res.Stacks = append(res.Stacks, acc.g)
+		index[id] = i
+	}
+
+	res.TopAllocations = []TopAlloc{}
+	for i, al := range live {
+		if i >= MaxTopAllocations {
+			break
+		}
+		meta := ""
+		if al.Metadata != 0 {
+			meta = s.Strings[al.Metadata]
+		}
+		if m := a.labels.module(al); m != "" {
+			meta = m
+		}
+		ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category,
+			Group: groupCache[gkey{al.Stack, al.Metadata}], Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr,
+			AgeNS: -1, AllocIndex: int(al.AllocIdx), Origin: al.Origin, Stack: index[al.Stack]}
+		if meta != "" {
+			ta.Group = groupOf(s, al.Stack, a.o.Rules, meta)
+		}
+		if al.AllocIdx >= 0 && a.tr.HasTime {
+			ta.AgeNS = res.Peak.TimeNS - a.timeNS(int(al.AllocIdx))
+		}
+		res.TopAllocations = append(res.TopAllocations, ta)
 	}
 }
 
-func originName(o Origin) string {
-	switch o {
-	case BeforeUnmatched:
-		return "before_recording_freed_in_trace"
-	case BeforeGhost:
-		return "before_recording"
+// resultStack is the result form of a stack; for stacks without Python
+// frames it adds the Python caller of the backward pass that al ran in.
+func (a *analyzer) resultStack(id snapshot.StackID, al *Alloc) Stack {
+	st := *a.st.stack(id)
+	if len(st.Frames) == 0 || a.st.hasPython(id) || al == nil || al.AllocIdx <= 0 {
+		return st
 	}
-	return "trace"
+	if c, ok := a.backwardCaller(int(al.AllocIdx)); ok {
+		st.Caller = a.st.frames(c)
+	}
+	return st
 }
 
-func sortedGroups(m map[string]*Group, n int) []Group {
+// maxCallerScan bounds how far back backwardCaller looks.
+const maxCallerScan = 1 << 20
+
+// backwardCaller finds the stack of the backward call an allocation at
+// entry i made without Python frames ran under: autograd's worker threads
+// record no Python, but .backward() itself allocates on the calling thread
+// (the gradient seed), so the nearest earlier allocation with Python frames
+// is that call when its frames show .backward(). Anything else (a forward
+// allocation, a hook) gives no caller rather than a wrong one.
+func (a *analyzer) backwardCaller(i int) (snapshot.StackID, bool) {
+	tr := a.tr
+	for j := i - 1; j >= 0 && j >= i-maxCallerScan; j-- {
+		if tr.Action[j] != snapshot.ActionAlloc {
+			continue
+		}
+		id := tr.Stack[j]
+		if !a.st.hasPython(id) {
+			continue
+		}
+		return id, a.ph.classes[id] == fcBackward
+	}
+	return 0, false
+}
+
+// steps turns the phases' steps into rows and marks outliers.
+func (a *analyzer) steps() {
+	a.res.Steps = []StepRow{}
+	for _, st := range a.ph.Steps {
+		row := StepRow{Index: st.Index, Name: st.Name, StartIndex: st.Start, EndIndex: st.End,
+			PeakAllocatedBytes: st.Peak, PeakIndex: st.PeakIdx, EndAllocatedBytes: st.EndAllocated, Partial: st.Partial}
+		if a.tr.HasTime {
+			row.StartNS, row.EndNS = st.StartUS*1000, st.EndUS*1000
+			row.DurationNS = row.EndNS - row.StartNS
+		}
+		a.res.Steps = append(a.res.Steps, row)
+	}
+	markOutliers(a.res.Steps)
+}
+
+// Outlier thresholds: a full step whose peak is spikeFactor above the
+// median and spikeMinBytes more, or that takes twice the median time.
+const slowFactor = 2.0
+
+func markOutliers(rows []StepRow) {
+	var peaks, durs []int64
+	for _, r := range rows {
+		if !r.Partial {
+			peaks = append(peaks, r.PeakAllocatedBytes)
+			durs = append(durs, r.DurationNS)
+		}
+	}
+	if len(peaks) < 3 {
+		return
+	}
+	mp, md := median(peaks), median(durs)
+	for i := range rows {
+		r := &rows[i]
+		if r.Partial {
+			continue
+		}
+		high := float64(r.PeakAllocatedBytes) > spikeFactor*float64(mp) && r.PeakAllocatedBytes-mp > spikeMinBytes
+		slow := md > 0 && float64(r.DurationNS) > slowFactor*float64(md)
+		r.Outlier = high || slow
+	}
+}
+
+func median(v []int64) int64 {
+	s := append([]int64(nil), v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func sortedGroups(m map[string]*Group) []Group {
 	out := make([]Group, 0, len(m))
 	for _, g := range m {
 		out = append(out, *g)
@@ -372,8 +400,5 @@ func sortedGroups(m map[string]*Group, n int) []Group {
 		}
 		return out[i].Name < out[j].Name
 	})
-	if n > 0 && len(out) > n {
-		out = out[:n]
-	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/snapshot"
 	"github.com/ptscope/ptscope/internal/testfixture"
 	"github.com/ptscope/ptscope/internal/units"
@@ -33,7 +34,8 @@ func TestPeakMatchesTorch(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := fixture(t, c.file)
-		a := Analyze(s, 0, Options{})
+		an := Analyze(s, 0, Options{})
+		a := an.Result
 		got := a.Peak.AllocatedBytes
 		rel := math.Abs(float64(got-c.maxAllocated)) / float64(c.maxAllocated)
 		t.Logf("%s: peak %d vs torch %d (%.3f%%), end %d", c.file, got, c.maxAllocated, 100*rel, a.End.AllocatedBytes)
@@ -49,7 +51,7 @@ func TestPeakMatchesTorch(t *testing.T) {
 				}
 			}
 		}
-		last := a.Replay.Timeline.Allocated[len(a.Replay.Timeline.Allocated)-1]
+		last := an.Replay.Timeline.Allocated[len(an.Replay.Timeline.Allocated)-1]
 		if last != active || a.End.AllocatedBytes != active {
 			t.Errorf("%s: replay ends at %d, final blocks hold %d", c.file, last, active)
 		}
@@ -93,19 +95,19 @@ func TestRealScenarios(t *testing.T) {
 		file         string
 		maxAllocated int64 // torch.cuda.max_memory_allocated, 0 if not measured
 		endAllocated int64 // torch.cuda.memory_allocated at dump
-		pattern      string
-		oomVerdicts  []string
+		pattern      Pattern
+		oomVerdicts  []Verdict
 		tol          float64
 	}{
-		{"validate_gpt2tiny_fp32.pickle.xz", 1414996992, 536659968, "stable", nil, 0.001},
-		{"expandable_gpt2_2l.pickle.xz", 415645696, 244655616, "", nil, 0.001},
-		{"leak_gpt2_2l.pickle.xz", 782174720, 678285312, "leak", nil, 0.01},
-		{"oom_capacity.pickle.xz", 0, 83820019712, "", []string{"capacity"}, 0},
-		{"oom_fragmentation.pickle.xz", 0, 49141514240, "", []string{"fragmentation", "fragmentation"}, 0},
+		{"validate_gpt2tiny_fp32.pickle.xz", 1414996992, 536659968, PatternStable, nil, 0.001},
+		{"expandable_gpt2_2l.pickle.xz", 415645696, 244655616, 0, nil, 0.001},
+		{"leak_gpt2_2l.pickle.xz", 782174720, 678285312, PatternLeak, nil, 0.01},
+		{"oom_capacity.pickle.xz", 0, 83820019712, 0, []Verdict{VerdictCapacity}, 0},
+		{"oom_fragmentation.pickle.xz", 0, 49141514240, 0, []Verdict{VerdictFragmentation, VerdictFragmentation}, 0},
 	}
 	for _, c := range cases {
 		s := testdataSnapshot(t, c.file)
-		a := Analyze(s, 0, Options{})
+		a := Analyze(s, 0, Options{}).Result
 		if c.maxAllocated > 0 {
 			rel := math.Abs(float64(a.Peak.AllocatedBytes-c.maxAllocated)) / float64(c.maxAllocated)
 			if rel > c.tol {
@@ -115,7 +117,7 @@ func TestRealScenarios(t *testing.T) {
 		if a.End.AllocatedBytes != c.endAllocated {
 			t.Errorf("%s: end allocated %d, torch memory_allocated %d", c.file, a.End.AllocatedBytes, c.endAllocated)
 		}
-		if c.pattern != "" && a.Pattern != c.pattern {
+		if c.pattern != 0 && a.Pattern != c.pattern {
 			t.Errorf("%s: pattern %q, want %q", c.file, a.Pattern, c.pattern)
 		}
 		if len(a.OOMs) != len(c.oomVerdicts) {
@@ -133,8 +135,8 @@ func TestRealScenarios(t *testing.T) {
 // The leak keeps one forward graph per step: the accumulating stacks must be
 // forward allocations of the model, and the growth per step positive.
 func TestLeakStacks(t *testing.T) {
-	a := Analyze(testdataSnapshot(t, "leak_gpt2_2l.pickle.xz"), 0, Options{})
-	if a.Leak == nil || a.Leak.BytesPerStep <= 1<<20 || len(a.Leak.Stacks) == 0 {
+	a := Analyze(testdataSnapshot(t, "leak_gpt2_2l.pickle.xz"), 0, Options{}).Result
+	if a.Leak == nil || a.Leak.PerStepBytes <= 1<<20 || len(a.Leak.Stacks) == 0 {
 		t.Fatalf("leak = %+v", a.Leak)
 	}
 	var ids []string
@@ -144,7 +146,7 @@ func TestLeakStacks(t *testing.T) {
 	if !contains(ids, "leak") {
 		t.Errorf("findings %v lack leak", ids)
 	}
-	if a.Leak.Stacks[0].Category != "activation" {
+	if a.Leak.Stacks[0].Category != CatActivation {
 		t.Errorf("top leaking stack category %q", a.Leak.Stacks[0].Category)
 	}
 }
@@ -153,10 +155,10 @@ func TestLeakStacks(t *testing.T) {
 // state are recognised from their stacks: 4-layer GPT-2 (hidden 512) has
 // 38.6M parameters, 154 MB in fp32, and AdamW keeps two fp32 moments.
 func TestParamsAndOptimizerState(t *testing.T) {
-	a := Analyze(testdataSnapshot(t, "validate_gpt2tiny_fp32.pickle.xz"), 0, Options{})
+	a := Analyze(testdataSnapshot(t, "validate_gpt2tiny_fp32.pickle.xz"), 0, Options{}).Result
 	got := map[string]int64{}
-	for _, c := range a.CategoriesAtPeak {
-		got[c.Name] = c.Bytes
+	for _, c := range a.Categories {
+		got[c.Category.String()] = c.Bytes
 	}
 	const params = 4*(12*512*512+13*512) + 50257*512 + 1024*512 + 2*512 // GPT-2 parameter count
 	if p := got["parameter"]; math.Abs(float64(p)-4*params)/(4*params) > 0.01 {
@@ -193,11 +195,11 @@ func TestPhaseAnnotationNames(t *testing.T) {
 // layers repeat but are not iterations, so no steps and no leak; the verdict
 // is capacity (1.17 GiB requested, 981 MiB free, 24.8 MiB cached).
 func TestOOMInFirstForward(t *testing.T) {
-	a := Analyze(testdataSnapshot(t, "oom_lm_xl_forward.pickle.xz"), 0, Options{})
-	if a.Pattern == "leak" || a.Pattern == "spike" {
+	a := Analyze(testdataSnapshot(t, "oom_lm_xl_forward.pickle.xz"), 0, Options{}).Result
+	if a.Pattern == PatternLeak || a.Pattern == PatternSpike {
 		t.Errorf("pattern %q from layer repetition", a.Pattern)
 	}
-	if len(a.OOMs) != 1 || a.OOMs[0].Verdict != "capacity" || a.OOMs[0].RequestedBytes != 1258291200 {
+	if len(a.OOMs) != 1 || a.OOMs[0].Verdict != VerdictCapacity || a.OOMs[0].RequestedBytes != 1258291200 {
 		t.Fatalf("ooms = %+v", a.OOMs)
 	}
 	for _, f := range a.Findings {
@@ -218,8 +220,8 @@ func TestOOMInFirstForward(t *testing.T) {
 func TestFP32ComputeFinding(t *testing.T) {
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
 	const params = 124_439_808 * 4
-	find := func(p *Precision) *Finding {
-		a := Analyze(s, 0, Options{Precision: p})
+	find := func(p *Precision) *finding.Finding {
+		a := Analyze(s, 0, Options{Precision: p}).Result
 		for i := range a.Findings {
 			if a.Findings[i].ID == "fp32-compute" {
 				return &a.Findings[i]
@@ -232,7 +234,7 @@ func TestFP32ComputeFinding(t *testing.T) {
 	if f == nil {
 		t.Fatal("no fp32-compute finding for an fp32 run without autocast")
 	}
-	act := Analyze(s, 0, Options{}).bytesAtPeak(CatActivation)
+	act := Analyze(s, 0, Options{}).Result.bytesAt(CatActivation)
 	if act < 1<<30 || !strings.Contains(f.Message, units.Bytes(act)) || !strings.Contains(f.Message, units.Bytes(params)) {
 		t.Errorf("message %q should name the %s of fp32 parameters and the %s of activations", f.Message, units.Bytes(params), units.Bytes(act))
 	}

@@ -16,8 +16,8 @@ func BenchmarkAnalyze1M(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if a := Analyze(s, 0, Options{}); a.Entries != 1_000_000 {
-			b.Fatal(a.Entries)
+		if a := Analyze(s, 0, Options{}); a.Result.Entries != 1_000_000 {
+			b.Fatal(a.Result.Entries)
 		}
 	}
 }

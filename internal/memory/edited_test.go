@@ -18,14 +18,14 @@ func keepFrom(tr *snapshot.Trace, i int) {
 
 func TestTruncationDetected(t *testing.T) {
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
-	full := Analyze(s, 0, Options{})
+	full := Analyze(s, 0, Options{}).Result
 	if full.Truncated {
 		t.Fatal("the full fixture is not truncated")
 	}
 	// A ring buffer of max_entries=5000 keeps the last 5000 entries.
 	tr := s.Trace(0)
 	keepFrom(tr, tr.Len()-5000)
-	a := Analyze(s, 0, Options{})
+	a := Analyze(s, 0, Options{}).Result
 	if !a.Truncated || a.UnmatchedFrees == 0 || !hasFinding(a, "truncated") {
 		t.Errorf("truncated=%v unmatched=%d findings=%v", a.Truncated, a.UnmatchedFrees, a.Findings)
 	}
@@ -33,7 +33,7 @@ func TestTruncationDetected(t *testing.T) {
 	// cut at a length that no one would pick as max_entries.
 	s3 := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
 	keepFrom(s3.Trace(0), s3.Trace(0).Len()-5003)
-	if c := Analyze(s3, 0, Options{}); c.Truncated || c.UnmatchedFrees == 0 || c.TruncationEvidence == "" {
+	if c := Analyze(s3, 0, Options{}).Result; c.Truncated || c.UnmatchedFrees == 0 || c.TruncationEvidence == "" {
 		t.Errorf("late start: truncated=%v unmatched=%d evidence=%q", c.Truncated, c.UnmatchedFrees, c.TruncationEvidence)
 	}
 	// The end state stays exact: it comes from the final segments.
@@ -44,7 +44,7 @@ func TestTruncationDetected(t *testing.T) {
 	// The allocator's own overflow flag (newer PyTorch) is enough.
 	s2 := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
 	s2.Settings.OverflowKnown, s2.Settings.TraceOverflowed = true, true
-	if b := Analyze(s2, 0, Options{}); !b.Truncated {
+	if b := Analyze(s2, 0, Options{}).Result; !b.Truncated {
 		t.Error("trace_alloc_overflowed not reported")
 	}
 }
@@ -53,11 +53,12 @@ func TestTruncationDetected(t *testing.T) {
 // is a spike; the others stay as they were.
 func TestSpikeDetected(t *testing.T) {
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
-	base := Analyze(s, 0, Options{})
-	if base.Pattern != "stable" || len(base.Steps) < 3 {
+	an := Analyze(s, 0, Options{})
+	base := an.Result
+	if base.Pattern != PatternStable || len(base.Steps) < 3 {
 		t.Fatalf("fixture pattern %q with %d steps", base.Pattern, len(base.Steps))
 	}
-	at := base.Phases.Steps[1].PeakIdx
+	at := an.Phases.Steps[1].PeakIdx
 	tr := s.Trace(0)
 	insert := func(i int, a snapshot.Action) {
 		tr.Action = append(tr.Action[:i], append([]snapshot.Action{a}, tr.Action[i:]...)...)
@@ -72,8 +73,8 @@ func TestSpikeDetected(t *testing.T) {
 	insert(at+1, snapshot.ActionFreeCompleted)
 	insert(at+1, snapshot.ActionFreeRequested)
 	insert(at+1, snapshot.ActionAlloc)
-	a := Analyze(s, 0, Options{})
-	if a.Pattern != "spike" || !hasFinding(a, "spike") {
+	a := Analyze(s, 0, Options{}).Result
+	if a.Pattern != PatternSpike || !hasFinding(a, "spike") {
 		t.Errorf("pattern %q, findings %v", a.Pattern, a.Findings)
 	}
 	if got, want := a.Steps[1].PeakAllocatedBytes, base.Steps[1].PeakAllocatedBytes+(2<<30); got != want {
@@ -88,11 +89,11 @@ func TestSpikeDetected(t *testing.T) {
 // frames: the same 3 full steps as with the annotations.
 func TestStepsFromOptimizerFrames(t *testing.T) {
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
-	with := Analyze(s, 0, Options{})
+	with := Analyze(s, 0, Options{}).Result
 	s.Annotations = nil
-	a := Analyze(s, 0, Options{})
-	if a.PhaseSource != "optimizer frames" {
-		t.Fatalf("step source %q", a.PhaseSource)
+	a := Analyze(s, 0, Options{}).Result
+	if a.StepSource != StepsOptimizerFrames {
+		t.Fatalf("step source %v", a.StepSource)
 	}
 	full := 0
 	for _, st := range a.Steps {
@@ -100,16 +101,16 @@ func TestStepsFromOptimizerFrames(t *testing.T) {
 			full++
 		}
 	}
-	if full != 3 || a.Pattern != "stable" {
+	if full != 3 || a.Pattern != PatternStable {
 		t.Errorf("%d full steps, pattern %q", full, a.Pattern)
 	}
 	// Categories hardly move without the annotations.
-	if got, want := a.CategoriesAtPeak[0], with.CategoriesAtPeak[0]; got.Name != want.Name || got.Bytes != want.Bytes {
+	if got, want := a.Categories[0], with.Categories[0]; got != want {
 		t.Errorf("top category %+v, with annotations %+v", got, want)
 	}
 }
 
-func hasFinding(a *Device, id string) bool {
+func hasFinding(a *Result, id string) bool {
 	for _, f := range a.Findings {
 		if f.ID == id {
 			return true

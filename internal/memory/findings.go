@@ -3,19 +3,14 @@ package memory
 import (
 	"fmt"
 
+	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/units"
 )
-
-// Finding is one diagnosis with a recommendation.
-type Finding struct {
-	ID       string `json:"id"`
-	Severity string `json:"severity"` // "info", "warning", "critical"
-	Message  string `json:"message"`
-}
 
 // Finding thresholds (documented in docs/analyze.md).
 const (
 	minEfficiency       = 0.95      // allocated / reserved at the peak
+	minCachedAtPeak     = 64 << 20  // and that much cached then
 	largeCachedFree     = 100 << 20 // cached free bytes at the end
 	largePendingFree    = 100 << 20
 	dominantShare       = 0.5  // a category above half of the peak
@@ -26,98 +21,177 @@ const (
 	fp32ParamShare      = 0.9 // share of parameter bytes in fp32 for fp32-compute
 )
 
-// bytesAtPeak is what category c held at the peak.
-func (a *Device) bytesAtPeak(c Category) int64 {
-	for _, g := range a.CategoriesAtPeak {
-		if g.Name == c.String() {
+// bytesAt is what category c held at the peak.
+func (r *Result) bytesAt(c Category) int64 {
+	for _, g := range r.Categories {
+		if g.Category == c {
 			return g.Bytes
 		}
 	}
 	return 0
 }
 
-func findings(a *Device, o Options) []Finding {
-	var out []Finding
-	add := func(id, sev, format string, args ...any) {
-		out = append(out, Finding{id, sev, fmt.Sprintf(format, args...)})
-	}
+func (a *analyzer) findings() []finding.Finding {
+	res := a.res
+	out := []finding.Finding{}
 	B := units.Bytes
-	p := a.Peak
-	f := a.FragmentationOut
+	dev := finding.Int(res.Device)
+	p := res.Peak
+	f := res.Fragmentation
+	atPeak := func() *finding.Ref {
+		ref := &finding.Ref{View: "timeline", Device: dev}
+		if p.EventIndex >= 0 {
+			ref.EventIndex = finding.Int(p.EventIndex)
+			if res.HasTime {
+				ref.TimeNS = finding.Int64(p.TimeNS)
+			}
+		}
+		if p.Step >= 0 {
+			ref.Step = finding.Int(p.Step)
+		}
+		return ref
+	}
+	add := func(fd finding.Finding, at *finding.Ref) {
+		fd.At = at
+		out = append(out, fd)
+	}
 
-	for _, x := range a.OOMs {
-		if x.Verdict == "capacity" {
-			add("oom-capacity", "critical", "Out of memory asking for %s with %s free on the device and %s cached: it truly did not fit. Reduce the batch or sequence, use activation checkpointing or mixed precision, or shard (FSDP/ZeRO).",
-				B(x.RequestedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes))
+	if !res.HasHistory {
+		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
+			"reserved_bytes": float64(res.End.ReservedBytes)},
+			fmt.Sprintf("No allocation history was recorded: the snapshot holds only the segments at dump time (%s allocated, %s reserved), so there is no peak, timeline, steps or leak analysis.",
+				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)),
+			"Call torch.cuda.memory._record_memory_history(max_entries=100000) before the code to study (ptscope run does), then dump the snapshot."),
+			&finding.Ref{View: "state", Device: dev})
+	}
+	for _, x := range res.OOMs {
+		ref := &finding.Ref{View: "timeline", Device: dev, EventIndex: finding.Int(x.EventIndex)}
+		if res.HasTime {
+			ref.TimeNS = finding.Int64(x.TimeNS)
+		}
+		nums := finding.Numbers{"requested_bytes": float64(x.RequestedBytes), "device_free_bytes": float64(x.DeviceFreeBytes),
+			"cached_free_bytes": float64(x.CachedFreeBytes), "allocated_bytes": float64(x.AllocatedBytes), "reserved_bytes": float64(x.ReservedBytes)}
+		if x.Verdict == VerdictCapacity {
+			add(finding.New("oom-capacity", finding.Critical, nums,
+				fmt.Sprintf("Out of memory asking for %s with %s free on the device and %s cached: it truly did not fit.",
+					B(x.RequestedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
+				"Reduce the batch or sequence length, use activation checkpointing or mixed precision, or shard (FSDP/ZeRO)."), ref)
 		} else {
-			add("oom-fragmentation", "critical", "Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation. Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free large tensors earlier.",
-				B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes))
+			add(finding.New("oom-fragmentation", finding.Critical, nums,
+				fmt.Sprintf("Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation.",
+					B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
+				"Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free large tensors earlier."), ref)
 		}
 	}
-	if o.DeviceMemory > 0 && p.ReservedBytes > 0 && float64(p.ReservedBytes) > nearCapacity*float64(o.DeviceMemory) {
-		add("near-capacity", "warning", "Peak reserved %s is %s of the device's %s: little headroom; a longer sequence or a larger batch will go out of memory.",
-			B(p.ReservedBytes), units.Percent(float64(p.ReservedBytes)/float64(o.DeviceMemory)), B(o.DeviceMemory))
+	if o := a.o.DeviceMemory; o > 0 && p.ReservedBytes > 0 && float64(p.ReservedBytes) > nearCapacity*float64(o) {
+		share := float64(p.ReservedBytes) / float64(o)
+		add(finding.New("near-capacity", finding.Warning,
+			finding.Numbers{"reserved_bytes": float64(p.ReservedBytes), "device_bytes": float64(o), "share_ratio": share},
+			fmt.Sprintf("Peak reserved %s is %s of the device's %s: little headroom.", B(p.ReservedBytes), units.Percent(share), B(o)),
+			"A longer sequence or a larger batch will go out of memory; leave 10% free or cut activations (checkpointing, bf16)."), atPeak())
 	}
-	if a.Pattern == "leak" && a.Leak != nil {
-		where := ""
-		if len(a.Leak.Stacks) > 0 && len(a.Leak.Stacks[0].Frames) > 0 {
-			fr := a.Leak.Stacks[0].Frames[0]
-			where = fmt.Sprintf(" Largest source: %s:%d %s.", TrimPath(fr.Filename), fr.Line, fr.Name)
+	if res.Pattern == PatternLeak && res.Leak != nil {
+		l := res.Leak
+		msg := fmt.Sprintf("Memory grows %s per step (%s over %d steps): tensors outlive their step.", B(l.PerStepBytes), B(l.GrowthBytes), l.Steps)
+		if len(l.Stacks) > 0 {
+			msg += " Largest source: " + l.Stacks[0].Source + "."
 		}
-		add("leak", "critical", "Memory grows %s per step (%s over %d steps): tensors outlive their step, e.g. a loss kept with its graph (use loss.item()), a growing list or cache.%s",
-			B(a.Leak.BytesPerStep), B(a.Leak.GrowthBytes), a.Leak.Steps, where)
+		ref := &finding.Ref{View: "steps", Device: dev}
+		if len(l.Stacks) > 0 {
+			ref.Name = l.Stacks[0].Source
+		}
+		add(finding.New("leak", finding.Critical,
+			finding.Numbers{"per_step_bytes": float64(l.PerStepBytes), "growth_bytes": float64(l.GrowthBytes), "steps": float64(l.Steps)}, msg,
+			"Look for a loss kept with its graph (use loss.item()), a list or cache that grows every step, or tensors stored on self."), ref)
 	}
-	if a.Pattern == "spike" {
-		add("spike", "warning", "One step peaks well above the others: a larger batch, a longer sequence or an evaluation step. Bound the input size or checkpoint activations for the worst case.")
+	if res.Pattern == PatternSpike {
+		var top StepRow
+		for _, s := range res.Steps {
+			if !s.Partial && s.PeakAllocatedBytes > top.PeakAllocatedBytes {
+				top = s
+			}
+		}
+		add(finding.New("spike", finding.Warning, finding.Numbers{"peak_allocated_bytes": float64(top.PeakAllocatedBytes), "step": float64(top.Index)},
+			fmt.Sprintf("Step %s peaks at %s, well above the others.", top.Name, B(top.PeakAllocatedBytes)),
+			"A larger batch, a longer sequence or an evaluation step causes this: bound the input size or checkpoint activations for the worst case."),
+			&finding.Ref{View: "steps", Device: dev, Step: finding.Int(top.Index), EventIndex: finding.Int(top.PeakIndex)})
 	}
-	if p.ReservedAtPeakBytes > 0 && f.PeakRatio < minEfficiency && f.CachedAtPeakBytes > 64<<20 {
-		add("low-efficiency", "warning", "At the peak only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually recovers most of it.",
-			units.Percent(f.PeakRatio), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedAtPeakBytes))
+	if p.ReservedAtPeakBytes > 0 && f.EfficiencyAtPeak < minEfficiency && f.CachedFreeAtPeakBytes > minCachedAtPeak {
+		add(finding.New("low-efficiency", finding.Warning,
+			finding.Numbers{"efficiency_ratio": f.EfficiencyAtPeak, "allocated_bytes": float64(p.AllocatedBytes),
+				"reserved_bytes": float64(p.ReservedAtPeakBytes), "cached_free_bytes": float64(f.CachedFreeAtPeakBytes)},
+			fmt.Sprintf("At the peak only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks.",
+				units.Percent(f.EfficiencyAtPeak), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedFreeAtPeakBytes)),
+			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually recovers most of it."), atPeak())
 	}
 	if f.CachedFreeBytes > largeCachedFree {
-		add("large-cached-free", "info", "%s is cached in free blocks at the end (largest %s): fine for reuse, but other processes cannot use it; torch.cuda.empty_cache() returns it.",
-			B(f.CachedFreeBytes), B(f.LargestFreeBytes))
+		add(finding.New("large-cached-free", finding.Info,
+			finding.Numbers{"cached_free_bytes": float64(f.CachedFreeBytes), "largest_free_bytes": float64(f.LargestFreeBytes)},
+			fmt.Sprintf("%s is cached in free blocks at the end (largest %s): fine for reuse, but other processes cannot use it.",
+				B(f.CachedFreeBytes), B(f.LargestFreeBytes)),
+			"torch.cuda.empty_cache() returns it to the device."), &finding.Ref{View: "state", Device: dev})
 	}
 	if f.PendingFreeBytes > largePendingFree {
-		add("pending-free", "warning", "%s is freed but waiting on other streams (record_stream); it cannot be reused until those streams catch up.", B(f.PendingFreeBytes))
+		add(finding.New("pending-free", finding.Warning, finding.Numbers{"pending_free_bytes": float64(f.PendingFreeBytes)},
+			fmt.Sprintf("%s is freed but waiting on other streams (record_stream); it cannot be reused until those streams catch up.", B(f.PendingFreeBytes)),
+			"Synchronise the consuming streams sooner, or avoid record_stream on large tensors."), &finding.Ref{View: "state", Device: dev})
 	}
 	if f.AllocatedBytes > 0 && float64(f.RoundingWasteBytes) > roundingWasteShare*float64(f.AllocatedBytes) {
-		add("rounding-waste", "info", "%s of allocated blocks is rounding (blocks larger than requested); many odd-sized tensors or roundup_power2_divisions cause it.", B(f.RoundingWasteBytes))
+		add(finding.New("rounding-waste", finding.Info,
+			finding.Numbers{"rounding_waste_bytes": float64(f.RoundingWasteBytes), "allocated_bytes": float64(f.AllocatedBytes)},
+			fmt.Sprintf("%s of allocated blocks is rounding (blocks larger than requested).", B(f.RoundingWasteBytes)),
+			"Many odd-sized tensors or roundup_power2_divisions cause it; pad shapes to multiples of 512 bytes."), &finding.Ref{View: "state", Device: dev})
 	}
 	if p.AllocatedBytes > 0 {
-		for _, c := range a.CategoriesAtPeak {
+		for _, c := range res.Categories {
 			share := float64(c.Bytes) / float64(p.AllocatedBytes)
+			nums := finding.Numbers{"bytes": float64(c.Bytes), "share_ratio": share}
 			switch {
-			case c.Name == CatActivation.String() && share > dominantShare:
-				add("activations-dominate", "info", "Activations are %s of the peak (%s): activation checkpointing, a smaller micro-batch or sequence, or bf16 autocast cut them most.", units.Percent(share), B(c.Bytes))
-			case c.Name == CatOptimizerState.String() && share > dominantShare:
-				add("optimizer-dominates", "info", "Optimizer state is %s of the peak (%s): shard it (ZeRO-1/FSDP), use a lighter optimizer (8-bit Adam, Adafactor), or offload it.", units.Percent(share), B(c.Bytes))
-			case c.Name == CatBeforeRecording.String() && share > beforeRecordingHigh:
-				add("before-recording", "info", "%s of the peak (%s) was allocated before recording started, so its origin is unknown: call _record_memory_history before building the model (ptscope run does).", units.Percent(share), B(c.Bytes))
+			case c.Category == CatActivation && share > dominantShare:
+				add(finding.New("activations-dominate", finding.Info, nums,
+					fmt.Sprintf("Activations are %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
+					"Activation checkpointing, a smaller micro-batch or sequence, or bf16 autocast cut them most."), atPeak())
+			case c.Category == CatOptimizerState && share > dominantShare:
+				add(finding.New("optimizer-dominates", finding.Info, nums,
+					fmt.Sprintf("Optimizer state is %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
+					"Shard it (ZeRO-1/FSDP), use a lighter optimizer (8-bit Adam, Adafactor), or offload it."), atPeak())
+			case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory:
+				add(finding.New("before-recording", finding.Info, nums,
+					fmt.Sprintf("%s of the peak (%s) was allocated before recording started, so its origin is unknown.", units.Percent(share), B(c.Bytes)),
+					"Call _record_memory_history before building the model (ptscope run does)."), atPeak())
 			}
 		}
 		var noStack int64
 		for _, al := range a.live {
-			if al.Origin == FromTrace && al.Stack == 0 {
+			if al.Origin == FromTrace && len(a.s.Stacks[al.Stack]) == 0 {
 				noStack += al.Size
 			}
 		}
 		if share := float64(noStack) / float64(p.AllocatedBytes); share > noStackShare {
-			add("no-stacks", "info", "%s of the peak has no stack: backward-pass allocations run on autograd threads without Python frames; record with stacks=\"all\" (ptscope run --stacks all) to see them.", units.Percent(share))
+			add(finding.New("no-stacks", finding.Info, finding.Numbers{"bytes": float64(noStack), "share_ratio": share},
+				fmt.Sprintf("%s of the peak (%s) has no stack: backward-pass allocations run on autograd threads without Python frames.", units.Percent(share), B(noStack)),
+				"Record with stacks=\"all\" (ptscope run --stacks all) to see them."), atPeak())
 		}
 	}
-	if pr := o.Precision; pr != nil && !pr.Autocast && !pr.FSDP {
+	if pr := a.o.Precision; pr != nil && !pr.Autocast && !pr.FSDP {
 		var total int64
 		for _, b := range pr.ParameterBytesByDtype {
 			total += b
 		}
 		if fp32 := pr.ParameterBytesByDtype["float32"]; total > 0 && float64(fp32) >= fp32ParamShare*float64(total) {
-			add("fp32-compute", "warning", "Parameters are fp32 (%s) and forward ran without autocast, so activations (%s at the peak) and matrix products are fp32 too: torch.autocast(\"cuda\", dtype=torch.bfloat16) around forward and loss about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32).",
-				B(fp32), B(a.bytesAtPeak(CatActivation)))
+			act := res.bytesAt(CatActivation)
+			add(finding.New("fp32-compute", finding.Warning,
+				finding.Numbers{"fp32_parameter_bytes": float64(fp32), "parameter_bytes": float64(total), "activation_bytes": float64(act)},
+				fmt.Sprintf("Parameters are fp32 (%s) and forward ran without autocast, so activations (%s at the peak) and matrix products are fp32 too.", B(fp32), B(act)),
+				"Wrap forward and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16): it about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32)."),
+				atPeak())
 		}
 	}
-	if a.Truncated {
-		add("truncated", "warning", "The trace is incomplete: %s. Raise max_entries (ptscope run --max-entries) or record a shorter window.", a.TruncationEvidence)
+	if res.Truncated {
+		add(finding.New("truncated", finding.Warning, finding.Numbers{"unmatched_frees": float64(res.UnmatchedFrees), "entries": float64(res.Entries)},
+			"The trace is incomplete: "+res.TruncationEvidence+".",
+			"Raise max_entries (ptscope run --max-entries) or record a shorter window."), &finding.Ref{View: "timeline", Device: dev})
 	}
+	finding.Sort(out)
 	return out
 }

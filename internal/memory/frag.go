@@ -8,58 +8,64 @@ import (
 )
 
 // Fragmentation describes the final segments of a device: how much of what
-// the allocator holds is really used, and how the free part is cut up.
+// the allocator holds is really used, and how the free part is cut up. The
+// at-peak fields come from the replay (zero without history).
 type Fragmentation struct {
-	Reserved        int64
-	Allocated       int64   // active_allocated block bytes
-	Requested       int64   // bytes the program asked for in those blocks
-	PendingFree     int64   // freed but waiting on other streams (record_stream)
-	CachedFree      int64   // inactive blocks: reusable without cudaMalloc
-	RoundingWaste   int64   // Allocated - Requested
-	LargestFree     int64   // largest inactive block anywhere
-	Efficiency      float64 // Allocated / Reserved (0 when nothing is reserved)
-	Pools           []PoolFree
-	Segments        []SegmentUse
-	ActiveSizes     []Bucket // histogram of active block sizes
-	FreeSizes       []Bucket // histogram of free block sizes
-	SegmentCount    int
-	ExpandableCount int
+	ReservedBytes      int64   `json:"reserved_bytes"`
+	AllocatedBytes     int64   `json:"allocated_bytes"`      // active_allocated block bytes
+	RequestedBytes     int64   `json:"requested_bytes"`      // bytes the program asked for in those blocks
+	PendingFreeBytes   int64   `json:"pending_free_bytes"`   // freed, waiting on other streams (record_stream)
+	CachedFreeBytes    int64   `json:"cached_free_bytes"`    // inactive blocks: reusable without cudaMalloc
+	RoundingWasteBytes int64   `json:"rounding_waste_bytes"` // AllocatedBytes - RequestedBytes
+	LargestFreeBytes   int64   `json:"largest_free_bytes"`   // largest inactive block anywhere
+	EfficiencyAtEnd    float64 `json:"efficiency_at_end_ratio"`
+	// EfficiencyAtPeak is allocated / reserved when allocated peaked, and
+	// CachedFreeAtPeakBytes reserved minus active then.
+	EfficiencyAtPeak      float64      `json:"efficiency_at_peak_ratio"`
+	CachedFreeAtPeakBytes int64        `json:"cached_free_at_peak_bytes"`
+	SegmentCount          int          `json:"segment_count"`
+	ExpandableCount       int          `json:"expandable_segment_count"`
+	Pools                 []PoolFree   `json:"pools"`
+	Segments              []SegmentUse `json:"segments"`           // largest first
+	ActiveSizes           []Bucket     `json:"active_block_sizes"` // histogram of active block sizes
+	FreeSizes             []Bucket     `json:"free_block_sizes"`   // histogram of free block sizes
 }
 
 // PoolFree is the free space of one (pool, stream, segment type).
 type PoolFree struct {
-	Pool        [2]int64
-	Stream      int64
-	Type        string
-	Reserved    int64
-	Free        int64
-	LargestFree int64
+	Pool             [2]int64 `json:"pool_id"`
+	Stream           int64    `json:"stream"`
+	Type             string   `json:"segment_type"`
+	ReservedBytes    int64    `json:"reserved_bytes"`
+	FreeBytes        int64    `json:"free_bytes"`
+	LargestFreeBytes int64    `json:"largest_free_bytes"`
 }
 
 // SegmentUse is one row of the per-segment table.
 type SegmentUse struct {
-	Address     uint64
-	Size        int64
-	Type        string
-	Stream      int64
-	Pool        [2]int64
-	Allocated   int64
-	Free        int64
-	LargestFree int64
-	Blocks      int
-	Expandable  bool
+	Address          uint64   `json:"address"`
+	SizeBytes        int64    `json:"size_bytes"`
+	Type             string   `json:"segment_type"`
+	Stream           int64    `json:"stream"`
+	Pool             [2]int64 `json:"pool_id"`
+	AllocatedBytes   int64    `json:"allocated_bytes"` // active blocks, pending frees included
+	FreeBytes        int64    `json:"free_bytes"`
+	LargestFreeBytes int64    `json:"largest_free_bytes"`
+	Blocks           int      `json:"blocks"`
+	Expandable       bool     `json:"expandable"`
 }
 
-// Bucket counts blocks in [Lo, Hi).
+// Bucket counts blocks whose size is in [LoBytes, HiBytes).
 type Bucket struct {
-	Lo, Hi int64
-	Count  int
-	Bytes  int64
+	LoBytes int64 `json:"lo_bytes"`
+	HiBytes int64 `json:"hi_bytes"`
+	Count   int   `json:"count"`
+	Bytes   int64 `json:"bytes"`
 }
 
 // NewFragmentation measures device d's final segments.
 func NewFragmentation(s *snapshot.Snapshot, d int) *Fragmentation {
-	f := &Fragmentation{}
+	f := &Fragmentation{Pools: []PoolFree{}, Segments: []SegmentUse{}, ActiveSizes: []Bucket{}, FreeSizes: []Bucket{}}
 	pools := map[PoolFree]*PoolFree{}
 	var active, free []int64
 	for _, g := range s.DeviceSegments(d) {
@@ -67,7 +73,7 @@ func NewFragmentation(s *snapshot.Snapshot, d int) *Fragmentation {
 		if g.Expandable {
 			f.ExpandableCount++
 		}
-		u := SegmentUse{Address: g.Address, Size: g.TotalSize, Type: g.Type, Stream: s.Streams[g.Stream],
+		u := SegmentUse{Address: g.Address, SizeBytes: g.TotalSize, Type: g.Type, Stream: s.Streams[g.Stream],
 			Pool: g.Pool, Blocks: len(g.Blocks), Expandable: g.Expandable}
 		key := PoolFree{Pool: g.Pool, Stream: s.Streams[g.Stream], Type: g.Type}
 		p := pools[key]
@@ -76,41 +82,41 @@ func NewFragmentation(s *snapshot.Snapshot, d int) *Fragmentation {
 			p = &k
 			pools[key] = p
 		}
-		p.Reserved += g.TotalSize
-		f.Reserved += g.TotalSize
+		p.ReservedBytes += g.TotalSize
+		f.ReservedBytes += g.TotalSize
 		for _, b := range g.Blocks {
 			switch b.State {
 			case snapshot.BlockActiveAllocated:
-				f.Allocated += b.Size
-				f.Requested += b.RequestedSize
-				u.Allocated += b.Size
+				f.AllocatedBytes += b.Size
+				f.RequestedBytes += b.RequestedSize
+				u.AllocatedBytes += b.Size
 				active = append(active, b.Size)
 			case snapshot.BlockActivePendingFree:
-				f.PendingFree += b.Size
-				u.Allocated += b.Size
+				f.PendingFreeBytes += b.Size
+				u.AllocatedBytes += b.Size
 			default:
-				f.CachedFree += b.Size
-				u.Free += b.Size
-				p.Free += b.Size
-				u.LargestFree = max(u.LargestFree, b.Size)
-				p.LargestFree = max(p.LargestFree, b.Size)
-				f.LargestFree = max(f.LargestFree, b.Size)
+				f.CachedFreeBytes += b.Size
+				u.FreeBytes += b.Size
+				p.FreeBytes += b.Size
+				u.LargestFreeBytes = max(u.LargestFreeBytes, b.Size)
+				p.LargestFreeBytes = max(p.LargestFreeBytes, b.Size)
+				f.LargestFreeBytes = max(f.LargestFreeBytes, b.Size)
 				free = append(free, b.Size)
 			}
 		}
 		f.Segments = append(f.Segments, u)
 	}
-	f.RoundingWaste = f.Allocated - f.Requested
-	if f.Reserved > 0 {
-		f.Efficiency = float64(f.Allocated) / float64(f.Reserved)
+	f.RoundingWasteBytes = f.AllocatedBytes - f.RequestedBytes
+	if f.ReservedBytes > 0 {
+		f.EfficiencyAtEnd = float64(f.AllocatedBytes) / float64(f.ReservedBytes)
 	}
 	for _, p := range pools {
 		f.Pools = append(f.Pools, *p)
 	}
 	sort.Slice(f.Pools, func(i, j int) bool {
 		a, b := f.Pools[i], f.Pools[j]
-		if a.Reserved != b.Reserved {
-			return a.Reserved > b.Reserved
+		if a.ReservedBytes != b.ReservedBytes {
+			return a.ReservedBytes > b.ReservedBytes
 		}
 		if a.Stream != b.Stream {
 			return a.Stream < b.Stream
@@ -121,8 +127,8 @@ func NewFragmentation(s *snapshot.Snapshot, d int) *Fragmentation {
 		return a.Pool[0] < b.Pool[0] || (a.Pool[0] == b.Pool[0] && a.Pool[1] < b.Pool[1])
 	})
 	sort.Slice(f.Segments, func(i, j int) bool {
-		if f.Segments[i].Size != f.Segments[j].Size {
-			return f.Segments[i].Size > f.Segments[j].Size
+		if f.Segments[i].SizeBytes != f.Segments[j].SizeBytes {
+			return f.Segments[i].SizeBytes > f.Segments[j].SizeBytes
 		}
 		return f.Segments[i].Address < f.Segments[j].Address
 	})
@@ -134,7 +140,7 @@ func NewFragmentation(s *snapshot.Snapshot, d int) *Fragmentation {
 // histogram buckets sizes by powers of two, from 512 B.
 func histogram(sizes []int64) []Bucket {
 	if len(sizes) == 0 {
-		return nil
+		return []Bucket{}
 	}
 	byExp := map[int]*Bucket{}
 	lo, hi := 64, 0
@@ -145,9 +151,9 @@ func histogram(sizes []int64) []Bucket {
 		}
 		b := byExp[e]
 		if b == nil {
-			b = &Bucket{Lo: 1 << e, Hi: 1 << (e + 1)}
+			b = &Bucket{LoBytes: 1 << e, HiBytes: 1 << (e + 1)}
 			if e == 9 {
-				b.Lo = 0
+				b.LoBytes = 0
 			}
 			byExp[e] = b
 		}
@@ -160,7 +166,7 @@ func histogram(sizes []int64) []Bucket {
 		if b := byExp[e]; b != nil {
 			out = append(out, *b)
 		} else {
-			out = append(out, Bucket{Lo: 1 << e, Hi: 1 << (e + 1)})
+			out = append(out, Bucket{LoBytes: 1 << e, HiBytes: 1 << (e + 1)})
 		}
 	}
 	return out

@@ -22,9 +22,9 @@ func TestGeneratedSnapshotShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Analyze(s, 0, Options{})
-	if a.PhaseSource != "optimizer frames" || a.Pattern != "stable" {
-		t.Errorf("steps from %q, pattern %q; want optimizer frames, stable", a.PhaseSource, a.Pattern)
+	a := Analyze(s, 0, Options{}).Result
+	if a.StepSource != StepsOptimizerFrames || a.Pattern != PatternStable {
+		t.Errorf("steps from %v, pattern %v; want optimizer frames, stable", a.StepSource, a.Pattern)
 	}
 	full := 0
 	for _, st := range a.Steps {
@@ -38,10 +38,10 @@ func TestGeneratedSnapshotShape(t *testing.T) {
 	if full < 100_000/3450-1 || len(a.Steps) > 100_000/2435+2 {
 		t.Errorf("%d steps (%d full) in 100,000 entries", len(a.Steps), full)
 	}
-	if a.Peak.Phase != "forward" && a.Peak.Phase != "backward" {
+	if a.Peak.Phase != PhaseForward && a.Peak.Phase != PhaseBackward {
 		t.Errorf("peak in %s, want forward or backward (activations)", a.Peak.Phase)
 	}
-	if act := a.bytesAtPeak(CatActivation); act == 0 {
-		t.Errorf("no activations at the peak: %+v", a.CategoriesAtPeak)
+	if act := a.bytesAt(CatActivation); act == 0 {
+		t.Errorf("no activations at the peak: %+v", a.Categories)
 	}
 }

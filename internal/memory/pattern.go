@@ -8,10 +8,12 @@ import (
 
 // Leak describes memory that accumulates step after step.
 type Leak struct {
-	BytesPerStep int64        `json:"bytes_per_step"`
-	GrowthBytes  int64        `json:"growth_bytes"`
-	Steps        int          `json:"steps"`
-	Stacks       []StackGroup `json:"stacks"` // where the accumulating allocations come from
+	PerStepBytes int64 `json:"per_step_bytes"` // least-squares growth of end-of-step memory
+	GrowthBytes  int64 `json:"growth_bytes"`   // last full step's end minus the first's
+	Steps        int   `json:"steps"`          // full steps measured
+	// Stacks are where the allocations made in those steps and never
+	// freed come from, largest first.
+	Stacks []StackGroup `json:"stacks"`
 }
 
 // Pattern thresholds.
@@ -22,16 +24,16 @@ const (
 	spikeMinBytes   = 64 << 20
 )
 
-// classifyPattern labels the step series stable, leak, spike or unknown.
-func classifyPattern(s *snapshot.Snapshot, r *Replay, ph *Phases, o Options) (string, *Leak) {
+// pattern labels the step series stable, leak, spike or unknown.
+func (a *analyzer) pattern() (Pattern, *Leak) {
 	var full []Step
-	for _, st := range ph.Steps {
+	for _, st := range a.ph.Steps {
 		if !st.Partial {
 			full = append(full, st)
 		}
 	}
 	if len(full) < 3 {
-		return "unknown", nil
+		return PatternUnknown, nil
 	}
 	// Least-squares slope of end-of-step allocated bytes.
 	n := float64(len(full))
@@ -51,7 +53,7 @@ func classifyPattern(s *snapshot.Snapshot, r *Replay, ph *Phases, o Options) (st
 	mean := sy / n
 	growth := full[len(full)-1].EndAllocated - full[0].EndAllocated
 	if slope > leakMinPerStep && slope > leakMinFraction*mean && float64(ups) >= 0.6*float64(len(full)-1) && growth > 0 {
-		return "leak", &Leak{BytesPerStep: int64(slope), GrowthBytes: growth, Steps: len(full), Stacks: leakStacks(s, r, full, o)}
+		return PatternLeak, &Leak{PerStepBytes: int64(slope), GrowthBytes: growth, Steps: len(full), Stacks: a.leakStacks(full)}
 	}
 	peaks := make([]int64, len(full))
 	for i, st := range full {
@@ -60,46 +62,55 @@ func classifyPattern(s *snapshot.Snapshot, r *Replay, ph *Phases, o Options) (st
 	sort.Slice(peaks, func(i, j int) bool { return peaks[i] < peaks[j] })
 	med := peaks[len(peaks)/2]
 	if top := peaks[len(peaks)-1]; float64(top) > spikeFactor*float64(med) && top-med > spikeMinBytes {
-		return "spike", nil
+		return PatternSpike, nil
 	}
-	return "stable", nil
+	return PatternStable, nil
 }
 
 // leakStacks groups allocations made during full steps and never freed.
-func leakStacks(s *snapshot.Snapshot, r *Replay, full []Step, o Options) []StackGroup {
+func (a *analyzer) leakStacks(full []Step) []StackGroup {
 	lo, hi := full[0].Start, full[len(full)-1].End
-	by := map[snapshot.StackID]*StackGroup{}
-	cat := map[snapshot.StackID]Category{}
-	for i := range r.Allocs {
-		a := &r.Allocs[i]
-		if a.FreeReqIdx >= 0 || a.AllocIdx < int32(lo) || a.AllocIdx >= int32(hi) {
+	type acc struct {
+		g     StackGroup
+		cats  [numCategories]int64
+		first *Alloc
+	}
+	by := map[snapshot.StackID]*acc{}
+	for i := range a.r.Allocs {
+		al := &a.r.Allocs[i]
+		if al.FreeReqIdx >= 0 || al.AllocIdx < int32(lo) || al.AllocIdx >= int32(hi) {
 			continue
 		}
-		g := by[a.Stack]
+		g := by[al.Stack]
 		if g == nil {
-			g = &StackGroup{}
-			by[a.Stack] = g
-			cat[a.Stack] = a.Category
+			g = &acc{first: al}
+			by[al.Stack] = g
 		}
-		g.Bytes += a.Size
-		g.Count++
+		g.g.Bytes += al.Size
+		g.g.Count++
+		g.cats[al.Category] += al.Size
 	}
 	ids := make([]snapshot.StackID, 0, len(by))
 	for id := range by {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return by[ids[i]].Bytes > by[ids[j]].Bytes })
-	var out []StackGroup
-	for i, id := range ids {
-		if i >= 5 {
-			break
+	sort.Slice(ids, func(i, j int) bool {
+		if by[ids[i]].g.Bytes != by[ids[j]].g.Bytes {
+			return by[ids[i]].g.Bytes > by[ids[j]].g.Bytes
 		}
-		g := *by[id]
-		g.Category = cat[id].String()
-		for _, f := range ShortStack(s, id, o.StackDepth, o.FullStacks) {
-			g.Frames = append(g.Frames, FrameOut{f.Filename, f.Line, f.Name})
+		return ids[i] < ids[j]
+	})
+	out := make([]StackGroup, 0, len(ids))
+	for _, id := range ids {
+		g := by[id]
+		for c := range g.cats {
+			if g.cats[c] > g.cats[g.g.Category] {
+				g.g.Category = Category(c)
+			}
 		}
-		out = append(out, g)
+		g.g.Source, _ = a.st.source(id)
+		g.g.Stack = a.resultStack(id, g.first)
+		out = append(out, g.g)
 	}
 	return out
 }

@@ -45,7 +45,7 @@ type Phases struct {
 	classes []frameClass // per stack: what its frames show (shared with categorize)
 	StepOf  []int32      // per entry: index into Steps, -1 outside any step
 	Steps   []Step
-	Source  string // how steps were found: "annotations", "optimizer frames", "repeating pattern", "none"
+	Source  StepSource // how the steps were found
 }
 
 // interval is an annotated range in entry indices [lo, hi).
@@ -158,8 +158,16 @@ func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
 func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	tr := s.Trace(d)
 	n := tr.Len()
-	p := &Phases{Of: hugepage.Make[Phase](n), Source: "none"}
+	p := &Phases{Of: hugepage.Make[Phase](n), Source: StepsNone}
+	// Every stack is classified, also without a trace: the blocks of the
+	// final segments carry stacks too, and categorize reads them.
+	classes := make([]frameClass, len(s.Stacks))
+	for i := range s.Stacks {
+		classes[i] = classifyStack(s, snapshot.StackID(i))
+	}
+	p.classes = classes
 	if n == 0 {
+		p.StepOf = []int32{}
 		return p
 	}
 	times := monotonic(tr.TimeUS)
@@ -167,11 +175,6 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	if tr.HasTime {
 		ivs = annotationIntervals(s, d, times)
 	}
-	classes := make([]frameClass, len(s.Stacks))
-	for i := range s.Stacks {
-		classes[i] = classifyStack(s, snapshot.StackID(i))
-	}
-	p.classes = classes
 
 	// Step boundaries.
 	var bounds []int // exclusive ends of steps
@@ -191,7 +194,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 			}
 		}
 		if len(bounds) > 0 {
-			p.Source = "annotations (ptscope run phases)"
+			p.Source = StepsPtscopeRun
 			firstPartial = true // what ran before the first forward
 			if n-bounds[len(bounds)-1] > 0 {
 				// The last forward's step runs to the end of the trace.
@@ -199,7 +202,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 			}
 		}
 	} else {
-		p.Source = "annotations (ProfilerStep)"
+		p.Source = StepsProfilerStep
 	}
 	if len(bounds) == 0 {
 		var opt []interval
@@ -209,11 +212,11 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 			}
 		}
 		if len(opt) > 0 {
-			p.Source = "annotations (Optimizer.step)"
+			p.Source = StepsOptimizerStep
 		} else {
 			opt = optimizerRuns(tr, classes)
 			if len(opt) > 0 {
-				p.Source = "optimizer frames"
+				p.Source = StepsOptimizerFrames
 			}
 		}
 		for _, o := range opt {
@@ -228,7 +231,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		}
 		if len(bounds) == 0 {
 			if per := repeatingPeriod(tr); per.period > 0 && freesMost(tr, per) {
-				p.Source = "repeating pattern"
+				p.Source = StepsRepeating
 				for b := per.first; b < n; b += per.period {
 					if b > 0 {
 						bounds = append(bounds, b)
@@ -307,7 +310,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 // measure completes the steps from the replay: each one's peak and end,
 // and whether the first one was cut by a truncated recording.
 func (p *Phases) measure(r *Replay) {
-	if len(p.Steps) > 0 && p.Source != "annotations (ProfilerStep)" && r.Unmatched > 0 {
+	if len(p.Steps) > 0 && p.Source != StepsProfilerStep && r.Unmatched > 0 {
 		p.Steps[0].Partial = p.Steps[0].Partial || r.Truncated
 	}
 	alloc := r.Timeline.Allocated

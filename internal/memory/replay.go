@@ -67,17 +67,17 @@ type Replay struct {
 	Device    int
 	Allocs    []Alloc
 	Timeline  Timeline
-	Baseline  State // before the first entry
-	End       State // after the last entry (matches the final segments)
-	Truncated bool  // the ring buffer evidently lost older entries
+	Baseline  ReplayState // before the first entry
+	End       ReplayState // after the last entry (matches the final segments)
+	Truncated bool        // the ring buffer evidently lost older entries
 	// TruncationEvidence explains Truncated (unmatched frees, allocator flag).
 	TruncationEvidence string
 	Unmatched          int // frees whose alloc was not recorded
 	Ghosts             int // live blocks never seen in the trace
 }
 
-// State is a point of the timeline.
-type State struct {
+// ReplayState is a point of the timeline.
+type ReplayState struct {
 	Allocated, Requested, Active, Reserved int64
 }
 
@@ -203,7 +203,7 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 	}
 
 	r.buildTimeline(tr, endReserved)
-	r.End = State{Allocated: endAllocated, Requested: endRequested, Active: endActive, Reserved: endReserved}
+	r.End = ReplayState{Allocated: endAllocated, Requested: endRequested, Active: endActive, Reserved: endReserved}
 	r.detectTruncation(s, tr)
 	return r
 }
@@ -214,7 +214,7 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 	n := tr.Len()
 	t := &r.Timeline
 	t.TimeUS = tr.TimeUS
-	var base State
+	var base ReplayState
 	waits := []func(){
 		goPanicSafe(func() { t.Allocated, base.Allocated = r.column(n, false, false) }),
 		goPanicSafe(func() { t.Requested, base.Requested = r.column(n, true, false) }),

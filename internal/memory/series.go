@@ -16,43 +16,7 @@ func (r *Replay) CategoryTimeline(n int) (xs []int, layers [numCategories][]int6
 	for i := range xs {
 		xs[i] = i * (total - 1) / max(n-1, 1)
 	}
-	// bucket(i) = first sample index whose entry is >= i.
-	bucket := func(i int32) int {
-		lo, hi := 0, n
-		for lo < hi {
-			m := (lo + hi) / 2
-			if xs[m] >= int(i) {
-				hi = m
-			} else {
-				lo = m + 1
-			}
-		}
-		return lo
-	}
-	var delta [numCategories][]int64
-	for c := range delta {
-		delta[c] = make([]int64, n+1)
-	}
-	for k := range r.Allocs {
-		a := &r.Allocs[k]
-		start := 0
-		if a.AllocIdx >= 0 {
-			start = bucket(a.AllocIdx)
-		}
-		delta[a.Category][start] += a.Size
-		if a.FreeReqIdx >= 0 {
-			delta[a.Category][bucket(a.FreeReqIdx)] -= a.Size
-		}
-	}
-	for c := range layers {
-		layers[c] = make([]int64, n)
-		var cur int64
-		for i := 0; i < n; i++ {
-			cur += delta[c][i]
-			layers[c][i] = cur
-		}
-	}
-	return xs, layers
+	return xs, r.categoriesAt(xs)
 }
 
 // PeakBetween returns the highest allocated bytes over entries whose time is

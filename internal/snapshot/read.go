@@ -119,10 +119,9 @@ func readMapped(path string) (s *Snapshot, ok bool, err error) {
 	}
 	defer unmap()
 	s, err = decodeMapped(data)
-	// The stretches' tables are garbage now, about as large as the result:
-	// collect them before the caller's work piles up on top (callers may
-	// run with a high GOGC).
-	runtime.GC()
+	// The stretches' tables are garbage now, about as large as the
+	// result; whether to collect them before more work piles up on top is
+	// the caller's decision (the CLI does, as it runs with a high GOGC).
 	return s, true, err
 }
 

@@ -1,83 +1,63 @@
-// Package memreport renders memory analyses (internal/memory results) as a
-// terminal report, a Markdown findings page, a comparison table and charts.
-// It only formats: every number comes from the analysis.
+// Package memreport renders the analyze document (memory.Report): the
+// terminal report, the Markdown page and the charts of a run folder, and the
+// comparison table of several inputs. It only lays out what the result
+// holds: every number comes from the analysis, and every chart is drawn
+// from the result's thinned timeline and groups, never from the snapshot.
 package memreport
 
 import (
+	"path/filepath"
+	"strings"
+
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/report/rundir"
 )
 
-// Input is one analysed file: what the analyze command reports per input.
-type Input struct {
-	Path    string           `json:"path"`
-	Format  string           `json:"format"`
-	Bytes   int64            `json:"bytes"`
-	Devices []*memory.Device `json:"devices"`
-	Bundle  *BundleInfo      `json:"bundle,omitempty"`
-	Phases  []PhaseRow       `json:"phases,omitempty"`
-	Error   string           `json:"error,omitempty"`
-}
-
-// BundleInfo describes the ptscope run bundle an input came from.
-type BundleInfo struct {
-	Dir              string `json:"dir"`
-	Rank             int    `json:"rank"`
-	GPU              string `json:"gpu,omitempty"`
-	DeviceTotalBytes int64  `json:"device_total_bytes,omitempty"`
-	Simulated        bool   `json:"simulated,omitempty"`
-	Mode             string `json:"mode,omitempty"`       // capture | simulate-world | fake
-	Simulation       string `json:"simulation,omitempty"` // what was simulated and what is not counted
-}
-
-// Document is the JSON document of `ptscope analyze --json`.
+// Document is an analyze report as the output switch renders it: its JSON
+// is the embedded memory.Report itself.
 type Document struct {
-	SchemaVersion int          `json:"schema_version"`
-	Tool          string       `json:"tool"`
-	Command       string       `json:"command"`
-	Inputs        []*Input     `json:"inputs"`
-	Comparison    []CompareRow `json:"comparison,omitempty"`
+	*memory.Report
 }
 
-// CompareRow is one row of the cross-input table.
-type CompareRow struct {
-	Input              string  `json:"input"`
-	Device             int     `json:"device"`
-	PeakAllocatedBytes int64   `json:"peak_allocated_bytes"`
-	PeakReservedBytes  int64   `json:"peak_reserved_bytes"`
-	EndAllocatedBytes  int64   `json:"end_allocated_bytes"`
-	EfficiencyRatio    float64 `json:"efficiency_ratio"`
-	Pattern            string  `json:"pattern"`
-	TopCategory        string  `json:"top_category"`
-	Steps              int     `json:"steps"`
-	OOMs               int     `json:"ooms"`
-}
+var _ report.Document = (*Document)(nil)
 
-// Compare builds the comparison rows of several inputs.
-func Compare(in []*Input) []CompareRow {
-	var out []CompareRow
-	for _, x := range in {
-		for _, d := range x.Devices {
-			r := CompareRow{Input: x.Path, Device: d.Device, PeakAllocatedBytes: d.Peak.AllocatedBytes,
-				PeakReservedBytes: d.Peak.ReservedBytes, EndAllocatedBytes: d.End.AllocatedBytes,
-				EfficiencyRatio: d.FragmentationOut.PeakRatio, Pattern: d.Pattern, Steps: len(d.Steps), OOMs: len(d.OOMs)}
-			if len(d.CategoriesAtPeak) > 0 {
-				r.TopCategory = d.CategoriesAtPeak[0].Name
-			}
-			out = append(out, r)
-		}
+// New wraps a report for rendering.
+func New(r *memory.Report) *Document { return &Document{Report: r} }
+
+// RunName is the first input's file name without its extensions.
+func (d *Document) RunName() string {
+	if len(d.Inputs) == 0 {
+		return "analyze"
 	}
-	return out
+	return baseName(d.Inputs[0].Path)
 }
 
-// PhaseRow is one forward/backward/optimizer phase recorded by ptscope run,
-// with the peak inside it taken from the snapshot's timeline.
-type PhaseRow struct {
-	Phase                string `json:"phase"`
-	Rank                 int    `json:"rank"`
-	Step                 int    `json:"step"`
-	AllocatedBeforeBytes int64  `json:"allocated_before_bytes"`
-	AllocatedAfterBytes  int64  `json:"allocated_after_bytes"`
-	DeltaBytes           int64  `json:"delta_bytes"`
-	PeakBytes            int64  `json:"peak_bytes"` // -1 when the snapshot does not cover the phase
-	ReservedAfterBytes   int64  `json:"reserved_after_bytes"`
+// baseName is a path's file name without its extensions (".pickle.xz"
+// included), for run folder names.
+func baseName(p string) string {
+	b := filepath.Base(strings.TrimRight(p, "/"))
+	for {
+		ext := filepath.Ext(b)
+		switch ext {
+		case ".gz", ".xz", ".zst", ".zstd", ".json", ".pickle", ".pkl", ".pt", ".trace":
+			b = strings.TrimSuffix(b, ext)
+			continue
+		}
+		break
+	}
+	if b == "" || b == "." || b == "/" {
+		return "analyze"
+	}
+	return b
+}
+
+// RunFiles are README.md and the charts of every device.
+func (d *Document) RunFiles(o report.TextOptions) ([]rundir.File, error) {
+	files := []rundir.File{{Name: "README.md", Data: []byte(Markdown(d.Report, o))}}
+	charts, err := Charts(d.Report)
+	if err != nil {
+		return nil, err
+	}
+	return append(files, charts...), nil
 }

@@ -1,0 +1,93 @@
+package load
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/memory"
+)
+
+// addBundle analyses every snapshot of a ptscope run bundle, with the
+// device capacity from its manifest, the precision and the phases it
+// recorded.
+func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOptions) error {
+	b, err := capture.ReadBundle(dir)
+	if err != nil {
+		return err
+	}
+	before := len(set.Report.Inputs)
+	for ri := range b.Ranks {
+		r := &b.Ranks[ri]
+		total := r.Info.DeviceTotalMemoryBytes
+		if total == 0 {
+			total = b.Manifest.DeviceTotalMemoryBytes
+		}
+		mo := o.Memory
+		if mo.DeviceMemory == 0 {
+			mo.DeviceMemory = total
+		}
+		if p := r.Info.Precision; p != nil {
+			mo.Precision = &memory.Precision{ParameterBytesByDtype: p.ParameterBytesByDtype, Autocast: p.AutocastCUDA,
+				AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
+		}
+		gpu := r.Info.DeviceName
+		if gpu == "" {
+			gpu = b.Manifest.DeviceName
+		}
+		info := func() *memory.BundleInfo {
+			return &memory.BundleInfo{Dir: b.Dir, Rank: r.Rank, GPU: gpu, DeviceTotalBytes: total,
+				Simulated: b.Manifest.Simulated, Mode: b.Manifest.Mode, Simulation: b.Manifest.SimulationSummary()}
+		}
+		if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
+			// No allocator snapshot (--no-gpu runs, or memory history off):
+			// the phases the companion measured are the result.
+			in := &memory.Input{Path: r.Dir, Format: "ptscope run bundle (phases only, no snapshot)", Devices: []*memory.Result{},
+				Bundle: info()}
+			in.Phases = phaseRows(r, nil)
+			set.Report.Inputs = append(set.Report.Inputs, in)
+			set.Inputs = append(set.Inputs, &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r})
+			continue
+		}
+		for _, path := range r.Snapshots {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			err := set.addFile(path, o, mo, b, r)
+			k := len(set.Report.Inputs) - 1
+			in := set.Report.Inputs[k]
+			in.Bundle = info()
+			if err != nil {
+				return err
+			}
+			in.Phases = phaseRows(r, set.Inputs[k].Devices)
+		}
+	}
+	if len(set.Report.Inputs) == before {
+		return fmt.Errorf("%s: the bundle holds no snapshots and no phases", dir)
+	}
+	return nil
+}
+
+// phaseRows turns the phases a rank recorded into rows, with each phase's
+// peak taken from the snapshot's replay where it covers the phase.
+func phaseRows(r *capture.Rank, devs []*memory.Analysis) []memory.PhaseRow {
+	var rows []memory.PhaseRow
+	for _, ph := range r.Phases {
+		row := memory.PhaseRow{Phase: ph.Name, Rank: ph.Rank, Step: ph.Step, StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000,
+			AllocatedBeforeBytes: ph.AllocatedBeforeBytes, AllocatedAfterBytes: ph.AllocatedAfterBytes,
+			DeltaBytes: ph.AllocatedAfterBytes - ph.AllocatedBeforeBytes, PeakBytes: -1, ReservedAfterBytes: ph.ReservedAfterBytes}
+		for _, d := range devs {
+			if p, ok := d.Replay.PeakBetween(ph.StartTimeUs, ph.EndTimeUs); ok {
+				row.PeakBytes = max(row.PeakBytes, p)
+			}
+		}
+		if len(devs) == 0 && ph.MaxAllocatedAfterBytes > ph.MaxAllocatedBeforeBytes {
+			// Without a snapshot: the running maximum rose inside the phase,
+			// so the new maximum is this phase's peak.
+			row.PeakBytes = ph.MaxAllocatedAfterBytes
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}

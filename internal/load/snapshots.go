@@ -1,0 +1,162 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/snapshot"
+)
+
+// SnapshotOptions control how snapshots are loaded and analysed.
+type SnapshotOptions struct {
+	Memory memory.Options
+	// Devices, when set, limits the analysis to these device ordinals;
+	// nil analyses every device with data.
+	Devices []int
+	// AfterRead, when set, runs after each snapshot is decoded and before
+	// it is analysed (the CLI collects the decoder's garbage there).
+	AfterRead func()
+	// Progress, when set, is told what is being read ("reading x (2 of 5)").
+	Progress func(label string)
+}
+
+// SnapshotSet is the analyze document of a set of inputs together with the
+// models behind it.
+type SnapshotSet struct {
+	Report *memory.Report
+	// Inputs[i] holds the models behind Report.Inputs[i].
+	Inputs []*SnapshotInput
+}
+
+// SnapshotInput is the model of one input: the decoded snapshot and, per
+// analysed device, the analysis (its Result is the same pointer as the
+// report's Devices entry).
+type SnapshotInput struct {
+	Path     string
+	Snapshot *snapshot.Snapshot // nil when unreadable or when a bundle rank has no snapshot
+	Devices  []*memory.Analysis
+	Bundle   *capture.Bundle // the ptscope run bundle it came from; nil for a bare snapshot
+	Rank     *capture.Rank   // the bundle's rank
+}
+
+// Snapshots finds the snapshots and ptscope run bundles under paths (files
+// or folders, searched by content) and analyses every device of each. A
+// file that cannot be read is reported in its Input's Error and in the
+// returned error; the others are still analysed, so the set is returned
+// with the error. It returns a nil set only when nothing could be found.
+func Snapshots(ctx context.Context, paths []string, o SnapshotOptions) (*SnapshotSet, error) {
+	files, err := input.Find(paths, input.Snapshot, input.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no snapshots found in %s", strings.Join(paths, ", "))
+	}
+	set := &SnapshotSet{Report: memory.NewReport()}
+	var errs []error
+	for k, file := range files {
+		if err := ctx.Err(); err != nil {
+			return set, err
+		}
+		if o.Progress != nil {
+			label := "reading " + file.Path
+			if len(files) > 1 {
+				label += fmt.Sprintf(" (%d of %d)", k+1, len(files))
+			}
+			o.Progress(label)
+		}
+		if file.Kind == input.Bundle {
+			err = set.addBundle(ctx, file.Path, o)
+		} else {
+			err = set.addFile(file.Path, o, o.Memory, nil, nil)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	set.Report.Compare()
+	return set, errors.Join(errs...)
+}
+
+// SnapshotBytes analyses one snapshot held in memory (compressed or not),
+// named name in the report.
+func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOptions) (*SnapshotSet, error) {
+	set := &SnapshotSet{Report: memory.NewReport()}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	err := set.add(name, func() (*snapshot.Snapshot, error) {
+		r, err := input.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		s, err := snapshot.Read(r)
+		if err != nil {
+			return nil, err
+		}
+		if r.Compression != input.None {
+			s.Format += " (" + string(r.Compression) + ")"
+		}
+		return s, nil
+	}, o, o.Memory, nil, nil)
+	set.Report.Compare()
+	return set, err
+}
+
+// addFile reads and analyses one snapshot file.
+func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank) error {
+	return set.add(path, func() (*snapshot.Snapshot, error) { return snapshot.ReadFile(path) }, o, mo, b, r)
+}
+
+// add reads a snapshot with read and appends its input and models. A panic
+// (a bug) becomes an error naming the input.
+func (set *SnapshotSet) add(path string, read func() (*snapshot.Snapshot, error), o SnapshotOptions, mo memory.Options,
+	b *capture.Bundle, r *capture.Rank) (err error) {
+	in := &memory.Input{Path: path, Devices: []*memory.Result{}}
+	m := &SnapshotInput{Path: path, Bundle: b, Rank: r}
+	set.Report.Inputs = append(set.Report.Inputs, in)
+	set.Inputs = append(set.Inputs, m)
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: internal error: %v (please report it)", path, p)
+			in.Devices, m.Devices = []*memory.Result{}, nil
+		}
+		if err != nil {
+			in.Error = err.Error()
+		}
+	}()
+	s, err := read()
+	if err != nil {
+		return err
+	}
+	if o.AfterRead != nil {
+		o.AfterRead()
+	}
+	m.Snapshot = s
+	in.Format, in.Bytes = s.Format, s.InputBytes
+	for _, d := range s.Devices() {
+		if o.Devices != nil && !contains(o.Devices, d) {
+			continue
+		}
+		a := memory.Analyze(s, d, mo)
+		in.Devices = append(in.Devices, a.Result)
+		m.Devices = append(m.Devices, a)
+	}
+	return nil
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

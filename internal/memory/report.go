@@ -1,0 +1,89 @@
+package memory
+
+import "github.com/ptscope/ptscope/internal/report"
+
+// Report is the document of `ptscope analyze` (docs/json.md): the v2
+// envelope, every input with the results of its devices, and a comparison
+// when there are several.
+type Report struct {
+	report.Header
+	Inputs     []*Input     `json:"inputs"`
+	Comparison []CompareRow `json:"comparison,omitempty"` // two or more device results only
+}
+
+// NewReport returns an empty analyze document.
+func NewReport() *Report {
+	return &Report{Header: report.NewHeader("analyze"), Inputs: []*Input{}}
+}
+
+// Input is one analysed file (or one rank of a ptscope run bundle).
+type Input struct {
+	Path    string      `json:"path"`
+	Format  string      `json:"format"`
+	Bytes   int64       `json:"bytes"` // decompressed bytes read
+	Devices []*Result   `json:"devices"`
+	Bundle  *BundleInfo `json:"bundle,omitempty"`
+	Phases  []PhaseRow  `json:"phases,omitempty"` // bundles only
+	Error   string      `json:"error,omitempty"`  // the input could not be read
+}
+
+// BundleInfo describes the ptscope run bundle an input came from.
+type BundleInfo struct {
+	Dir              string `json:"dir"`
+	Rank             int    `json:"rank"`
+	GPU              string `json:"gpu,omitempty"`
+	DeviceTotalBytes int64  `json:"device_total_bytes,omitempty"`
+	Simulated        bool   `json:"simulated,omitempty"`
+	Mode             string `json:"mode,omitempty"`       // capture | simulate-world | fake
+	Simulation       string `json:"simulation,omitempty"` // what was simulated and what is not counted
+}
+
+// PhaseRow is one forward/backward/optimizer phase recorded by ptscope run,
+// with the peak inside it taken from the snapshot's timeline.
+type PhaseRow struct {
+	Phase                string `json:"phase"`
+	Rank                 int    `json:"rank"`
+	Step                 int    `json:"step"`
+	StartNS              int64  `json:"start_ns"`
+	EndNS                int64  `json:"end_ns"`
+	AllocatedBeforeBytes int64  `json:"allocated_before_bytes"`
+	AllocatedAfterBytes  int64  `json:"allocated_after_bytes"`
+	DeltaBytes           int64  `json:"delta_bytes"`
+	PeakBytes            int64  `json:"peak_bytes"` // -1 when the snapshot does not cover the phase
+	ReservedAfterBytes   int64  `json:"reserved_after_bytes"`
+}
+
+// CompareRow is one device of one input in the comparison of several.
+type CompareRow struct {
+	Input                 string   `json:"input"`
+	Device                int      `json:"device"`
+	PeakAllocatedBytes    int64    `json:"peak_allocated_bytes"`
+	PeakReservedBytes     int64    `json:"peak_reserved_bytes"`
+	EndAllocatedBytes     int64    `json:"end_allocated_bytes"`
+	EfficiencyAtPeakRatio float64  `json:"efficiency_at_peak_ratio"`
+	Pattern               Pattern  `json:"pattern"`
+	TopCategory           Category `json:"top_category"` // unknown when nothing was alive
+	Steps                 int      `json:"steps"`
+	OOMs                  int      `json:"ooms"`
+}
+
+// Compare fills the comparison of a report with two or more device
+// results (and clears it otherwise).
+func (rep *Report) Compare() {
+	var rows []CompareRow
+	for _, x := range rep.Inputs {
+		for _, d := range x.Devices {
+			r := CompareRow{Input: x.Path, Device: d.Device, PeakAllocatedBytes: d.Peak.AllocatedBytes,
+				PeakReservedBytes: d.Peak.ReservedBytes, EndAllocatedBytes: d.End.AllocatedBytes,
+				EfficiencyAtPeakRatio: d.Fragmentation.EfficiencyAtPeak, Pattern: d.Pattern, Steps: len(d.Steps), OOMs: len(d.OOMs)}
+			if len(d.Categories) > 0 {
+				r.TopCategory = d.Categories[0].Category
+			}
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) < 2 {
+		rows = nil
+	}
+	rep.Comparison = rows
+}

@@ -1,0 +1,168 @@
+package memory
+
+import (
+	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/snapshot"
+)
+
+// Result is the complete analysis of one device of a snapshot, and its JSON
+// (docs/json.md): every renderer (text, charts, Markdown, HTML, the web UI,
+// diffs) draws from it alone. Groups are complete and sorted, largest
+// first; renderers trim. Times are Unix nanoseconds (0 when the snapshot
+// recorded none; HasTime says).
+type Result struct {
+	Device  int  `json:"device"`
+	Entries int  `json:"entries"`  // trace entries of the device
+	HasTime bool `json:"has_time"` // the entries carry times
+	// HasHistory is false for snapshots taken without
+	// _record_memory_history: no trace, only the segments at dump time.
+	// Then Peak is the state at dump time and every "at the peak" group
+	// describes the blocks alive then.
+	HasHistory  bool  `json:"has_history"`
+	FirstTimeNS int64 `json:"first_time_ns"` // time of the first entry
+	LastTimeNS  int64 `json:"last_time_ns"`  // time of the last entry
+
+	Peak  Peak  `json:"peak"`
+	Start State `json:"start"` // before the first entry
+	End   State `json:"end"`   // after the last entry (the final segments)
+
+	Categories []CategoryGroup `json:"categories_at_peak"`
+	Groups     []Group         `json:"groups_at_peak"`  // keyword groups (Options.Rules)
+	Sources    []Group         `json:"sources_at_peak"` // first Python frame outside PyTorch
+	Modules    []Group         `json:"modules_at_peak"` // module path (ptscope run) or source file
+	Stacks     []StackGroup    `json:"stacks_at_peak"`  // every stack alive at the peak
+	// TopAllocations are the largest allocations alive at the peak, at
+	// most MaxTopAllocations.
+	TopAllocations []TopAlloc `json:"top_allocations"`
+
+	StepSource StepSource `json:"step_source"`
+	Steps      []StepRow  `json:"steps"`
+	Pattern    Pattern    `json:"pattern"`
+	Leak       *Leak      `json:"leak,omitempty"` // Pattern == PatternLeak only
+
+	Fragmentation Fragmentation `json:"fragmentation"`
+	OOMs          []OOM         `json:"ooms"`
+
+	Truncated          bool   `json:"truncated"`
+	TruncationEvidence string `json:"truncation_evidence,omitempty"`
+	UnmatchedFrees     int    `json:"unmatched_frees"`
+	GhostBlocks        int    `json:"blocks_before_recording"`
+
+	Timeline ThinTimeline      `json:"timeline"`
+	Findings []finding.Finding `json:"findings"` // most severe first
+}
+
+// MaxTopAllocations bounds Result.TopAllocations.
+const MaxTopAllocations = 100
+
+// Peak is the highest allocated memory of the trace (with no history: the
+// state at dump time).
+type Peak struct {
+	AllocatedBytes      int64 `json:"allocated_bytes"`
+	ReservedBytes       int64 `json:"reserved_bytes"`         // highest reserved over the trace
+	ReservedAtPeakBytes int64 `json:"reserved_at_peak_bytes"` // reserved when allocated peaked
+	ActiveBytes         int64 `json:"active_bytes"`
+	RequestedBytes      int64 `json:"requested_bytes"`
+	TimeNS              int64 `json:"time_ns"`
+	EventIndex          int   `json:"event_index"` // -1: before the first entry
+	Phase               Phase `json:"phase"`
+	Step                int   `json:"step"` // index into Steps; -1 outside any step
+}
+
+// State is a point of the timeline.
+type State struct {
+	AllocatedBytes int64 `json:"allocated_bytes"` // block bytes (memory_allocated)
+	RequestedBytes int64 `json:"requested_bytes"` // bytes the program asked for
+	ActiveBytes    int64 `json:"active_bytes"`    // allocated plus pending frees
+	ReservedBytes  int64 `json:"reserved_bytes"`  // segment bytes (memory_reserved)
+}
+
+// Group is bytes alive at the peak under one name.
+type Group struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+	Count int    `json:"count"`
+}
+
+// CategoryGroup is bytes alive at the peak in one category.
+type CategoryGroup struct {
+	Category Category `json:"category"`
+	Bytes    int64    `json:"bytes"`
+	Count    int      `json:"count"`
+}
+
+// Frame is a recorded stack frame with the kind of code it is.
+type Frame struct {
+	Filename string    `json:"filename"`
+	Line     int       `json:"line"`
+	Name     string    `json:"name"`
+	Kind     FrameKind `json:"kind"`
+}
+
+// Stack is a recorded stack, every frame, innermost first.
+type Stack struct {
+	Frames []Frame `json:"frames"`
+	// UserFrame indexes the first frame outside PyTorch and installed
+	// packages (the user's line); -1 when there is none.
+	UserFrame int `json:"user_frame"`
+	// AutogradNode names the backward node that made the allocation
+	// ("NllLossBackward0") when the stack shows autograd's engine.
+	AutogradNode string `json:"autograd_node,omitempty"`
+	// Caller, for stacks without Python frames (autograd's worker threads
+	// record none), is the Python stack of the backward call the
+	// allocation ran under: the nearest earlier allocation of the trace
+	// made inside .backward(). Absent when none is known.
+	Caller []Frame `json:"caller,omitempty"`
+}
+
+// StackGroup is bytes alive at the peak allocated from one stack.
+type StackGroup struct {
+	Bytes    int64    `json:"bytes"`
+	Count    int      `json:"count"`
+	Category Category `json:"category"` // the category holding most of its bytes
+	Source   string   `json:"source"`   // its entry of Sources
+	Stack
+}
+
+// TopAlloc is one large allocation alive at the peak.
+type TopAlloc struct {
+	Bytes          int64    `json:"bytes"`
+	RequestedBytes int64    `json:"requested_bytes"`
+	Category       Category `json:"category"`
+	Group          string   `json:"group"`
+	Module         string   `json:"module,omitempty"`
+	Stream         int64    `json:"stream"`
+	Address        uint64   `json:"address"`
+	AgeNS          int64    `json:"age_ns"`      // at the peak; -1 if allocated before recording
+	AllocIndex     int      `json:"alloc_index"` // -1 before recording
+	Origin         Origin   `json:"origin"`
+	Stack          int      `json:"stack"` // index into Result.Stacks
+}
+
+// StepRow is one step of the trace.
+type StepRow struct {
+	Index              int    `json:"index"`
+	Name               string `json:"name"`
+	StartIndex         int    `json:"start_index"` // entries [start_index, end_index)
+	EndIndex           int    `json:"end_index"`
+	StartNS            int64  `json:"start_ns"`
+	EndNS              int64  `json:"end_ns"`
+	DurationNS         int64  `json:"duration_ns"`
+	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
+	PeakIndex          int    `json:"peak_index"`
+	EndAllocatedBytes  int64  `json:"end_allocated_bytes"`
+	Partial            bool   `json:"partial"` // cut by the start or end of the recording
+	// Outlier marks a full step whose peak or duration stands out from
+	// the median of the full steps.
+	Outlier bool `json:"outlier"`
+}
+
+// Analysis is one device's result together with the models it was computed
+// from, for views that need more than the result (a server's timeline
+// queries, exports of the live set at any entry).
+type Analysis struct {
+	Result   *Result
+	Snapshot *snapshot.Snapshot
+	Replay   *Replay
+	Phases   *Phases
+}
