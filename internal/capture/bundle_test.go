@@ -88,25 +88,3 @@ func TestReadBundleErrors(t *testing.T) {
 		t.Errorf("truncated manifest: %v", err)
 	}
 }
-
-func TestInstallCompanion(t *testing.T) {
-	cache := t.TempDir()
-	d1, err := InstallCompanion(cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"sitecustomize.py", "ptscope_companion/__init__.py", "ptscope_companion/_capture.py"} {
-		st, err := os.Stat(filepath.Join(d1, f))
-		if err != nil || st.Size() == 0 {
-			t.Errorf("%s: %v", f, err)
-		}
-	}
-	d2, err := InstallCompanion(cache)
-	if err != nil || d2 != d1 {
-		t.Errorf("second install %s %v, want reuse of %s", d2, err, d1)
-	}
-	entries, _ := os.ReadDir(cache)
-	if len(entries) != 1 {
-		t.Errorf("cache holds %d entries, want 1 (no temporaries left)", len(entries))
-	}
-}

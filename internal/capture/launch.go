@@ -51,10 +51,11 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", argv[0], ErrNotFound)
 	}
-	compDir, err := InstallCompanion(opts.CacheDir)
+	comp, err := InstallCompanion(opts.CacheDir)
 	if err != nil {
 		return nil, err
 	}
+	defer comp.Remove()
 	name := opts.Name
 	if name == "" {
 		name = CommandName(argv)
@@ -87,6 +88,9 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
 		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
 	}
+	if comp.Warning != "" {
+		m.Warnings = append(m.Warnings, comp.Warning)
+	}
 	if err := writeManifest(dir, &m); err != nil {
 		return nil, err
 	}
@@ -94,7 +98,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
-	cmd.Env = childEnv(base, compDir, dir, string(cfg), opts.Simulate.env()...)
+	cmd.Env = childEnv(base, comp.Dir, dir, string(cfg), opts.Simulate.env()...)
 
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)

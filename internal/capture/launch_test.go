@@ -455,10 +455,11 @@ func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
 // bad configuration costs the capture, not the run.
 func TestCompanionNeverBreaksTheRun(t *testing.T) {
 	py := needPython(t)
-	comp, err := InstallCompanion(t.TempDir())
+	c, err := InstallCompanion(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	comp := c.Dir
 	fake, _ := filepath.Abs("testdata/faketorch")
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
