@@ -19,7 +19,7 @@ type traceChecks struct {
 
 func (c *traceChecks) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.minUtilFlag, "min-gpu-util", "", "lowest allowed GPU utilisation of a profiler trace (0..1 or %)")
-	fs.StringVar(&c.maxDLFlag, "max-dataloader", "", "highest allowed DataLoader share of the step in a profiler trace (0..1 or %; the larger of the plugin's and the host-side share)")
+	fs.StringVar(&c.maxDLFlag, "max-dataloader", "", "highest allowed DataLoader share of the step in a profiler trace (0..1 or %; the time the step waits for data with nothing else running, as in trace's breakdown)")
 }
 
 // parse reads the flags' values; call it after the flag set is parsed.
@@ -56,8 +56,9 @@ func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
 	var fails []string
 	for _, r := range rep.Ranks {
 		where := fmt.Sprintf("%s rank %d", r.Path, r.Rank)
-		dl := max(r.DataLoaderRatio, r.HostDataLoaderRatio)
-		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step\n", where, units.Percent(r.GPUUtilizationRatio), units.Percent(dl))
+		dl := r.DataLoaderRatio
+		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step (%s of the host's step time)\n", where,
+			units.Percent(r.GPUUtilizationRatio), units.Percent(dl), units.Percent(r.HostDataLoaderRatio))
 		if c.minUtil >= 0 && r.GPUUtilizationRatio < c.minUtil {
 			fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(c.minUtil)))
 		}

@@ -39,8 +39,8 @@ type Part struct {
 }
 
 // Phases is a step's wall time split by training phase, with priority data
-// loading > optimizer > backward > forward > other. The parts sum to the
-// step's duration.
+// loading > backward > forward > optimizer > other; data loading is the
+// breakdown's DataLoader part. The parts sum to the step's duration.
 type Phases struct {
 	ForwardNS     int64 `json:"forward_ns"`
 	BackwardNS    int64 `json:"backward_ns"`
@@ -71,7 +71,6 @@ func isCommKernelName(name string) bool {
 // roles holds the union of each role's intervals over the whole trace.
 type roles struct {
 	kernel, memcpy, memset, comm, runtime, dataloader, cpu spans
-	all                                                    spans  // kernels of both kinds, built on demand
 	commKernel                                             []bool // per GPU event index in g.gpu
 }
 
@@ -138,8 +137,10 @@ func (g *graph) isCommGPU(i int) bool {
 }
 
 // attribute splits every step by priority. Time taken by a higher role is
-// not available to lower ones.
-func attribute(r *roles, steps []stepSpan) []Breakdown {
+// not available to lower ones. It also returns the DataLoader role's share
+// (the DataLoader time no GPU work or launch hides), which the phases take
+// as their data loading.
+func attribute(r *roles, steps []stepSpan) ([]Breakdown, spans) {
 	slots := make(spans, 0, len(steps))
 	for _, s := range steps {
 		slots = append(slots, span{s.start, s.end})
@@ -149,9 +150,13 @@ func attribute(r *roles, steps []stepSpan) []Breakdown {
 	fields := func(b *Breakdown) []*int64 {
 		return []*int64{&b.KernelNS, &b.MemcpyNS, &b.MemsetNS, &b.CommunicationNS, &b.RuntimeNS, &b.DataLoaderNS, &b.CPUExecNS}
 	}
+	var dataloader spans
 	for k, role := range []spans{r.kernel, r.memcpy, r.memset, r.comm, r.runtime, r.dataloader, r.cpu} {
 		taken := intersect(role, slots)
 		slots = subtract(slots, taken)
+		if k == 5 {
+			dataloader = taken
+		}
 		for i, s := range steps {
 			*fields(&out[i])[k] = taken.overlap(s.start, s.end)
 		}
@@ -159,40 +164,53 @@ func attribute(r *roles, steps []stepSpan) []Breakdown {
 	for i, s := range steps {
 		out[i].OtherNS = (s.end - s.start) - out[i].Total()
 	}
-	return out
+	return out, dataloader
 }
 
 // phaseSpans builds the union of each training phase: the host spans of its
-// annotations or ops plus the GPU work they launched.
-func phaseSpans(g *graph) (data, opt, bwd, fwd spans) {
+// annotations or ops plus the GPU work they launched. The outermost
+// classifying ancestor decides, except that backward work (autograd threads,
+// backward ops) and ptscope's own forward/backward annotations inside an
+// optimizer step stay backward and forward: a closure passed to
+// optimizer.step (LBFGS, Lightning) runs the forward and backward there.
+// With ptscope:optimizer annotations, they alone mark the optimizer step.
+func phaseSpans(g *graph) (opt, bwd, fwd spans) {
 	ev := g.ev
-	// classify ops: the outermost classifying ancestor decides
 	n := ev.Len()
-	cls := make([]uint8, n) // 0 none, 1 data, 2 optimizer, 3 backward, 4 forward
+	// ptscope run's companion marks the optimizer's own work with
+	// ptscope:optimizer; the Optimizer.step annotation around it also holds
+	// the companion's step bookkeeping (and prof.step()), which is not the
+	// optimizer's.
+	ownOpt := false
+	for _, i := range g.order {
+		if g.t.Name(int(i)) == "ptscope:optimizer" {
+			ownOpt = true
+			break
+		}
+	}
+	cls := make([]uint8, n) // 0 none, 2 optimizer, 3 backward, 4 forward
 	for _, i := range g.order {
 		name := g.t.Name(int(i))
 		c := uint8(0)
 		if p := g.parent[i]; p >= 0 {
 			c = cls[p]
 		}
-		if c == 0 || c == 4 {
-			switch {
-			case isDataLoader(name):
-				c = 1
-			case isOptimizer(name):
-				c = 2
-			case g.isAutograd(int(i)) || isBackwardName(name) || g.isBackwardOp(i):
-				c = 3
-			case c == 0 && ev.Kind[i] == kineto.KindCPUOp:
-				c = 4
-			}
+		switch {
+		case c == 3:
+		case name == "ptscope:forward":
+			c = 4
+		case name == "ptscope:backward" || g.isAutograd(int(i)) || isBackwardName(name) || g.isBackwardOp(i):
+			c = 3
+		case c == 2:
+		case name == "ptscope:optimizer" || isOptimizer(name) && !(ownOpt && strings.HasPrefix(name, "Optimizer.step#")):
+			c = 2
+		case c == 0 && ev.Kind[i] == kineto.KindCPUOp && !isDataLoader(name):
+			c = 4
 		}
 		cls[i] = c
 	}
 	add := func(c uint8, s span) {
 		switch c {
-		case 1:
-			data = append(data, s)
 		case 2:
 			opt = append(opt, s)
 		case 3:
@@ -209,11 +227,15 @@ func phaseSpans(g *graph) (data, opt, bwd, fwd spans) {
 			add(cls[o], span{ev.TS[i], ev.End(int(i))})
 		}
 	}
-	return union(data), union(opt), union(bwd), union(fwd)
+	return union(opt), union(bwd), union(fwd)
 }
 
-func attributePhases(g *graph, steps []stepSpan) []Phases {
-	data, opt, bwd, fwd := phaseSpans(g)
+// attributePhases splits every step by priority: data loading (exactly the
+// breakdown's DataLoader part), then backward > forward > optimizer, so that
+// forward and backward work inside an optimizer step stay theirs; the rest
+// is other.
+func attributePhases(g *graph, steps []stepSpan, data spans) []Phases {
+	opt, bwd, fwd := phaseSpans(g)
 	slots := make(spans, 0, len(steps))
 	for _, s := range steps {
 		slots = append(slots, span{s.start, s.end})
@@ -221,9 +243,9 @@ func attributePhases(g *graph, steps []stepSpan) []Phases {
 	slots = union(slots)
 	out := make([]Phases, len(steps))
 	fields := func(p *Phases) []*int64 {
-		return []*int64{&p.DataLoadingNS, &p.OptimizerNS, &p.BackwardNS, &p.ForwardNS}
+		return []*int64{&p.DataLoadingNS, &p.BackwardNS, &p.ForwardNS, &p.OptimizerNS}
 	}
-	for k, role := range []spans{data, opt, bwd, fwd} {
+	for k, role := range []spans{data, bwd, fwd, opt} {
 		taken := intersect(role, slots)
 		slots = subtract(slots, taken)
 		for i, s := range steps {

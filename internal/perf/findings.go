@@ -2,27 +2,34 @@ package perf
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-)
 
-// Finding is one diagnosis with what to do about it.
-type Finding struct {
-	ID             string `json:"id"`
-	Severity       string `json:"severity"` // "critical", "warning", "info"
-	Message        string `json:"message"`
-	Recommendation string `json:"recommendation,omitempty"`
-}
+	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/units"
+)
 
 // Thresholds of the checklist (the plugin's rules keep their own).
 const (
 	GoodGPUUtil        = 0.80 // GPU utilisation above this is good
 	MaxStepVariation   = 0.10 // step time variation (stddev/mean)
-	MaxDataLoaderShare = 0.10 // data loading share of the step
+	MaxDataLoaderShare = 0.05 // exposed DataLoader share of the step (the plugin's rule 1)
 	MaxOptimizerShare  = 0.15 // optimizer share of the step
 )
 
-func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+// costSeverity grades a finding by what it costs: the share of step time it
+// wastes (or that fixing it would save). Under 5% is info, from 5% a
+// warning, from 25% critical.
+func costSeverity(cost float64) finding.Severity {
+	switch {
+	case cost >= 0.25:
+		return finding.Critical
+	case cost >= 0.05:
+		return finding.Warning
+	}
+	return finding.Info
+}
+
+func pct(x float64) string { return units.Percent(x) }
 
 func share(part, total int64) float64 {
 	if total <= 0 {
@@ -31,76 +38,115 @@ func share(part, total int64) float64 {
 	return float64(part) / float64(total)
 }
 
-// findings applies the plugin's seven rules and the checklist.
-func findings(g *graph, r *Rank) []Finding {
-	var out []Finding
-	add := func(id, sev, msg, rec string) {
-		out = append(out, Finding{ID: id, Severity: sev, Message: msg, Recommendation: rec})
+// findings applies the plugin's seven rules and the checklist. Every
+// finding carries the numbers it rests on and a reference into a view; its
+// severity is proportional to its cost (costSeverity).
+func findings(g *graph, r *Rank) []finding.Finding {
+	out := []finding.Finding{}
+	add := func(id string, sev finding.Severity, view string, nums finding.Numbers, msg, rec string) *finding.Finding {
+		out = append(out, finding.Finding{ID: id, Severity: sev, Numbers: nums, Message: msg, Recommendation: rec, At: &finding.Ref{View: view}})
+		return &out[len(out)-1]
 	}
 	avg := r.AverageStepNS
-	// 1. data loading (plugin: > 5% of the step; checklist: < 10%). When the
-	// GPU is the bottleneck, the device-aware breakdown hides the DataLoader
-	// behind queued kernels, so the host-side share is checked too.
+	total := avg * int64(len(r.Steps))
+
+	// 1. data loading (the plugin: > 5% of the step). The share is the
+	// DataLoader time that no GPU work hides; a loader hidden behind queued
+	// GPU work is reported as info, since it becomes the bottleneck once GPU
+	// work gets faster.
 	dlRec := "Set num_workers > 0 (with persistent_workers=True and prefetch_factor) on the DataLoader, keep pin_memory=True, and move slow per-sample work out of __getitem__."
-	if dl := r.DataLoaderRatio; dl > 0.05 {
-		sev := "warning"
-		if dl > MaxDataLoaderShare {
-			sev = "critical"
-		}
-		add("dataloader", sev,
-			fmt.Sprintf("This run has high time cost on input data loading: %s of the step time is in DataLoader.", pct(dl)), dlRec)
-	} else if h := r.HostDataLoaderRatio; h > MaxDataLoaderShare {
-		add("dataloader", "warning",
-			fmt.Sprintf("DataLoader takes %s of the host step time (%s per step). The GPU is busy with queued work meanwhile, so it costs %s of the step now, and becomes the bottleneck once GPU work gets faster.",
-				pct(h), fmtNS(int64(h*float64(hostAvg(r)))), pct(r.DataLoaderRatio)), dlRec)
+	dlNums := finding.Numbers{"dataloader_ratio": r.DataLoaderRatio, "host_dataloader_ratio": r.HostDataLoaderRatio,
+		"dataloader_ns": float64(r.AverageBreakdown.DataLoaderNS)}
+	if dl := r.DataLoaderRatio; dl > MaxDataLoaderShare {
+		add("dataloader", costSeverity(dl), "steps", dlNums,
+			fmt.Sprintf("The GPU waits for input data %s of the step time (%s per step in the DataLoader with nothing else running).", pct(dl), units.Duration(r.AverageBreakdown.DataLoaderNS)), dlRec)
+	} else if h := r.HostDataLoaderRatio; h > 0.10 {
+		add("dataloader", finding.Info, "steps", dlNums,
+			fmt.Sprintf("The DataLoader takes %s of the host step time (%s per step), but the GPU stays busy with queued work meanwhile: it costs %s of the step now, and becomes the bottleneck once GPU work gets faster.",
+				pct(h), units.Duration(int64(h*float64(hostAvg(r)))), pct(r.DataLoaderRatio)), dlRec)
 	}
 	names := map[string]bool{}
+	gloo := false
 	for i := 0; i < g.ev.Len(); i++ {
 		if isOp(g.ev.Kind[i]) {
-			switch n := g.t.Name(i); n {
-			case "DataParallel.forward", "DistributedDataParallel.forward":
+			switch n := g.t.Name(i); {
+			case n == "DataParallel.forward", n == "DistributedDataParallel.forward":
 				names[n] = true
+			case strings.HasPrefix(n, "gloo:"):
+				gloo = true
 			}
 		}
 	}
 	// 2. DataParallel on several devices
 	if names["DataParallel.forward"] && len(r.GPUs) > 1 {
-		add("use_ddp", "warning", "This run uses DataParallel on several GPUs.",
-			"Use DistributedDataParallel instead of DataParallel for multi-GPU training.")
+		add("use-ddp", finding.Warning, "operators", finding.Numbers{"devices": float64(len(r.GPUs))},
+			fmt.Sprintf("This run uses DataParallel on %d GPUs: one process drives them all and copies the model to each every step.", len(r.GPUs)),
+			"Use DistributedDataParallel (one process per GPU, torchrun) instead of DataParallel.")
 	}
-	// 3. DDP without NCCL
-	if names["DistributedDataParallel.forward"] && r.Comm.Kernels == 0 {
-		cc := false
-		for _, d := range g.t.Meta.Devices {
-			if d.ComputeMajor > 3 || (d.ComputeMajor == 3 && d.ComputeMinor >= 5) {
-				cc = true
+	// 3. DDP with a non-NCCL backend: only with more than one rank (at
+	// world size 1 even NCCL launches no kernels) and only on evidence: the
+	// backend distributedInfo names, or gloo collectives.
+	if names["DistributedDataParallel.forward"] && r.Comm.Kernels == 0 && cudaCapable(g) {
+		be := strings.ToLower(r.Backend)
+		if (be != "" && !strings.Contains(be, "nccl") && r.WorldSize > 1) || (be == "" && gloo) {
+			nm := "gloo"
+			if be != "" {
+				nm = r.Backend
 			}
-		}
-		if cc {
-			add("use_nccl", "warning", "DistributedDataParallel runs without NCCL kernels.",
+			add("use-nccl", finding.Warning, "comm", finding.Numbers{"world_size": float64(r.WorldSize)},
+				fmt.Sprintf("DistributedDataParallel communicates through %s, not NCCL, on NVIDIA GPUs.", nm),
 				"The NCCL backend is the fastest for DDP on NVIDIA GPUs: init_process_group(backend=\"nccl\").")
 		}
 	}
-	// 4. communication
-	if c := share(r.AverageBreakdown.CommunicationNS, avg); c > 0.1 {
-		add("communication", "warning", fmt.Sprintf("This run has high time cost on communication: %s of the step time.", pct(c)),
-			"Try gradient accumulation, a larger batch, gradient compression, or overlap (DDP bucket_cap_mb, FSDP prefetch).")
-	}
-	// 5. low utilisation (plugin: < 50%); checklist: > 80% is good
-	var low []string
-	for _, x := range r.GPUs {
-		if x.UtilizationRatio < 0.5 {
-			low = append(low, fmt.Sprint(x.Device))
+	// 4. communication the compute does not hide (the breakdown's
+	// communication part: kernels have priority)
+	if c := share(r.AverageBreakdown.CommunicationNS, avg); c > 0.05 {
+		rec := "Reduce communication: gradient accumulation (no_sync), a larger batch, or fewer/larger collectives."
+		if r.Comm.OverlapRatio < 0.5 {
+			rec = "Overlap communication with compute (DDP bucket_cap_mb and gradient_as_bucket_view, FSDP forward/backward prefetch), or reduce it (gradient accumulation with no_sync)."
 		}
+		add("communication", costSeverity(c), "comm", finding.Numbers{"communication_ratio": c, "overlap_ratio": r.Comm.OverlapRatio, "communication_ns": float64(r.AverageBreakdown.CommunicationNS)},
+			fmt.Sprintf("Communication that no compute hides takes %s of the step (%s per step); %s of the communication kernels' time overlaps compute.", pct(c), units.Duration(r.AverageBreakdown.CommunicationNS), pct(r.Comm.OverlapRatio)), rec)
 	}
-	if len(low) > 0 {
-		add("low_gpu_utilization", "critical", fmt.Sprintf("GPU %s has low utilization (%s of the step time runs kernels).", strings.Join(low, ", "), pct(r.GPUUtilizationRatio)),
-			"Find what the GPU waits for (DataLoader, CPU ops, synchronisations, launch overhead below); then increase the batch size.")
-	} else if len(r.GPUs) > 0 && r.GPUUtilizationRatio < GoodGPUUtil {
-		add("gpu_utilization", "warning", fmt.Sprintf("GPU utilization is %s, below the %s target.", pct(r.GPUUtilizationRatio), pct(GoodGPUUtil)),
-			"Reduce host-side gaps: see the idle-time split and launch delays.")
+	// 5. low utilisation (the plugin: < 50%; the checklist: > 80% is good)
+	if len(r.GPUs) > 0 && r.PrimaryDevice >= 0 && r.GPUUtilizationRatio < GoodGPUUtil {
+		sev := finding.Warning
+		if r.GPUUtilizationRatio < 0.5 {
+			sev = finding.Critical
+		}
+		i := r.Idle
+		parts := []struct {
+			name string
+			ns   int64
+			rec  string
+		}{
+			{"waiting for the host to launch work", i.HostWaitNS, "The host does not enqueue work fast enough: look at the CPU exec and DataLoader parts of the steps, synchronisations and launch delays; fuse small operations (torch.compile) or capture the step with CUDA graphs; then increase the batch size."},
+			{"in communication only", i.CommunicationNS, "Compute waits for communication: overlap it (DDP buckets, FSDP prefetch), or communicate less often (gradient accumulation)."},
+			{"in copies only", i.CopyNS, "Copies stall compute: use pin_memory=True and non_blocking=True, and keep tensors on the GPU."},
+			{"between back-to-back kernels", i.KernelWaitNS, "Many short gaps between kernels: fuse small operations (torch.compile) or capture the step with CUDA graphs."},
+			{"waiting on other streams or events", i.OtherNS, "The GPU waits on events or other streams: look at synchronisations and stream dependencies."},
+		}
+		var desc []string
+		best := 0
+		for k, p := range parts {
+			if p.ns > 0 {
+				desc = append(desc, fmt.Sprintf("%s %s", pct(share(p.ns, i.SpanNS)), p.name))
+			}
+			if p.ns > parts[best].ns {
+				best = k
+			}
+		}
+		msg := fmt.Sprintf("GPU %d runs compute kernels %s of the time; it is idle %s", r.PrimaryDevice, pct(r.GPUUtilizationRatio), pct(i.IdleRatio))
+		if len(desc) > 0 {
+			msg += " (" + strings.Join(desc, ", ") + ")"
+		}
+		f := add("low-gpu-utilization", sev, "idle", finding.Numbers{"gpu_utilization_ratio": r.GPUUtilizationRatio, "idle_ratio": i.IdleRatio,
+			"host_wait_ns": float64(i.HostWaitNS), "communication_ns": float64(i.CommunicationNS), "copy_ns": float64(i.CopyNS),
+			"kernel_wait_ns": float64(i.KernelWaitNS), "other_ns": float64(i.OtherNS)}, msg+".", parts[best].rec)
+		f.At.Device = finding.Int(r.PrimaryDevice)
 	}
-	// 6. tensor cores
+	// 6. tensor cores: the cost is half of the eligible kernels' share of
+	// the step (tensor cores run those matmuls several times faster)
 	major := 0
 	if len(g.t.Meta.Devices) > 0 {
 		major = g.t.Meta.Devices[0].ComputeMajor
@@ -110,28 +156,43 @@ func findings(g *graph, r *Rank) []Finding {
 		if major >= 8 {
 			rec = "fp32 matmuls run on CUDA cores: allow TF32 (torch.set_float32_matmul_precision(\"high\")) or use torch.autocast(dtype=torch.bfloat16)."
 		}
-		add("no_tensor_cores", "critical", fmt.Sprintf("No kernel uses tensor cores, yet %s of kernel time is launched by tensor-core eligible operators (matmul, linear, conv).", pct(r.TensorCoreEligibleRatio)), rec)
+		elig := r.TensorCoreEligibleRatio * share(r.AverageBreakdown.KernelNS, avg)
+		add("no-tensor-cores", costSeverity(elig/2), "kernels", finding.Numbers{"tensor_core_eligible_ratio": r.TensorCoreEligibleRatio, "eligible_step_ratio": elig},
+			fmt.Sprintf("No kernel uses tensor cores, yet %s of kernel time (%s of the step) is launched by tensor-core eligible operators (matmul, linear, conv).", pct(r.TensorCoreEligibleRatio), pct(elig)), rec)
 	}
 	// 7. memory near capacity
 	for _, d := range r.Memory.Devices {
 		if d.IsGPU && d.CapacityBytes > 0 && float64(d.PeakAllocatedBytes) > 0.9*float64(d.CapacityBytes) {
-			add("memory_limit", "warning", fmt.Sprintf("Device memory usage is at the limit of capacity (%s of %.1f GB on %s).",
-				pct(share(d.PeakAllocatedBytes, d.CapacityBytes)), float64(d.CapacityBytes)/1e9, d.Device),
-				"Use activation (gradient) checkpointing or automatic mixed precision, or a smaller batch.")
+			f := add("memory-near-capacity", finding.Warning, "memory", finding.Numbers{"peak_allocated_bytes": float64(d.PeakAllocatedBytes), "capacity_bytes": float64(d.CapacityBytes),
+				"peak_ratio": share(d.PeakAllocatedBytes, d.CapacityBytes)},
+				fmt.Sprintf("Allocated memory peaks at %s of %s's %s: a longer sequence or a larger batch will run out of memory.",
+					pct(share(d.PeakAllocatedBytes, d.CapacityBytes)), d.Device, units.Bytes(d.CapacityBytes)),
+				"Use activation checkpointing or mixed precision, or a smaller batch; ptscope analyze on a memory snapshot shows what fills it.")
+			f.At.Device, f.At.TimeNS = finding.Int(d.DeviceID), finding.Int64(d.PeakAllocatedTimeNS)
 			break
 		}
 	}
-	// checklist
-	if len(r.Steps) > 1 && r.StepTimeVariationRatio > MaxStepVariation {
-		add("step_time_variation", "warning", fmt.Sprintf("Step time varies by %s (stddev/mean over %d steps).", pct(r.StepTimeVariationRatio), len(r.Steps)),
-			"Look at the slowest step: data loading stalls, synchronisations, garbage collection or recompilation.")
+	// the checklist
+	if len(r.Steps) > 1 && r.StepTimeVariationRatio > MaxStepVariation && r.SlowestStep >= 0 {
+		// the cost: time lost to steps slower than the median one
+		cost := share(avg-r.MedianStepNS, avg)
+		sl := r.Steps[r.SlowestStep]
+		f := add("step-time-variation", costSeverity(cost), "steps", finding.Numbers{"step_time_variation_ratio": r.StepTimeVariationRatio,
+			"median_step_ns": float64(r.MedianStepNS), "slowest_step_ns": float64(sl.DurationNS), "cost_ratio": max(cost, 0)},
+			fmt.Sprintf("Step time varies by %s (stddev/mean over %d steps); the slowest, %s, takes %s against a median of %s.",
+				pct(r.StepTimeVariationRatio), len(r.Steps), sl.Name, units.Duration(sl.DurationNS), units.Duration(r.MedianStepNS)),
+			"Look at the slowest step: data loading stalls, synchronisations, garbage collection, recompilation, or the profiler's own work (the first and last profiled steps).")
+		f.At.Step = finding.Int(sl.Number)
 	}
 	if o := share(r.AveragePhases.OptimizerNS, avg); o > MaxOptimizerShare {
-		add("optimizer", "warning", fmt.Sprintf("The optimizer takes %s of the step.", pct(o)),
+		add("optimizer", costSeverity(o/2), "steps", finding.Numbers{"optimizer_ratio": o, "optimizer_ns": float64(r.AveragePhases.OptimizerNS)},
+			fmt.Sprintf("The optimizer takes %s of the step (%s per step).", pct(o), units.Duration(r.AveragePhases.OptimizerNS)),
 			"Use a fused or foreach optimizer (e.g. torch.optim.AdamW(fused=True)) and zero_grad(set_to_none=True).")
 	}
-	if l := r.Launch; l.Kernels > 1000 && share(int64(l.TinyKernels), int64(l.Kernels)) > 0.5 && r.Idle.HostWaitNS > r.Idle.BusyNS/10 {
-		add("tiny_kernels", "warning", fmt.Sprintf("%s of %d kernels run under 10 us and the GPU often waits for the host to launch them.", pct(share(int64(l.TinyKernels), int64(l.Kernels))), l.Kernels),
+	if l := r.Launch; l.Kernels > 1000 && share(int64(l.TinyKernels), int64(l.Kernels)) > 0.5 && r.Idle.HostWaitNS > r.Idle.ComputeNS/10 {
+		hw := share(r.Idle.HostWaitNS, r.Idle.SpanNS)
+		add("tiny-kernels", costSeverity(hw), "kernels", finding.Numbers{"tiny_kernel_ratio": share(int64(l.TinyKernels), int64(l.Kernels)), "kernels": float64(l.Kernels), "host_wait_ratio": hw},
+			fmt.Sprintf("%s of %d kernels run under 10 us, and the GPU waits for the host to launch work %s of the time.", pct(share(int64(l.TinyKernels), int64(l.Kernels))), l.Kernels, pct(hw)),
 			"Fuse small operations (torch.compile) or capture the step with CUDA graphs to cut launch overhead.")
 	}
 	var pageable int
@@ -143,12 +204,10 @@ func findings(g *graph, r *Rank) []Finding {
 		}
 	}
 	if pageable > 0 {
-		add("pageable_copies", "warning", fmt.Sprintf("%d host copies (%s) use pageable memory, which is slower and synchronous.", pageable, fmtNS(pageableNS)),
+		c := share(pageableNS, total)
+		add("pageable-copies", costSeverity(c), "idle", finding.Numbers{"copies": float64(pageable), "copy_ns": float64(pageableNS), "copy_ratio": c},
+			fmt.Sprintf("%d host copies (%s, %s of the steps' time) use pageable memory, which is slower and synchronous.", pageable, units.Duration(pageableNS), pct(c)),
 			"Use pin_memory=True on the DataLoader and tensor.to(device, non_blocking=True).")
-	}
-	if r.Comm.Kernels > 0 && r.Comm.OverlapRatio < 0.5 && share(r.Comm.ExposedNS, avg*int64(max(len(r.Steps), 1))) > 0.05 {
-		add("exposed_communication", "warning", fmt.Sprintf("Only %s of communication time overlaps computation.", pct(r.Comm.OverlapRatio)),
-			"Overlap communication with backward (DDP buckets, FSDP prefetch), or reduce it (gradient accumulation, compression).")
 	}
 	var syncN int
 	var syncNS int64
@@ -158,23 +217,35 @@ func findings(g *graph, r *Rank) []Finding {
 			syncNS += s.TotalNS
 		}
 	}
-	if n := len(r.Steps); n > 0 && syncN > 2*n && share(syncNS, avg*int64(n)) > 0.02 {
-		add("synchronizations", "warning", fmt.Sprintf("%d host-device synchronisations take %s.", syncN, fmtNS(syncNS)),
+	if n := len(r.Steps); n > 0 && syncN > 2*n && share(syncNS, total) > 0.02 {
+		c := share(syncNS, total)
+		add("synchronizations", costSeverity(c), "idle", finding.Numbers{"syncs": float64(syncN), "sync_ns": float64(syncNS), "sync_ratio": c},
+			fmt.Sprintf("%d host-device synchronisations take %s (%s of the steps' time).", syncN, units.Duration(syncNS), pct(c)),
 			"Avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() inside the step.")
 	}
 	if grow, ok := memoryGrowth(r.Steps); ok {
-		add("memory_growth", "warning", fmt.Sprintf("Allocated GPU memory at step start grows every step (%s in all).", fmtBytes(grow)),
+		add("memory-growth", finding.Warning, "memory", finding.Numbers{"growth_bytes": float64(grow)},
+			fmt.Sprintf("Allocated GPU memory at step start grows every step (%s in all).", units.Bytes(grow)),
 			"Something keeps tensors alive across steps: accumulating the loss without .item()/.detach(), lists of outputs, or caches. Check with ptscope analyze on a memory snapshot.")
 	}
+	if f, ok := overheadFinding(r); ok {
+		out = append(out, f)
+	}
 	if len(r.Warnings) > 0 {
-		add("damaged_trace", "info", "The trace was damaged or truncated; numbers cover what could be read.", "")
+		add("damaged-trace", finding.Info, "", finding.Numbers{"warnings": float64(len(r.Warnings))},
+			"The trace was damaged or truncated; numbers cover what could be read.", "")
 	}
-	sevRank := map[string]int{"critical": 0, "warning": 1, "info": 2}
-	sort.SliceStable(out, func(i, j int) bool { return sevRank[out[i].Severity] < sevRank[out[j].Severity] })
-	if out == nil {
-		out = []Finding{}
-	}
+	finding.Sort(out)
 	return out
+}
+
+func cudaCapable(g *graph) bool {
+	for _, d := range g.t.Meta.Devices {
+		if d.ComputeMajor > 3 || (d.ComputeMajor == 3 && d.ComputeMinor >= 5) {
+			return true
+		}
+	}
+	return false
 }
 
 func hostAvg(r *Rank) int64 {
@@ -186,17 +257,6 @@ func hostAvg(r *Rank) int64 {
 		t += s.HostDurationNS
 	}
 	return t / int64(len(r.Steps))
-}
-
-func fmtNS(ns int64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2f s", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.2f ms", float64(ns)/1e6)
-	default:
-		return fmt.Sprintf("%.1f us", float64(ns)/1e3)
-	}
 }
 
 // memoryGrowth reports a strict rise of the allocated memory at step start
@@ -218,15 +278,4 @@ func memoryGrowth(steps []Step) (int64, bool) {
 	}
 	grow := v[len(v)-1] - v[0]
 	return grow, grow > 1<<20
-}
-
-func fmtBytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	default:
-		return fmt.Sprintf("%d B", b)
-	}
 }

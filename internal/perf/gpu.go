@@ -8,23 +8,28 @@ import (
 	"github.com/ptscope/ptscope/internal/kineto"
 )
 
-// GPU holds the plugin's GPU metrics for one device over the steps' span.
+// GPU holds one device's metrics over the steps' span. Utilisation counts
+// compute kernels only: communication kernels (NCCL), which mostly wait for
+// other ranks, and copies are not compute.
 type GPU struct {
 	Device                 int     `json:"device"`
 	Name                   string  `json:"name,omitempty"`
 	MemoryBytes            int64   `json:"memory_bytes,omitempty"`
 	ComputeCapability      string  `json:"compute_capability,omitempty"`
-	KernelNS               int64   `json:"kernel_ns"`
+	Streams                int     `json:"streams"`
+	KernelNS               int64   `json:"kernel_ns"` // compute kernel time, summed over streams
 	UtilizationRatio       float64 `json:"utilization_ratio"`
 	SMEfficiencyRatio      float64 `json:"sm_efficiency_ratio"`
 	AchievedOccupancyRatio float64 `json:"achieved_occupancy_ratio"`
 	TensorCoreRatio        float64 `json:"tensor_core_ratio"`
+	Idle                   Idle    `json:"idle"`
 }
 
-// UtilPoint is the busy fraction of one device over one time bucket.
+// UtilPoint is the compute-busy fraction of one device over one time bucket.
 type UtilPoint struct {
 	Device           int     `json:"device"`
-	StartNS          int64   `json:"start_ns"` // relative to the first step's start
+	StartTimeNS      int64   `json:"start_time_ns"`
+	DurationNS       int64   `json:"duration_ns"`
 	UtilizationRatio float64 `json:"utilization_ratio"`
 }
 
@@ -68,35 +73,46 @@ var tcMarkers = []string{
 	"sm90_xmma", "sm80_xmma", "sm89_xmma", "sm100_xmma", "nvjet",
 }
 
-// gpuMetrics computes per-device utilisation, estimated SM efficiency,
-// achieved occupancy and tensor-core share over [s, e).
-func gpuMetrics(g *graph, s, e int64) []GPU {
+// devWork is one device's GPU work, split by role.
+type devWork struct {
+	device              int
+	events              []int32 // every GPU event, sorted by start
+	compute, comm, copy spans   // unions of compute kernels, communication kernels, memcpy/memset
+	streams             map[int32]bool
+	sm                  []smEdge
+	occW, occDur        float64
+	kernel, tc          int64
+}
+
+// deviceWork groups the GPU events by device; compute-kernel statistics
+// are clipped to [s, e).
+func deviceWork(g *graph, ro *roles, s, e int64) map[int]*devWork {
 	ev := g.ev
-	type acc struct {
-		busy         spans
-		sm           []smEdge
-		occW, occDur float64
-		kernel, tc   int64
-		device       int
-	}
-	devs := map[int]*acc{}
-	for _, i := range g.gpu {
-		if ev.Kind[i] != kineto.KindKernel {
-			continue
-		}
+	devs := map[int]*devWork{}
+	for k, i := range g.gpu {
 		info := g.t.GPU[ev.Aux[i]]
 		d := int(info.Device)
 		a := devs[d]
 		if a == nil {
-			a = &acc{device: d}
+			a = &devWork{device: d, streams: map[int32]bool{}}
 			devs[d] = a
 		}
+		a.events = append(a.events, i)
+		a.streams[info.Stream] = true
 		ks, ke := ev.TS[i], ev.End(int(i))
+		switch {
+		case ev.Kind[i] != kineto.KindKernel:
+			a.copy = append(a.copy, span{ks, ke})
+			continue
+		case ro.commKernel[k]:
+			a.comm = append(a.comm, span{ks, ke})
+			continue
+		}
+		a.compute = append(a.compute, span{ks, ke})
 		cs, ce := max(ks, s), min(ke, e)
 		if cs >= ce {
 			continue
 		}
-		a.busy = append(a.busy, span{cs, ce})
 		dur := float64(ce - cs)
 		if info.BlocksPerSM > 0 {
 			a.sm = append(a.sm, smEdge{cs, float64(info.BlocksPerSM)}, smEdge{ce, -float64(info.BlocksPerSM)})
@@ -110,11 +126,21 @@ func gpuMetrics(g *graph, s, e int64) []GPU {
 			a.tc += ce - cs
 		}
 	}
+	for _, a := range devs {
+		a.compute, a.comm, a.copy = union(a.compute), union(a.comm), union(a.copy)
+	}
+	return devs
+}
+
+// gpuMetrics computes per-device utilisation (the union of compute kernels
+// over [s, e)), idle time, estimated SM efficiency, achieved occupancy and
+// tensor-core share.
+func gpuMetrics(g *graph, devs map[int]*devWork, s, e int64) []GPU {
 	var out []GPU
 	for d, a := range devs {
-		x := GPU{Device: d, KernelNS: a.kernel}
+		x := GPU{Device: d, KernelNS: a.kernel, Streams: len(a.streams)}
 		if e > s {
-			x.UtilizationRatio = float64(union(a.busy).total()) / float64(e-s)
+			x.UtilizationRatio = float64(a.compute.overlap(s, e)) / float64(e-s)
 			x.SMEfficiencyRatio = smEfficiency(a.sm) / float64(e-s)
 		}
 		if a.occDur > 0 {
@@ -128,6 +154,7 @@ func gpuMetrics(g *graph, s, e int64) []GPU {
 			x.Name, x.MemoryBytes = p.Name, p.TotalGlobalMem
 			x.ComputeCapability = fmt.Sprintf("%d.%d", p.ComputeMajor, p.ComputeMinor)
 		}
+		x.Idle = deviceIdle(g, a, s, e)
 		out = append(out, x)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
@@ -155,9 +182,10 @@ func smEfficiency(edges []smEdge) float64 {
 	return sum
 }
 
-// utilTimeline buckets kernel busy time per device: the bucket is the
-// smallest power of ten microseconds giving at most 100 buckets.
-func utilTimeline(g *graph, s, e int64) []UtilPoint {
+// utilTimeline buckets compute-kernel busy time per device: the bucket is
+// the smallest power of ten microseconds giving at most 100 buckets. Times
+// are trace ns; base makes them absolute.
+func utilTimeline(devs map[int]*devWork, s, e, base int64) []UtilPoint {
 	if e <= s {
 		return nil
 	}
@@ -165,26 +193,19 @@ func utilTimeline(g *graph, s, e int64) []UtilPoint {
 	for (e-s)/bucket > 100 {
 		bucket *= 10
 	}
-	ev := g.ev
-	busy := map[int]spans{}
-	for _, i := range g.gpu {
-		if ev.Kind[i] != kineto.KindKernel {
-			continue
+	ids := make([]int, 0, len(devs))
+	for d, a := range devs {
+		if len(a.compute) > 0 {
+			ids = append(ids, d)
 		}
-		d := int(g.t.GPU[ev.Aux[i]].Device)
-		busy[d] = append(busy[d], span{ev.TS[i], ev.End(int(i))})
 	}
-	devs := make([]int, 0, len(busy))
-	for d := range busy {
-		devs = append(devs, d)
-	}
-	sort.Ints(devs)
+	sort.Ints(ids)
 	var out []UtilPoint
-	for _, d := range devs {
-		u := union(busy[d])
+	for _, d := range ids {
+		u := devs[d].compute
 		for t := s; t < e; t += bucket {
 			te := min(t+bucket, e)
-			out = append(out, UtilPoint{Device: d, StartNS: t - s, UtilizationRatio: float64(u.overlap(t, te)) / float64(te-t)})
+			out = append(out, UtilPoint{Device: d, StartTimeNS: base + t, DurationNS: te - t, UtilizationRatio: float64(u.overlap(t, te)) / float64(te-t)})
 		}
 	}
 	return out

@@ -7,47 +7,51 @@ import (
 	"github.com/ptscope/ptscope/internal/kineto"
 )
 
-// Idle splits the GPU idle time between consecutive events on each stream
-// (HTA's rule): host_wait if the next event's launch started after the
-// previous event ended (the CPU enqueued too late), else kernel_wait if the
-// gap is shorter than KernelWaitNS, else other (e.g. waits on events).
+// Idle splits the time a device runs no compute kernel over the steps'
+// span, so that utilisation + idle ratio = 1. Idle time while communication
+// kernels run (and no compute) is communication; while only copies run,
+// copy; time with nothing on the device is split by HTA's rule on the event
+// that ends the gap: host wait if its launch started after the gap began
+// (the CPU enqueued too late), else kernel wait if the gap is shorter than
+// 30 us, else other (waits on events or other streams). A gap that no event
+// ends (the span's tail) is host wait.
 type Idle struct {
-	GPUSpanNS    int64   `json:"gpu_span_ns"` // first start to last end, summed over streams
-	BusyNS       int64   `json:"busy_ns"`
-	IdleNS       int64   `json:"idle_ns"`
-	HostWaitNS   int64   `json:"host_wait_ns"`
-	KernelWaitNS int64   `json:"kernel_wait_ns"`
-	OtherNS      int64   `json:"other_ns"`
-	IdleRatio    float64 `json:"idle_ratio"`
-	Streams      int     `json:"streams"`
-	Overlapping  int     `json:"overlapping_events"` // events starting before the previous one on their stream ended
+	SpanNS          int64   `json:"span_ns"`    // the steps' span
+	ComputeNS       int64   `json:"compute_ns"` // union of compute kernels
+	IdleNS          int64   `json:"idle_ns"`    // span - compute
+	CommunicationNS int64   `json:"communication_ns"`
+	CopyNS          int64   `json:"copy_ns"`
+	HostWaitNS      int64   `json:"host_wait_ns"`
+	KernelWaitNS    int64   `json:"kernel_wait_ns"`
+	OtherNS         int64   `json:"other_ns"`
+	IdleRatio       float64 `json:"idle_ratio"` // idle / span
 }
 
 // Launch summarises kernel launch delays: GPU start − (launch start + launch
 // duration), clipped at 0 (HTA).
 type Launch struct {
-	Launches       int     `json:"launches"`
-	MeanDelayNS    int64   `json:"mean_delay_ns"`
-	P50DelayNS     int64   `json:"p50_delay_ns"`
-	P95DelayNS     int64   `json:"p95_delay_ns"`
-	MaxDelayNS     int64   `json:"max_delay_ns"`
-	LongDelays     int     `json:"long_delays"` // delay > 100 us
-	MeanRuntimeNS  int64   `json:"mean_runtime_ns"`
-	ShortKernels   int     `json:"short_kernels"` // kernel shorter than its launch call
-	ShortKernelPct float64 `json:"short_kernel_ratio"`
-	TinyKernels    int     `json:"tiny_kernels"` // kernels under 10 us
-	Kernels        int     `json:"kernels"`
+	Launches         int     `json:"launches"`
+	MeanDelayNS      int64   `json:"mean_delay_ns"`
+	P50DelayNS       int64   `json:"p50_delay_ns"`
+	P95DelayNS       int64   `json:"p95_delay_ns"`
+	MaxDelayNS       int64   `json:"max_delay_ns"`
+	LongDelays       int     `json:"long_delays"` // delay > 100 us
+	MeanRuntimeNS    int64   `json:"mean_runtime_ns"`
+	ShortKernels     int     `json:"short_kernels"` // kernel shorter than its launch call
+	ShortKernelRatio float64 `json:"short_kernel_ratio"`
+	TinyKernels      int     `json:"tiny_kernels"` // kernels under 10 us
+	Kernels          int     `json:"kernels"`
 }
 
 // Copy is memcpy or memset traffic of one kind (direction, pinned or pageable).
 type Copy struct {
-	Name          string  `json:"name"`
-	Direction     string  `json:"direction"`
-	Pageable      bool    `json:"pageable"`
-	Calls         int     `json:"calls"`
-	Bytes         int64   `json:"bytes"`
-	TotalNS       int64   `json:"total_ns"`
-	BandwidthGBps float64 `json:"bandwidth_gb_per_s"`
+	Name               string  `json:"name"`
+	Direction          string  `json:"direction"`
+	Pageable           bool    `json:"pageable"`
+	Calls              int     `json:"calls"`
+	Bytes              int64   `json:"bytes"`
+	TotalNS            int64   `json:"total_ns"`
+	BandwidthBytesPerS float64 `json:"bandwidth_bytes_per_s"`
 }
 
 // Sync is a synchronising call made by the host.
@@ -59,49 +63,34 @@ type Sync struct {
 
 const kernelWaitNS = 30_000 // HTA's consecutive_kernel_delay, 30 us
 
-func idleTime(g *graph, s, e int64) Idle {
-	ev := g.ev
-	type key struct{ dev, stream int32 }
-	streams := map[key][]int32{}
-	for _, i := range g.gpu {
-		if ev.TS[i] < s || ev.TS[i] >= e {
-			continue
-		}
-		info := g.t.GPU[ev.Aux[i]]
-		k := key{info.Device, info.Stream}
-		streams[k] = append(streams[k], i) // already sorted by start
-	}
+func deviceIdle(g *graph, a *devWork, s, e int64) Idle {
 	var out Idle
-	out.Streams = len(streams)
-	for _, list := range streams {
-		prevEnd := ev.End(int(list[0]))
-		first := ev.TS[list[0]]
-		busy := spans{{first, prevEnd}}
-		for _, i := range list[1:] {
-			ts := ev.TS[i]
-			if ts < prevEnd {
-				out.Overlapping++
-			}
-			if gap := ts - prevEnd; gap > 0 {
-				switch l := g.launch[i]; {
-				case l >= 0 && ev.TS[l] > prevEnd:
-					out.HostWaitNS += gap
-				case gap < kernelWaitNS:
-					out.KernelWaitNS += gap
-				default:
-					out.OtherNS += gap
-				}
-			}
-			busy = append(busy, span{ts, ev.End(int(i))})
-			prevEnd = max(prevEnd, ev.End(int(i)))
+	if e <= s {
+		return out
+	}
+	ev := g.ev
+	out.SpanNS = e - s
+	out.ComputeNS = a.compute.overlap(s, e)
+	out.IdleNS = out.SpanNS - out.ComputeNS
+	gaps := subtract(spans{{s, e}}, a.compute)
+	out.CommunicationNS = intersect(gaps, a.comm).total()
+	rest := subtract(gaps, a.comm)
+	out.CopyNS = intersect(rest, a.copy).total()
+	for _, x := range subtract(rest, a.copy) {
+		k := sort.Search(len(a.events), func(j int) bool { return ev.TS[a.events[j]] >= x.E })
+		gap := x.E - x.S
+		switch {
+		case k == len(a.events) || x.E >= e:
+			out.HostWaitNS += gap
+		case g.launch[a.events[k]] >= 0 && ev.TS[g.launch[a.events[k]]] > x.S:
+			out.HostWaitNS += gap
+		case gap < kernelWaitNS:
+			out.KernelWaitNS += gap
+		default:
+			out.OtherNS += gap
 		}
-		out.GPUSpanNS += prevEnd - first
-		out.BusyNS += union(busy).total()
 	}
-	out.IdleNS = out.HostWaitNS + out.KernelWaitNS + out.OtherNS
-	if out.GPUSpanNS > 0 {
-		out.IdleRatio = float64(out.IdleNS) / float64(out.GPUSpanNS)
-	}
+	out.IdleRatio = float64(out.IdleNS) / float64(out.SpanNS)
 	return out
 }
 
@@ -149,7 +138,7 @@ func launchStats(g *graph) Launch {
 	out.P95DelayNS = delays[len(delays)*95/100]
 	out.MaxDelayNS = delays[len(delays)-1]
 	out.MeanRuntimeNS = rt / int64(len(delays))
-	out.ShortKernelPct = float64(out.ShortKernels) / float64(len(delays))
+	out.ShortKernelRatio = float64(out.ShortKernels) / float64(len(delays))
 	return out
 }
 
@@ -186,7 +175,7 @@ func copies(g *graph) []Copy {
 	for _, n := range order {
 		r := rows[n]
 		if r.TotalNS > 0 {
-			r.BandwidthGBps = float64(r.Bytes) / float64(r.TotalNS)
+			r.BandwidthBytesPerS = float64(r.Bytes) / float64(r.TotalNS) * 1e9
 		}
 		out = append(out, *r)
 	}

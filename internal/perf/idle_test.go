@@ -34,12 +34,19 @@ func TestIdleRules(t *testing.T) {
 		{340, 450, 100}, // overlaps the previous kernel (450 < 500)
 	})
 	r := Analyze(tr, Options{})
+	// the step spans the host's 1000 us; compute covers 340 us of it
 	i := r.Idle
-	if i.KernelWaitNS != 10_000 || i.HostWaitNS != 140_000 || i.OtherNS != 50_000 || i.Overlapping != 1 {
+	if i.SpanNS != 1_000_000 || i.ComputeNS != 340_000 || i.IdleNS != 660_000 || i.IdleRatio != 0.66 {
+		t.Errorf("span %+v", i)
+	}
+	// 0..10 and 110..120: launched before the gap, under 30 us: kernel wait;
+	// 170..310: launched at 300: host wait; 350..400: launched early, 50 us:
+	// other; 550..1000: nothing more was launched: host wait
+	if i.KernelWaitNS != 20_000 || i.HostWaitNS != 140_000+450_000 || i.OtherNS != 50_000 || i.CommunicationNS != 0 || i.CopyNS != 0 {
 		t.Errorf("idle %+v", i)
 	}
-	if i.GPUSpanNS != 540_000 || i.BusyNS != 340_000 || i.IdleNS != 200_000 {
-		t.Errorf("span %+v", i)
+	if d := r.GPUUtilizationRatio + i.IdleRatio - 1; d > 1e-12 || d < -1e-12 {
+		t.Errorf("utilization %.4f + idle %.4f != 1", r.GPUUtilizationRatio, i.IdleRatio)
 	}
 	// launch delays: 10-1, 120-21, 310-301, 400-331, 450-341 us
 	if l := r.Launch; l.Launches != 5 || l.MaxDelayNS != 109_000 || l.P50DelayNS != 69_000 || l.LongDelays != 1 {
@@ -119,7 +126,7 @@ func TestLegacyTrace(t *testing.T) {
 	}
 	found := false
 	for _, f := range r.Findings {
-		found = found || f.ID == "pageable_copies"
+		found = found || f.ID == "pageable-copies"
 	}
 	if !found {
 		t.Errorf("pageable copy not flagged: %+v", r.Findings)

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -15,29 +16,28 @@ type Memory struct {
 
 // MemoryDevice is the curve of one device ("GPU0", "CPU").
 type MemoryDevice struct {
-	Device             string        `json:"device"`
-	DeviceID           int           `json:"device_id"`
-	IsGPU              bool          `json:"is_gpu"`
-	Events             int           `json:"events"`
-	PeakAllocatedBytes int64         `json:"peak_allocated_bytes"`
-	PeakAllocatedAtNS  int64         `json:"peak_allocated_at_ns"` // relative to the first step's host start
-	PeakReservedBytes  int64         `json:"peak_reserved_bytes"`
-	PeakReservedAtNS   int64         `json:"peak_reserved_at_ns"`
-	CapacityBytes      int64         `json:"capacity_bytes,omitempty"`
-	Curve              []MemoryPoint `json:"-"`
+	Device              string        `json:"device"`
+	DeviceID            int           `json:"device_id"`
+	IsGPU               bool          `json:"is_gpu"`
+	Events              int           `json:"events"`
+	PeakAllocatedBytes  int64         `json:"peak_allocated_bytes"`
+	PeakAllocatedTimeNS int64         `json:"peak_allocated_time_ns"`
+	PeakReservedBytes   int64         `json:"peak_reserved_bytes"`
+	PeakReservedTimeNS  int64         `json:"peak_reserved_time_ns"`
+	CapacityBytes       int64         `json:"capacity_bytes,omitempty"`
+	Curve               []MemoryPoint `json:"curve"` // min/max-decimated; every peak is kept
 }
 
 // MemoryPoint is one sample of the curve.
 type MemoryPoint struct {
-	TNS            int64 // relative to the first step's host start
-	Allocated      int64
-	Reserved       int64
-	AllocatedBytes int64
+	TimeNS         int64 `json:"time_ns"`
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	ReservedBytes  int64 `json:"reserved_bytes"`
 }
 
-// memoryCurve builds per-device curves; t0 is the time origin. Curves are
-// decimated to at most maxPoints (min/max preserving per bucket).
-func memoryCurve(g *graph, t0 int64, maxPoints int) Memory {
+// memoryCurve builds per-device curves; base makes times absolute. Curves
+// are decimated to about maxPoints (min/max preserving per bucket).
+func memoryCurve(g *graph, base int64, maxPoints int) Memory {
 	var out Memory
 	type key struct {
 		typ int8
@@ -73,15 +73,15 @@ func memoryCurve(g *graph, t0 int64, maxPoints int) Memory {
 			devs[k] = d
 		}
 		d.Events++
-		t := m.TS - t0
+		t := base + m.TS
 		if m.TotalAllocated > d.PeakAllocatedBytes {
-			d.PeakAllocatedBytes, d.PeakAllocatedAtNS = m.TotalAllocated, t
+			d.PeakAllocatedBytes, d.PeakAllocatedTimeNS = m.TotalAllocated, t
 		}
 		if m.TotalReserved > d.PeakReservedBytes {
-			d.PeakReservedBytes, d.PeakReservedAtNS = m.TotalReserved, t
+			d.PeakReservedBytes, d.PeakReservedTimeNS = m.TotalReserved, t
 		}
 		if m.TotalAllocated >= 0 {
-			d.Curve = append(d.Curve, MemoryPoint{TNS: t, Allocated: m.TotalAllocated, Reserved: m.TotalReserved})
+			d.Curve = append(d.Curve, MemoryPoint{TimeNS: t, AllocatedBytes: m.TotalAllocated, ReservedBytes: m.TotalReserved})
 		}
 	}
 	for _, d := range devs {
@@ -102,31 +102,35 @@ func memoryCurve(g *graph, t0 int64, maxPoints int) Memory {
 	return out
 }
 
-// decimate keeps, per bucket, the points of minimum and maximum allocation.
+// decimate keeps, per bucket, the points of minimum and maximum allocation
+// and of maximum reservation, in time order, so that both peaks survive.
 func decimate(p []MemoryPoint, maxPoints int) []MemoryPoint {
 	if maxPoints <= 0 || len(p) <= maxPoints {
 		return p
 	}
-	buckets := maxPoints / 2
+	buckets := max(maxPoints/3, 1)
 	per := (len(p) + buckets - 1) / buckets
-	out := make([]MemoryPoint, 0, maxPoints+2)
+	out := make([]MemoryPoint, 0, 3*buckets+3)
 	for s := 0; s < len(p); s += per {
 		e := min(s+per, len(p))
-		lo, hi := s, s
+		lo, hi, res := s, s, s
 		for i := s; i < e; i++ {
-			if p[i].Allocated < p[lo].Allocated {
+			if p[i].AllocatedBytes < p[lo].AllocatedBytes {
 				lo = i
 			}
-			if p[i].Allocated > p[hi].Allocated {
+			if p[i].AllocatedBytes > p[hi].AllocatedBytes {
 				hi = i
 			}
+			if p[i].ReservedBytes > p[res].ReservedBytes {
+				res = i
+			}
 		}
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-		out = append(out, p[lo])
-		if hi != lo {
-			out = append(out, p[hi])
+		keep := []int{lo, hi, res}
+		slices.Sort(keep)
+		for k, i := range keep {
+			if k == 0 || i != keep[k-1] {
+				out = append(out, p[i])
+			}
 		}
 	}
 	return out

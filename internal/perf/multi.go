@@ -3,17 +3,18 @@ package perf
 import (
 	"fmt"
 	"sort"
+
+	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // CrossRank compares the ranks of a distributed run.
 type CrossRank struct {
 	Ranks       []RankSummary    `json:"ranks"`
 	Steps       []StepSkew       `json:"steps"`
-	Collectives []CollectiveSkew `json:"collectives"` // the most skewed, at most 20
-	// LateArrivals counts, per rank, the collectives it was the last to join.
-	LateArrivals map[int]int `json:"late_arrivals"`
-	Straggler    int         `json:"straggler_rank"` // -1 if none stands out
-	MaxSkewNS    int64       `json:"max_step_skew_ns"`
+	Collectives []CollectiveSkew `json:"collectives"`    // every collective seen on two or more ranks, most skewed first
+	Straggler   int              `json:"straggler_rank"` // -1 if none stands out
+	MaxSkewNS   int64            `json:"max_step_skew_ns"`
 }
 
 // RankSummary is one rank's headline numbers.
@@ -23,6 +24,8 @@ type RankSummary struct {
 	AverageStepNS       int64   `json:"average_step_ns"`
 	GPUUtilizationRatio float64 `json:"gpu_utilization_ratio"`
 	CommunicationNS     int64   `json:"communication_ns"`
+	// LateArrivals counts the collectives the rank was the last to join.
+	LateArrivals int `json:"late_arrivals"`
 }
 
 // StepSkew is one step across ranks.
@@ -38,7 +41,8 @@ type StepSkew struct {
 type CollectiveSkew struct {
 	Name        string `json:"name"`
 	Index       int    `json:"index"`
-	StartSkewNS int64  `json:"start_skew_ns"` // latest start − earliest start (absolute clock)
+	StartTimeNS int64  `json:"start_time_ns"` // the earliest start
+	StartSkewNS int64  `json:"start_skew_ns"` // latest start − earliest start
 	LastRank    int    `json:"last_rank"`     // the rank that started last (the one the others waited for)
 	MaxDurNS    int64  `json:"max_duration_ns"`
 	MinDurNS    int64  `json:"min_duration_ns"`
@@ -46,7 +50,8 @@ type CollectiveSkew struct {
 }
 
 func crossRank(ranks []Rank) *CrossRank {
-	c := &CrossRank{LateArrivals: map[int]int{}, Straggler: -1}
+	c := &CrossRank{Straggler: -1, Collectives: []CollectiveSkew{}}
+	late := map[int]int{}
 	for _, r := range ranks {
 		c.Ranks = append(c.Ranks, RankSummary{Rank: r.Rank, Steps: len(r.Steps), AverageStepNS: r.AverageStepNS,
 			GPUUtilizationRatio: r.GPUUtilizationRatio, CommunicationNS: r.Comm.KernelNS})
@@ -147,42 +152,58 @@ func crossRank(ranks []Rank) *CrossRank {
 		if seen < 2 {
 			continue
 		}
-		x.StartSkewNS = last - first
-		c.LateArrivals[x.LastRank]++
+		x.StartTimeNS, x.StartSkewNS = first, last-first
+		late[x.LastRank]++
 		c.Collectives = append(c.Collectives, x)
 	}
 	total := len(c.Collectives)
 	sort.SliceStable(c.Collectives, func(i, j int) bool { return c.Collectives[i].StartSkewNS > c.Collectives[j].StartSkewNS })
-	if len(c.Collectives) > 20 {
-		c.Collectives = c.Collectives[:20]
-	}
 	// a straggler is the rank that arrives last in more than half of the collectives
-	for r, n := range c.LateArrivals {
+	for i := range c.Ranks {
+		n := late[c.Ranks[i].Rank]
+		c.Ranks[i].LateArrivals = n
 		if total > 0 && 2*n > total && len(ranks) > 1 {
-			c.Straggler = r
+			c.Straggler = c.Ranks[i].Rank
 		}
 	}
 	return c
 }
 
-func crossFindings(c *CrossRank) []Finding {
-	out := []Finding{}
+func crossFindings(c *CrossRank) []finding.Finding {
+	out := []finding.Finding{}
 	if c.Straggler >= 0 {
-		out = append(out, Finding{ID: "straggler", Severity: "warning",
-			Message:        fmt.Sprintf("Rank %d is the last to join %d of the matched collectives; the other ranks wait for it.", c.Straggler, c.LateArrivals[c.Straggler]),
-			Recommendation: "Compare that rank's step breakdown (data loading, CPU work) and its host; balance its input."})
+		var n int
+		for _, r := range c.Ranks {
+			if r.Rank == c.Straggler {
+				n = r.LateArrivals
+			}
+		}
+		out = append(out, finding.Finding{ID: "straggler", Severity: finding.Warning,
+			Numbers:        finding.Numbers{"rank": float64(c.Straggler), "late_arrivals": float64(n), "collectives": float64(len(c.Collectives))},
+			Message:        fmt.Sprintf("Rank %d is the last to join %d of the %d matched collectives; the other ranks wait for it.", c.Straggler, n, len(c.Collectives)),
+			Recommendation: "Compare that rank's step breakdown (data loading, CPU work) and its host; balance its input.",
+			At:             &finding.Ref{View: "comm", Rank: finding.Int(c.Straggler)}})
 	}
 	var lo, hi int64 = -1, -1
+	slow := -1
 	for _, r := range c.Ranks {
 		if lo < 0 || r.AverageStepNS < lo {
 			lo = r.AverageStepNS
 		}
-		hi = max(hi, r.AverageStepNS)
+		if r.AverageStepNS > hi {
+			hi, slow = r.AverageStepNS, r.Rank
+		}
 	}
 	if lo > 0 && float64(hi-lo)/float64(lo) > 0.1 {
-		out = append(out, Finding{ID: "rank_skew", Severity: "warning",
-			Message:        fmt.Sprintf("Average step time differs by %s between the fastest and slowest rank.", pct(float64(hi-lo)/float64(lo))),
-			Recommendation: "Look at the slowest rank's breakdown; uneven data or hosts make all ranks wait at each collective."})
+		// the cost: the time the fastest rank waits for the slowest
+		cost := share(hi-lo, hi)
+		out = append(out, finding.Finding{ID: "rank-skew", Severity: costSeverity(cost),
+			Numbers: finding.Numbers{"fastest_step_ns": float64(lo), "slowest_step_ns": float64(hi), "skew_ratio": float64(hi-lo) / float64(lo)},
+			Message: fmt.Sprintf("Average step time differs by %s between the fastest rank (%s) and the slowest, rank %d (%s).",
+				pct(float64(hi-lo)/float64(lo)), units.Duration(lo), slow, units.Duration(hi)),
+			Recommendation: "Look at the slowest rank's breakdown; uneven data or hosts make all ranks wait at each collective.",
+			At:             &finding.Ref{View: "steps", Rank: finding.Int(slow)}})
 	}
+	finding.Sort(out)
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -59,18 +58,17 @@ func TestMultiRank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	const late = 2_000_000
-	for r := 0; r < 2; r++ {
-		p := filepath.Join(dir, fmt.Sprintf("rank%d.1700000000.pt.trace.json", r))
-		if err := os.WriteFile(p, rankTrace(t, raw, r, late), 0o644); err != nil {
+	var traces []*kineto.Trace
+	for r := 1; r >= 0; r-- {
+		tr, err := kineto.Read(context.Background(), bytes.NewReader(rankTrace(t, raw, r, late)), kineto.Options{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		tr.Path = fmt.Sprintf("rank%d.1700000000.pt.trace.json", r)
+		traces = append(traces, tr)
 	}
-	rep, err := Load(context.Background(), []string{dir}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := AnalyzeTraces(traces, Options{})
 	if len(rep.Ranks) != 2 || rep.Ranks[0].Rank != 0 || rep.Ranks[1].Rank != 1 || rep.Ranks[1].WorldSize != 2 {
 		t.Fatalf("ranks %+v", rep.Ranks)
 	}
@@ -100,7 +98,7 @@ func TestMultiRank(t *testing.T) {
 			t.Errorf("rank %d: NCCL kernel row missing", r.Rank)
 		}
 	}
-	c := rep.Cross
+	c := rep.CrossRank
 	if c == nil {
 		t.Fatal("no cross-rank analysis")
 	}
@@ -112,8 +110,8 @@ func TestMultiRank(t *testing.T) {
 			t.Errorf("collective %+v", x)
 		}
 	}
-	if c.Straggler != 1 || c.LateArrivals[1] != 6 {
-		t.Errorf("straggler %d, late arrivals %v", c.Straggler, c.LateArrivals)
+	if c.Straggler != 1 || c.Ranks[1].LateArrivals != 6 || c.Ranks[0].LateArrivals != 0 {
+		t.Errorf("straggler %d, ranks %+v", c.Straggler, c.Ranks)
 	}
 	if len(c.Steps) != 3 {
 		t.Errorf("cross steps %+v", c.Steps)
@@ -137,7 +135,7 @@ func TestRankFallback(t *testing.T) {
 	if len(rep.Ranks) != 2 || rep.Ranks[0].Rank != 0 || rep.Ranks[1].Rank != 1 || rep.Ranks[1].Path != a.Path {
 		t.Errorf("ranks %d %s / %d %s", rep.Ranks[0].Rank, rep.Ranks[0].Path, rep.Ranks[1].Rank, rep.Ranks[1].Path)
 	}
-	if rep.Cross == nil || len(rep.Cross.Steps) != 3 || rep.Cross.MaxSkewNS != 0 {
-		t.Errorf("cross %+v", rep.Cross)
+	if rep.CrossRank == nil || len(rep.CrossRank.Steps) != 3 || rep.CrossRank.MaxSkewNS != 0 {
+		t.Errorf("cross %+v", rep.CrossRank)
 	}
 }

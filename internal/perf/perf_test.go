@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
@@ -159,7 +160,7 @@ func TestStepsAndFindings(t *testing.T) {
 	if r.DataLoaderRatio > 0.01 {
 		t.Errorf("breakdown DataLoader share %.4f", r.DataLoaderRatio)
 	}
-	ids := map[string]Finding{}
+	ids := map[string]finding.Finding{}
 	for _, f := range r.Findings {
 		ids[f.ID] = f
 		t.Logf("%s %s: %s", f.Severity, f.ID, f.Message)
@@ -167,7 +168,7 @@ func TestStepsAndFindings(t *testing.T) {
 	if _, ok := ids["dataloader"]; !ok {
 		t.Error("DataLoader bottleneck not flagged")
 	}
-	if _, ok := ids["no_tensor_cores"]; !ok {
+	if _, ok := ids["no-tensor-cores"]; !ok {
 		t.Error("missing tensor cores not flagged")
 	}
 	if r.TensorCoreRatio != 0 {
@@ -186,7 +187,7 @@ func TestStepsAndFindings(t *testing.T) {
 	t.Logf("syncs %+v", r.Syncs)
 	t.Logf("mem peak %d reserved %d devices %d", r.Memory.PeakAllocatedBytes, r.Memory.PeakReservedBytes, len(r.Memory.Devices))
 	for _, d := range r.Memory.Devices {
-		t.Logf("  %s peak %d at %d, %d pts", d.Device, d.PeakAllocatedBytes, d.PeakAllocatedAtNS, len(d.Curve))
+		t.Logf("  %s peak %d at %d, %d pts", d.Device, d.PeakAllocatedBytes, d.PeakAllocatedTimeNS, len(d.Curve))
 	}
 }
 
@@ -194,7 +195,7 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // TestReportGolden pins the whole JSON report of the fixture.
 func TestReportGolden(t *testing.T) {
-	r := AnalyzeTraces([]*kineto.Trace{readTrace(t, gpt2Trace)}, Options{})
+	r := AnalyzeTraces([]*kineto.Trace{readTrace(t, gpt2Trace)}, Options{MemoryPoints: 90})
 	r.Ranks[0].Path = gpt2Trace
 	got, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
@@ -253,7 +254,7 @@ func TestStepStartMemory(t *testing.T) {
 		}
 	}
 	for _, f := range r.Findings {
-		if f.ID == "memory_growth" {
+		if f.ID == "memory-growth" {
 			t.Errorf("steady training flagged: %s", f.Message)
 		}
 	}

@@ -48,6 +48,19 @@ var idKeys = [][]byte{[]byte(`"External id": `), []byte(`"correlation": `), []by
 
 // Generate writes a trace of about target bytes made of copies of src's events.
 func Generate(w io.Writer, src []byte, target int64) (Stats, error) {
+	return generate(w, src, target, 0)
+}
+
+// GenerateSteps writes a trace of exactly steps copies of src's events
+// (steps ProfilerStep#N annotations).
+func GenerateSteps(w io.Writer, src []byte, steps int) (Stats, error) {
+	if steps < 1 {
+		return Stats{}, errors.New("gen: steps must be at least 1")
+	}
+	return generate(w, src, 0, steps)
+}
+
+func generate(w io.Writer, src []byte, target int64, copies int) (Stats, error) {
 	key := []byte(`"traceEvents": [`)
 	a := bytes.Index(src, key)
 	z := bytes.LastIndexByte(src, ']')
@@ -62,6 +75,7 @@ func Generate(w io.Writer, src []byte, target int64) (Stats, error) {
 	var minTS, maxEnd int64 = 1 << 62, 0
 	maxID := make([]int64, len(idKeys))
 	var mainPID, mainTID []byte
+	annot := false
 	for _, e := range events {
 		for _, f := range e.fields {
 			if f.kind == fID && f.value > maxID[f.class] {
@@ -84,9 +98,15 @@ func Generate(w io.Writer, src []byte, target int64) (Stats, error) {
 			minTS = min(minTS, ts)
 			maxEnd = max(maxEnd, ts+dur)
 		}
-		if mainPID == nil && bytes.Contains(e.text, []byte(`"cat": "cpu_op"`)) {
-			mainPID = valueOf(e.text, []byte(`"pid": `))
-			mainTID = valueOf(e.text, []byte(`"tid": `))
+		// the step annotation goes on the main thread: the first user
+		// annotation's (record_function runs there), else the first op's
+		// (which may be an autograd thread's)
+		if mainPID == nil || !annot {
+			if a := bytes.Contains(e.text, []byte(`"cat": "user_annotation"`)); a || (mainPID == nil && bytes.Contains(e.text, []byte(`"cat": "cpu_op"`))) {
+				mainPID = valueOf(e.text, []byte(`"pid": `))
+				mainTID = valueOf(e.text, []byte(`"tid": `))
+				annot = a
+			}
 		}
 	}
 	if minTS > maxEnd {
@@ -99,7 +119,7 @@ func Generate(w io.Writer, src []byte, target int64) (Stats, error) {
 	st := Stats{}
 	var buf []byte
 	first := true
-	for k := 0; cw.n < target || k == 0; k++ {
+	for k := 0; (copies == 0 && cw.n < target) || k < max(copies, 1); k++ {
 		off := int64(k) * shift
 		for _, e := range events {
 			if e.once && k > 0 {

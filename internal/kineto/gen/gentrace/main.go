@@ -2,6 +2,7 @@
 // the events of a real one (see package gen).
 //
 //	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 360MB -o big.pt.trace.json
+//	go run ./internal/kineto/gen/gentrace -src ... -steps 60 -o big.pt.trace.json
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 func main() {
 	src := flag.String("src", "", "source trace (plain or compressed)")
 	size := flag.String("size", "360MB", "approximate size of the output")
+	steps := flag.Int("steps", 0, "write exactly this many copies (steps) instead of -size")
 	out := flag.String("o", "", "output file")
 	flag.Parse()
 	if *src == "" || *out == "" {
@@ -46,7 +48,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gentrace:", err)
 		os.Exit(2)
 	}
-	st, err := gen.Generate(f, data, n)
+	var st gen.Stats
+	if *steps > 0 {
+		st, err = gen.GenerateSteps(f, data, *steps)
+	} else {
+		st, err = gen.Generate(f, data, n)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -1,0 +1,142 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/kineto"
+	"github.com/ptscope/ptscope/internal/perf"
+)
+
+// TraceOptions tune reading and analysing Kineto traces.
+type TraceOptions struct {
+	Analysis perf.Options
+	Reader   kineto.Options
+	// KeepModels keeps every trace's model (kineto.Trace) in the result, for
+	// a server's timeline view. Without it each trace is dropped as soon as
+	// it is analysed, so that memory holds one trace at a time (a trace's
+	// model takes about half its JSON size).
+	KeepModels bool
+	// Progress, when set, is called before each trace is read.
+	Progress func(path string, i, n int)
+}
+
+// TraceSet is what Traces returns: the report, and the models when asked.
+type TraceSet struct {
+	Report *perf.Report
+	// Models are the traces, in the order of Report.Ranks (nil entries
+	// without TraceOptions.KeepModels).
+	Models []*kineto.Trace
+}
+
+// Traces reads and analyses Kineto traces: files, folders (searched
+// recursively by content) and ptscope run bundles (their ranks' traces), one
+// trace per rank. A trace inside a bundle's rank folder gets the rank's
+// phases (phases.jsonl): steps when the trace has no step marker, and
+// unprofiled step times to measure the profiler's overhead. A trace that
+// could be read only in part is analysed and carries warnings; a file that
+// cannot be read at all is an error naming it.
+func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() == 0 {
+			return nil, fmt.Errorf("%s: offset 0: empty file", p)
+		}
+	}
+	files, err := input.Find(paths, input.Trace, input.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	var traces []string
+	for _, f := range files {
+		switch f.Kind {
+		case input.Trace:
+			traces = append(traces, f.Path)
+		case input.Bundle:
+			b, err := capture.ReadBundle(f.Path)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range b.Ranks {
+				traces = append(traces, r.Traces...)
+			}
+		default:
+			return nil, fmt.Errorf("%s: offset 0: not a Kineto trace (this is a %s)", f.Path, f.Kind)
+		}
+	}
+	if len(traces) == 0 {
+		return nil, fmt.Errorf("%s: no Kineto trace found", strings.Join(paths, ", "))
+	}
+	phases := map[string][]perf.Phase{} // by rank folder
+	ranks := make([]*perf.Rank, 0, len(traces))
+	models := map[string]*kineto.Trace{}
+	for i, p := range traces {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if opt.Progress != nil {
+			opt.Progress(p, i, len(traces))
+		}
+		t, err := kineto.ReadFile(ctx, p, opt.Reader)
+		if err != nil {
+			return nil, err
+		}
+		a := opt.Analysis
+		dir := filepath.Dir(p)
+		ph, ok := phases[dir]
+		if !ok {
+			ph, err = bundlePhases(dir)
+			if err != nil {
+				return nil, err
+			}
+			phases[dir] = ph
+		}
+		a.Phases = append(a.Phases, ph...)
+		ranks = append(ranks, perf.Analyze(t, a))
+		if opt.KeepModels {
+			models[p] = t
+		}
+	}
+	set := &TraceSet{Report: perf.Compare(ranks)}
+	set.Models = make([]*kineto.Trace, len(set.Report.Ranks))
+	for i, r := range set.Report.Ranks {
+		set.Models[i] = models[r.Path]
+	}
+	return set, nil
+}
+
+// bundlePhases reads the phases of the bundle rank folder dir (none when dir
+// is not one).
+func bundlePhases(dir string) ([]perf.Phase, error) {
+	root := filepath.Dir(dir)
+	if !capture.IsBundle(root) {
+		return nil, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "phases.jsonl")); err != nil {
+		return nil, nil
+	}
+	b, err := capture.ReadBundle(root)
+	if err != nil {
+		return nil, err
+	}
+	var out []perf.Phase
+	for _, r := range b.Ranks {
+		if filepath.Clean(r.Dir) != filepath.Clean(dir) {
+			continue
+		}
+		for _, p := range r.Phases {
+			if p.Aborted || p.Parent != "" {
+				continue
+			}
+			out = append(out, perf.Phase{Name: p.Name, Step: p.Step, StartTimeNS: p.StartTimeUs * 1000, EndTimeNS: p.EndTimeUs * 1000})
+		}
+	}
+	return out, nil
+}

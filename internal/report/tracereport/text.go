@@ -1,0 +1,210 @@
+package tracereport
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/perf"
+	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/units"
+)
+
+// printer writes lines that fit o.Width.
+type printer struct {
+	w   *bufio.Writer
+	o   report.TextOptions
+	err error
+}
+
+func (p *printer) line(s string) {
+	if p.err == nil {
+		_, p.err = p.w.WriteString(report.CutEnd(s, p.o.Width) + "\n")
+	}
+}
+
+func (p *printer) blank() { p.line("") }
+
+// title writes a blank line and a section title.
+func (p *printer) title(s string) {
+	p.blank()
+	for _, l := range report.Wrap(s, p.o.Width, "", "  ") {
+		if p.err == nil {
+			_, p.err = p.w.WriteString(p.o.Bold(l) + "\n")
+		}
+	}
+}
+
+// para writes s wrapped, the first line after first and the rest indented.
+func (p *printer) para(s, first, indent string) {
+	for _, l := range report.Wrap(s, p.o.Width, first, indent) {
+		p.line(l)
+	}
+}
+
+// label writes "  label  text" with text wrapped under itself.
+func (p *printer) label(name, text string) {
+	lead := "  " + name + strings.Repeat(" ", max(11-len(name), 1))
+	p.para(text, lead, strings.Repeat(" ", len(lead)))
+}
+
+func (p *printer) table(cols []column) {
+	if p.err == nil {
+		p.err = writeTable(p.w, p.o.Width, cols)
+	}
+}
+
+func (p *printer) findings(fs []finding.Finding) {
+	if len(fs) == 0 {
+		p.blank()
+		p.line("Findings: none")
+		return
+	}
+	p.title("Findings")
+	for _, f := range fs {
+		for _, l := range p.o.FindingLines(f, "  ") {
+			if p.err == nil {
+				_, p.err = p.w.WriteString(l + "\n")
+			}
+		}
+	}
+}
+
+func dur(ns int64) string  { return units.Duration(ns) }
+func pct(r float64) string { return units.Percent(r) }
+func size(n int64) string  { return units.Bytes(n) }
+func ratio(part, total int64) string {
+	if total <= 0 {
+		return "-"
+	}
+	return units.Percent(float64(part) / float64(total))
+}
+
+// WriteText writes the document's view of every rank, then the cross-rank
+// comparison where the view shows it.
+func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
+	if o.Width <= 0 {
+		o.Width = report.DefaultText().Width
+	}
+	p := &printer{w: bufio.NewWriter(w), o: o}
+	rep := d.Report
+	top := o.Top
+	if top <= 0 {
+		top = 10
+	}
+	for i := range rep.Ranks {
+		r := &rep.Ranks[i]
+		if i > 0 {
+			p.blank()
+		}
+		header(p, r)
+		switch d.View {
+		case Overview, "":
+			stepsTable(p, r, false)
+			averages(p, r)
+			p.findings(r.Findings)
+			if len(rep.Ranks) == 1 {
+				operators(p, r, top)
+				kernels(p, r, top)
+			}
+		case Operators:
+			operators(p, r, top)
+		case Kernels:
+			kernels(p, r, top)
+		case Steps:
+			stepsTable(p, r, true)
+			userRanges(p, r, top)
+		case Idle:
+			idle(p, r)
+		case Comm:
+			comm(p, r)
+		case Memory:
+			memory(p, r)
+		}
+	}
+	if c := rep.CrossRank; c != nil && (d.View == Overview || d.View == "" || d.View == Comm || d.View == Steps) {
+		cross(p, rep, top)
+	}
+	if len(rep.Ranks) > 1 && (d.View == Overview || d.View == "") {
+		p.blank()
+		p.para("With several ranks the overview leaves out the operator and kernel tables: --view operators or --view kernels lists them per rank.", "", "")
+	}
+	if p.err != nil {
+		return p.err
+	}
+	return p.w.Flush()
+}
+
+func header(p *printer, r *perf.Rank) {
+	p.line(report.CutMiddle(r.Path, p.o.Width))
+	rank := fmt.Sprintf("rank %d", r.Rank)
+	if r.WorldSize > 0 {
+		rank += fmt.Sprintf(" of %d", r.WorldSize)
+	}
+	if r.Backend != "" {
+		rank += " (" + r.Backend + ")"
+	}
+	var gpus []string
+	for _, g := range r.GPUs {
+		s := fmt.Sprintf("GPU %d", g.Device)
+		if g.Name != "" {
+			s += " " + g.Name
+		}
+		gpus = append(gpus, s)
+	}
+	if len(gpus) == 0 {
+		gpus = []string{"no GPU work"}
+	}
+	p.para(fmt.Sprintf("%s, %s events, %s; %s", size(r.Bytes), count(r.Events), rank, strings.Join(gpus, ", ")), "  ", "  ")
+	var opts []string
+	if r.Profiler.WithStack {
+		opts = append(opts, "with_stack")
+	}
+	if r.Profiler.RecordShapes {
+		opts = append(opts, "record_shapes")
+	}
+	if r.Profiler.ProfileMemory {
+		opts = append(opts, "profile_memory")
+	}
+	src := map[perf.StepSource]string{
+		perf.StepsProfiler:   "steps from ProfilerStep#N",
+		perf.StepsOptimizer:  "no profiler schedule: one step per Optimizer.step",
+		perf.StepsBundle:     "no step marker: steps from the bundle's phases",
+		perf.StepsWholeTrace: "no step marker: the whole trace is one step",
+	}[r.StepSource]
+	if len(opts) > 0 {
+		src += "; recorded with " + strings.Join(opts, ", ")
+	}
+	p.para(src, "  ", "  ")
+}
+
+// pickSteps returns the indices of the steps to list: all, or the first,
+// the last, the slowest and the outliers.
+func pickSteps(r *perf.Rank, o report.TextOptions) []int {
+	n := len(r.Steps)
+	if o.Steps == report.StepsAll || n <= 8 {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	idx := []int{0, n - 1}
+	if r.SlowestStep >= 0 {
+		idx = append(idx, r.SlowestStep)
+	}
+	// the outliers, slowest first, at most maxOutliers
+	out := slices.Clone(r.OutlierSteps)
+	slices.SortStableFunc(out, func(a, b int) int {
+		return int(min(max(r.Steps[b].DurationNS-r.Steps[a].DurationNS, -1), 1))
+	})
+	idx = append(idx, out[:min(len(out), maxOutliers)]...)
+	slices.Sort(idx)
+	return slices.Compact(idx)
+}
+
+// maxOutliers bounds the outlier steps a summary lists.
+const maxOutliers = 6
