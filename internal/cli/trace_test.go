@@ -102,7 +102,7 @@ func TestTraceJSON(t *testing.T) {
 			StepSource string `json:"step_source"`
 			Steps      []struct {
 				Name        string           `json:"name"`
-				StartTimeNS int64            `json:"start_time_ns"`
+				StartTimeNS int64            `json:"start_ns"`
 				DurationNS  int64            `json:"duration_ns"`
 				Breakdown   map[string]int64 `json:"breakdown"`
 				Phases      map[string]int64 `json:"phases"`
@@ -168,7 +168,7 @@ func TestTraceJSON(t *testing.T) {
 	json.Unmarshal([]byte(out), &any)
 	walkKeys(any, func(k string) {
 		if strings.HasSuffix(k, "_us") || strings.Contains(k, "_us_") || strings.HasSuffix(k, "_at_ns") {
-			t.Errorf("key %q: times are _ns, instants _time_ns", k)
+			t.Errorf("key %q: times are _ns (instants Unix ns)", k)
 		}
 	})
 }

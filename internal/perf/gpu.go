@@ -28,7 +28,7 @@ type GPU struct {
 // UtilPoint is the compute-busy fraction of one device over one time bucket.
 type UtilPoint struct {
 	Device           int     `json:"device"`
-	StartTimeNS      int64   `json:"start_time_ns"`
+	StartTimeNS      int64   `json:"start_ns"`
 	DurationNS       int64   `json:"duration_ns"`
 	UtilizationRatio float64 `json:"utilization_ratio"`
 }

@@ -41,7 +41,7 @@ type StepSkew struct {
 type CollectiveSkew struct {
 	Name        string `json:"name"`
 	Index       int    `json:"index"`
-	StartTimeNS int64  `json:"start_time_ns"` // the earliest start
+	StartTimeNS int64  `json:"start_ns"`      // the earliest start
 	StartSkewNS int64  `json:"start_skew_ns"` // latest start − earliest start
 	LastRank    int    `json:"last_rank"`     // the rank that started last (the one the others waited for)
 	MaxDurNS    int64  `json:"max_duration_ns"`

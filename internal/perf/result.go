@@ -13,7 +13,7 @@ import (
 // renderers trim.
 //
 // Times: every duration is integer nanoseconds (`_ns`); every instant
-// (`*_time_ns`) is baseTimeNanoseconds + ts, which is Unix ns for every
+// (start_ns, time_ns, *_time_ns) is baseTimeNanoseconds + ts, which is Unix ns for every
 // Kineto trace (before 2024 `ts` itself is absolute); Rank.TimeOrigin says
 // when a trace's clock is not the Unix epoch.
 type Report struct {
@@ -23,7 +23,7 @@ type Report struct {
 	Findings  []finding.Finding `json:"findings"`             // across ranks (rank findings are in each rank)
 }
 
-// TimeOrigin says what the zero of a rank's `*_time_ns` instants is.
+// TimeOrigin says what the zero of a rank's instants is.
 type TimeOrigin uint8
 
 // Time origins.
@@ -132,9 +132,9 @@ type Step struct {
 	// StartTimeNS and DurationNS are the device-aware bounds: from the
 	// later of the host start and the end of earlier GPU work, to the later
 	// of the host end and the end of the GPU work the step launched.
-	StartTimeNS     int64 `json:"start_time_ns"`
+	StartTimeNS     int64 `json:"start_ns"`
 	DurationNS      int64 `json:"duration_ns"`
-	HostStartTimeNS int64 `json:"host_start_time_ns"`
+	HostStartTimeNS int64 `json:"host_start_ns"`
 	HostDurationNS  int64 `json:"host_duration_ns"` // the step's host span (ProfilerStep#N itself)
 	GPUEvents       int   `json:"gpu_events"`       // GPU events launched inside the host span
 	// HostDataLoaderNS is the DataLoader time inside the host span.
