@@ -13,12 +13,12 @@ func TestEstimateCalibrate(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(bundle, "manifest.json")); err != nil {
 		t.Skip("bundle not available")
 	}
-	args := []string{"--model", "lm-small", "--seq", "512", "--micro-batch", "8", "--dtype", "bf16", "--amp", "--calibrate", bundle}
+	args := []string{"--model", "lm-small", "--seq", "512", "--micro-batch", "8", "--dtype", "bf16", "--calibrate", bundle}
 	code, out, errs := estimateRun(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"against a real run, rank 0", "peak allocated", "optimizer state", "backward peak", "how each measured number is derived"} {
+	for _, want := range []string{"against a real run, rank 0", "peak allocated", "optimizer state", "backward peak", "How each measured number is derived"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -28,14 +28,15 @@ func TestEstimateCalibrate(t *testing.T) {
 		t.Fatalf("json exit %d: %s", code, errs)
 	}
 	var doc struct {
-		SchemaVersion int `json:"schema_version"`
+		SchemaVersion int    `json:"schema_version"`
+		Command       string `json:"command"`
 		Rows          []struct {
 			Term          string `json:"term"`
 			MeasuredBytes int64  `json:"measured_bytes"`
 			Measured      bool   `json:"measured"`
 		} `json:"rows"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion != 1 || len(doc.Rows) != 8 {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion != 2 || doc.Command != "estimate" || len(doc.Rows) != 8 {
 		t.Fatalf("json %v: %s", err, out)
 	}
 	if r := doc.Rows[0]; r.Term != "peak allocated" || r.MeasuredBytes != 5673316352 || !r.Measured {

@@ -20,30 +20,40 @@ type shape struct {
 	res, act   int64 // bytes per element of the residual stream and of matmul activations
 	t          int64 // tensor-parallel degree
 	seqShard   int64 // t with sequence parallelism, else 1 (LayerNorm/dropout regions)
-	mixedPure  bool  // 16-bit weights without autocast
-	amp        bool
+	vocabShard int64 // t when the logits are split over the vocabulary (Megatron plan), else 1
+	amp        bool  // torch.autocast over fp32 weights: weight casts cached, residual stream fp32
 	training   bool
-	pb, gb     int64 // parameter and gradient bytes
-	stateBytes int64 // optimizer state and master weight element size
+	pb, gb     int64 // stored parameter and gradient bytes
+	ub         int64 // bytes of an unsharded (gathered) parameter: FSDP's param dtype
+	stateBytes int64 // optimizer state element size
 }
 
 func newShape(m Model, s Setup) shape {
-	act, _ := dtypeBytes(s.DType)
-	pb, _ := dtypeBytes(s.paramDType())
-	gb, _ := dtypeBytes(s.GradDType)
-	sh := shape{m: m, s: s, act: act, res: act, t: int64(s.TP), seqShard: 1, amp: s.AMP,
-		training: !s.ForwardOnly, pb: pb, gb: gb, mixedPure: !s.AMP && act < 4}
-	if s.AMP {
+	compute := s.DType.Compute()
+	amp := s.DType.Mixed()
+	ub := s.DType.Weights().Bytes()
+	if s.FSDP && s.ParamDType.Bytes() < ub {
+		// MixedPrecisionPolicy: layers run on gathered 16-bit parameters, so
+		// autocast has nothing to cast and the residual stream is 16-bit
+		compute, amp, ub = s.ParamDType, false, s.ParamDType.Bytes()
+	}
+	sh := shape{m: m, s: s, act: compute.Bytes(), t: int64(s.TP), seqShard: 1, vocabShard: 1, amp: amp,
+		training: !s.ForwardOnly, pb: s.DType.Weights().Bytes(), gb: s.GradDType.Bytes(), ub: ub}
+	sh.res = sh.act
+	if amp {
 		sh.res = 4 // embeddings, residual adds and LayerNorm run in fp32 under autocast
 	}
 	if s.SP {
 		sh.seqShard = sh.t
 	}
+	if s.TPPlan == TPPlanMegatron {
+		sh.vocabShard = sh.t
+	}
 	sh.seqLocal = int64(s.Seq / s.CP)
 	sh.tokens = int64(s.MicroBatch) * sh.seqLocal
 	sh.stateBytes = 4
-	if !s.MasterWeights && pb < 4 {
-		sh.stateBytes = pb // pure 16-bit training: optimizer state in the parameter dtype
+	if !s.MasterWeights && sh.pb < 4 {
+		sh.stateBytes = sh.pb // pure 16-bit training: optimizer state in the parameter dtype
 	}
 	return sh
 }
@@ -77,7 +87,7 @@ func (sh shape) layerSaved(selective bool) []ActItem {
 	add(sh.item("norm1_output", "norm", T*h*sh.act/sq, "tokens·h·%s/%d (matmul input%s)", actName, sq, ampNote(sh.amp)))
 	add(sh.item("norm_stats", "norm", 2*T*stats/sq, "2 norms·tokens·%d B (fp32 mean/rstd)", stats))
 	add(sh.item("qkv", "attention", T*(q+2*kv)*sh.act/t, "tokens·(q+2kv)·%s/t = %d·%d·%d/%d", actName, T, q+2*kv, sh.act, t))
-	if sh.s.FlashAttention {
+	if sh.s.Attention == AttentionSDPA {
 		add(sh.item("attention_logsumexp", "attention", T*a*4/t, "tokens·heads·4/t (fused attention saves only the softmax statistics)"))
 	} else if !selective {
 		// eager attention: softmax output, its low-precision copy and dropout
@@ -168,11 +178,12 @@ func (sh shape) headSaved() []ActItem {
 }
 
 // logitsBytes is the logits tensor; lossSavedBytes the fp32 log-softmax cross-entropy keeps.
-func (sh shape) logitsBytes() int64 {
-	return sh.tokens * int64(sh.m.Vocab) * sh.act / sh.t
-}
+func (sh shape) logitsBytes() int64 { return sh.vocabRowBytes(sh.act) }
 
-func (sh shape) vocabRowBytes(b int64) int64 { return sh.tokens * int64(sh.m.Vocab) * b / sh.t }
+// vocabRowBytes is a tokens x vocab tensor of b-byte elements on this rank.
+func (sh shape) vocabRowBytes(b int64) int64 {
+	return sh.tokens * int64(sh.m.Vocab) * b / sh.vocabShard
+}
 
 func sumItems(its []ActItem) int64 {
 	var n int64
@@ -243,9 +254,9 @@ func (sh shape) lossSaved() int64 {
 
 func (sh shape) lossSavedFormula() string {
 	if sh.lossFP32() {
-		return fmt.Sprintf("fp32 log-softmax: tokens·vocab·4/t = %d·%d·4/%d", sh.tokens, sh.m.Vocab, sh.t)
+		return fmt.Sprintf("fp32 log-softmax: tokens·vocab·4/%d = %d·%d·4/%d", sh.vocabShard, sh.tokens, sh.m.Vocab, sh.vocabShard)
 	}
-	return fmt.Sprintf("%d-byte log-softmax + nll_loss's fp32 copy of it: tokens·vocab·(%d+4)/t = %d·%d·%d/%d", sh.act, sh.act, sh.tokens, sh.m.Vocab, sh.act+4, sh.t)
+	return fmt.Sprintf("%d-byte log-softmax + nll_loss's fp32 copy of it: tokens·vocab·(%d+4)/%d = %d·%d·%d/%d", sh.act, sh.act, sh.vocabShard, sh.tokens, sh.m.Vocab, sh.act+4, sh.vocabShard)
 }
 
 // lossForwardTemp is what the loss allocates in forward and frees before backward: the fp32
@@ -259,7 +270,7 @@ func (sh shape) lossForwardTemp() int64 {
 
 func (sh shape) lossForwardTempFormula() string {
 	if sh.lossForwardTemp() > 0 {
-		return "fp32 copy of the 16-bit logits (logits.float()): tokens·vocab·4/t"
+		return "fp32 copy of the 16-bit logits (logits.float()): tokens·vocab·4"
 	}
 	return "none"
 }
@@ -274,7 +285,7 @@ func (sh shape) lossBackwardTemp() int64 {
 
 func (sh shape) lossBackwardTempFormula() string {
 	if sh.lossFP32() {
-		return fmt.Sprintf("nll_loss's gradient and log_softmax's gradient, fp32: 2·tokens·vocab·4/t = 2·%d·%d·4/%d", sh.tokens, sh.m.Vocab, sh.t)
+		return fmt.Sprintf("nll_loss's gradient and log_softmax's gradient, fp32: 2·tokens·vocab·4/%d = 2·%d·%d·4/%d", sh.vocabShard, sh.tokens, sh.m.Vocab, sh.vocabShard)
 	}
-	return fmt.Sprintf("nll_loss's fp32 gradient: tokens·vocab·4/t = %d·%d·4/%d", sh.tokens, sh.m.Vocab, sh.t)
+	return fmt.Sprintf("nll_loss's fp32 gradient: tokens·vocab·4/%d = %d·%d·4/%d", sh.vocabShard, sh.tokens, sh.m.Vocab, sh.vocabShard)
 }

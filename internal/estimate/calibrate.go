@@ -1,6 +1,10 @@
 package estimate
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/ptscope/ptscope/internal/report"
+)
 
 // PhaseMeasure is one forward/backward/optimizer phase of a measured run
 // (a line of a bundle's phases.jsonl): allocator counters before and after.
@@ -36,8 +40,12 @@ type CalibrationRow struct {
 	How           string  `json:"how"`        // how the measured number was derived
 }
 
-// Calibration is the estimate set against one measured rank, term by term.
+// Calibration is the estimate set against one measured rank, term by term:
+// the document of `ptscope estimate --calibrate BUNDLE`.
 type Calibration struct {
+	report.Header
+	Model     string           `json:"model"`
+	Params    int64            `json:"params"`
 	Source    string           `json:"source"`
 	Rank      int              `json:"rank"`
 	Mode      string           `json:"mode"`
@@ -51,8 +59,9 @@ type Calibration struct {
 // optimizers create lazily in their first step) and of the last complete
 // step (activations, gradients, phase peaks: the steady state).
 func Calibrate(r *Result, m Measurement) Calibration {
-	top := r.TopRank()
-	c := Calibration{Source: m.Source, Rank: m.Rank, Mode: m.Mode, Simulated: m.Simulated}
+	top := r.Top()
+	c := Calibration{Header: report.NewHeader("estimate"), Model: r.Model.Name, Params: r.Params,
+		Source: m.Source, Rank: m.Rank, Mode: m.Mode, Simulated: m.Simulated}
 	add := func(term string, est int64, meas int64, ok bool, how string) {
 		row := CalibrationRow{Term: term, EstimateBytes: est, MeasuredBytes: meas, Measured: ok, How: how}
 		if ok {
@@ -73,16 +82,16 @@ func Calibrate(r *Result, m Measurement) Calibration {
 
 	first, firstOK := steps.first()
 	if f := first.get("forward"); firstOK && f != nil {
-		add("parameters", top.ModelStates["parameters"]+top.ModelStates["master_weights"], f.AllocatedBefore, true,
+		add("parameters", top.ModelStates.ParametersBytes+top.ModelStates.MasterWeightsBytes, f.AllocatedBefore, true,
 			"allocated before the first forward (parameters, buffers and the first batch)")
 	} else {
-		add("parameters", top.ModelStates["parameters"]+top.ModelStates["master_weights"], 0, false, "no forward phase")
+		add("parameters", top.ModelStates.ParametersBytes+top.ModelStates.MasterWeightsBytes, 0, false, "no forward phase")
 	}
 	if o := first.get("optimizer"); firstOK && o != nil {
-		add("optimizer state", top.ModelStates["optimizer_state"], o.AllocatedAfter-o.AllocatedBefore, true,
+		add("optimizer state", top.ModelStates.OptimizerStateBytes, o.AllocatedAfter-o.AllocatedBefore, true,
 			"growth of allocated memory over the first optimizer step (state is created lazily there)")
 	} else {
-		add("optimizer state", top.ModelStates["optimizer_state"], 0, false, "no optimizer phase in the first step")
+		add("optimizer state", top.ModelStates.OptimizerStateBytes, 0, false, "no optimizer phase in the first step")
 	}
 
 	last, lastOK := steps.lastComplete()
@@ -102,19 +111,19 @@ func Calibrate(r *Result, m Measurement) Calibration {
 		held = top.Activations.LogitsBytes
 	}
 	if lastOK && f != nil && b != nil {
-		add("gradients (+ outputs held by the caller)", top.ModelStates["gradients"]+top.ModelStates["fp32_grad_copy"]+held,
+		add("gradients (+ outputs held by the caller)", top.ModelStates.GradientsBytes+top.ModelStates.FP32GradCopyBytes+held,
 			b.AllocatedAfter-f.AllocatedBefore, true, "allocated after backward minus before forward, in a steady step")
 	} else {
-		add("gradients (+ outputs held by the caller)", top.ModelStates["gradients"]+held, 0, false, "no complete forward+backward step")
+		add("gradients (+ outputs held by the caller)", top.ModelStates.GradientsBytes+held, 0, false, "no complete forward+backward step")
 	}
 	for _, ep := range top.Phases {
-		name := ep.Name
-		if name == "optimizer_step" {
+		name := ep.Name.String()
+		if ep.Name == OptimizerStep {
 			name = "optimizer"
 		}
 		best, ok := int64(0), false
 		how := "the run's peak counter where it grew during " + name + " phases"
-		if name == "forward" {
+		if ep.Name == Forward {
 			// ptscope's forward phase ends when the root module returns; the estimate's
 			// forward includes the loss, computed before backward starts
 			how = "the run's peak counter where it grew between a forward's start and its backward's start (the loss included)"
@@ -137,7 +146,7 @@ func Calibrate(r *Result, m Measurement) Calibration {
 		if !ok {
 			how = "no " + name + " phase raised the run's peak (its own peak is not recorded)"
 		}
-		add(ep.Name+" peak", ep.Bytes, best, ok, how)
+		add(ep.Name.String()+" peak", ep.Bytes, best, ok, how)
 	}
 	if m.Mode == "fake" {
 		c.Notes = append(c.Notes, "measured with fake tensors (--no-gpu): 512-byte rounding only; the CUDA context, workspaces and allocator cache are not in either number")

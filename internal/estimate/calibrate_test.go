@@ -49,7 +49,7 @@ func TestCalibrateRealBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := DefaultSetup()
-	s.Seq, s.MicroBatch, s.DType, s.AMP = 512, 8, "bf16", true
+	s.Seq, s.MicroBatch, s.DType = 512, 8, BF16Mixed
 	r, err := Estimate(m, s, DefaultDevice())
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestCalibrateWithoutPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Calibrate(r, Measurement{Mode: "fake", Simulated: true, MaxAllocatedBytes: 3 << 30})
-	if !c.Rows[0].Measured || c.Rows[0].MeasuredBytes != 3<<30 || c.Rows[0].DiffBytes != r.TopRank().PeakAllocatedBytes-3<<30 {
+	if !c.Rows[0].Measured || c.Rows[0].MeasuredBytes != 3<<30 || c.Rows[0].DiffBytes != r.Top().PeakAllocatedBytes-3<<30 {
 		t.Errorf("peak row %+v", c.Rows[0])
 	}
 	for _, row := range c.Rows[1:] {

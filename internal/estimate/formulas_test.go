@@ -44,10 +44,10 @@ func perParam(t *testing.T, m Model, s Setup) (params, grads, master, gradCopy, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := r.TopRank().ModelStates
+	ms := r.Top().ModelStates
 	n := float64(r.Params)
-	return float64(ms["parameters"]) / n, float64(ms["gradients"]) / n, float64(ms["master_weights"]) / n,
-		float64(ms["fp32_grad_copy"]) / n, float64(ms["optimizer_state"]) / n
+	return float64(ms.ParametersBytes) / n, float64(ms.GradientsBytes) / n, float64(ms.MasterWeightsBytes) / n,
+		float64(ms.FP32GradCopyBytes) / n, float64(ms.OptimizerStateBytes) / n
 }
 
 // bigModel has 2 MiB-aligned tensors, so allocator rounding is negligible (~7.3B params).
@@ -65,7 +65,7 @@ func TestZeROPaperExample(t *testing.T) {
 	want := []float64{120, 31.4, 16.6, 1.9}
 	for stage := 0; stage <= 3; stage++ {
 		s := DefaultSetup()
-		s.Seq, s.DType, s.DP, s.Zero, s.Optimizer = 1024, "fp16", 64, stage, "adam"
+		s.Seq, s.DType, s.MasterWeights, s.DP, s.Zero, s.Optimizer = 1024, FP16True, true, 64, stage, Adam
 		p, g, mw, gc, o := perParam(t, bigModel(), s)
 		if gc == 0 {
 			t.Errorf("stage %d: fp16 gradients with fp32 master weights should add an fp32 gradient copy", stage)
@@ -80,16 +80,17 @@ func TestZeROPaperExample(t *testing.T) {
 // Megatron-LM distributed optimizer guide: bytes per parameter.
 func TestMegatronBytesPerParam(t *testing.T) {
 	for _, c := range []struct {
-		dtype, grad string
-		dp          int
-		want        float64
+		dtype Precision
+		grad  DType
+		dp    int
+		want  float64
 	}{
-		{"fp16", "fp16", 1, 20}, {"fp16", "fp16", 8, 4 + 16.0/8},
-		{"bf16", "fp32", 1, 18}, {"bf16", "fp32", 8, 6 + 12.0/8}, {"bf16", "fp32", 64, 6 + 12.0/64},
-		{"fp32", "fp32", 1, 16}, {"fp32", "fp32", 8, 8 + 8.0/8},
+		{FP16True, FP16, 1, 20}, {FP16True, FP16, 8, 4 + 16.0/8},
+		{BF16True, F32, 1, 18}, {BF16True, F32, 8, 6 + 12.0/8}, {BF16True, F32, 64, 6 + 12.0/64},
+		{FP32, F32, 1, 16}, {FP32, F32, 8, 8 + 8.0/8},
 	} {
 		s := DefaultSetup()
-		s.Seq, s.DType, s.GradDType, s.DP = 1024, c.dtype, c.grad, c.dp
+		s.Seq, s.DType, s.GradDType, s.DP, s.MasterWeights = 1024, c.dtype, c.grad, c.dp, true
 		if c.dp > 1 {
 			s.Zero = 1 // Megatron's distributed optimizer shards optimizer state over DP
 		}
@@ -118,9 +119,9 @@ func TestKorthikantiTable2(t *testing.T) {
 		sp, selective bool
 	}{{1, false, false}, {8, false, false}, {8, true, false}, {8, false, true}, {8, true, true}, {4, true, true}} {
 		st := DefaultSetup()
-		st.Seq, st.MicroBatch, st.DType, st.TP, st.SP, st.FlashAttention = s, b, "bf16", c.t, c.sp, false
+		st.Seq, st.MicroBatch, st.DType, st.TP, st.TPPlan, st.SP, st.Attention = s, b, BF16True, c.t, TPPlanMegatron, c.sp, AttentionEager
 		if c.selective {
-			st.Recompute = "selective"
+			st.Recompute = RecomputeSelective
 		}
 		st, err := st.normalize(m)
 		if err != nil {
@@ -139,7 +140,7 @@ func TestKorthikantiTable2(t *testing.T) {
 	}
 	// full recompute keeps only the layer input: 2sbh (16-bit)
 	st := DefaultSetup()
-	st.Seq, st.DType, st.Recompute = s, "bf16", "full"
+	st.Seq, st.DType, st.Recompute = s, BF16True, RecomputeFull
 	st, _ = st.normalize(m)
 	if got := sumItems(newShape(m, st).layerCheckpointed()); got != 2*s*b*h {
 		t.Errorf("full recompute: %d B per layer, want 2sbh = %d", got, 2*s*b*h)
@@ -150,12 +151,12 @@ func TestKorthikantiTable2(t *testing.T) {
 func TestResidualTensor(t *testing.T) {
 	m, _ := Preset("lm-small")
 	s := DefaultSetup()
-	s.Seq, s.MicroBatch, s.DType, s.AMP = 512, 4, "bf16", true
+	s.Seq, s.MicroBatch, s.DType = 512, 4, BF16Mixed
 	r, err := Estimate(m, s, DefaultDevice())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.TopRank().Activations.ResidualTensor; got != 4*512*768*4 { // fp32 under autocast
+	if got := r.Top().Activations.ResidualTensorBytes; got != 4*512*768*4 { // fp32 under autocast
 		t.Errorf("residual tensor %d B, want %d", got, 4*512*768*4)
 	}
 }
@@ -164,12 +165,12 @@ func TestResidualTensor(t *testing.T) {
 func TestPeakIsMaxOfPhases(t *testing.T) {
 	m, _ := Preset("lm-xl")
 	s := DefaultSetup()
-	s.Seq, s.MicroBatch = 128, 4
+	s.Seq, s.MicroBatch, s.DType = 128, 4, FP32
 	r, err := Estimate(m, s, DefaultDevice())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := r.TopRank()
+	tr := r.Top()
 	var mx int64
 	for _, p := range tr.Phases {
 		var sum int64
@@ -181,7 +182,7 @@ func TestPeakIsMaxOfPhases(t *testing.T) {
 		}
 		mx = max(mx, p.Bytes)
 	}
-	if tr.PeakAllocatedBytes != mx || tr.PeakPhase != "optimizer_step" {
+	if tr.PeakAllocatedBytes != mx || tr.PeakPhase != OptimizerStep {
 		t.Errorf("peak %d (%s), max of phases %d; short sequences should peak in the AdamW step", tr.PeakAllocatedBytes, tr.PeakPhase, mx)
 	}
 }
@@ -189,7 +190,8 @@ func TestPeakIsMaxOfPhases(t *testing.T) {
 func TestPipelineRanksDiffer(t *testing.T) {
 	m, _ := Preset("llama3-70b")
 	s := DefaultSetup()
-	s.Seq, s.DType, s.TP, s.PP, s.DP, s.Zero, s.Recompute, s.SP = 8192, "bf16", 8, 4, 8, 1, "selective", true
+	s.Seq, s.DType, s.TP, s.TPPlan, s.PP, s.DP, s.Zero, s.Recompute, s.SP = 8192, BF16True, 8, TPPlanMegatron, 4, 8, 1, RecomputeSelective, true
+	s.MasterWeights = true
 	r, err := Estimate(m, s, DefaultDevice())
 	if err != nil {
 		t.Fatal(err)
@@ -201,8 +203,8 @@ func TestPipelineRanksDiffer(t *testing.T) {
 	if a0.InFlight != 4 || a3.InFlight != 1 {
 		t.Errorf("1F1B in-flight micro-batches: stage 0 %.1f (want 4), stage 3 %.1f (want 1)", a0.InFlight, a3.InFlight)
 	}
-	if r.Top != 0 {
-		t.Errorf("most loaded rank %d, want stage 0 (it holds pp micro-batches of activations)", r.Top)
+	if r.TopRank != 0 {
+		t.Errorf("most loaded rank %d, want stage 0 (it holds pp micro-batches of activations)", r.TopRank)
 	}
 	// Megatron-style TP+SP+selective: 34·sbh/t per layer (SwiGLU and GQA change the constant)
 	if a0.PerLayerBytes <= 0 || a0.LogitsBytes != 0 || a3.LogitsBytes == 0 {
@@ -213,14 +215,17 @@ func TestPipelineRanksDiffer(t *testing.T) {
 func TestErrors(t *testing.T) {
 	m, _ := Preset("lm-small")
 	for _, mod := range []func(*Setup){
-		func(s *Setup) { s.Seq = 4096 },         // beyond learned positions
-		func(s *Setup) { s.PP = 5 },             // 12 layers / 5
-		func(s *Setup) { s.TP = 5 },             // 12 heads / 5
-		func(s *Setup) { s.Optimizer = "lion" }, // unknown
+		func(s *Setup) { s.Seq = 4096 },     // beyond learned positions
+		func(s *Setup) { s.PP = 5 },         // 12 layers / 5
+		func(s *Setup) { s.TP = 5 },         // 12 heads / 5
+		func(s *Setup) { s.Optimizer = 17 }, // invalid
 		func(s *Setup) { s.Zero = 4 },
-		func(s *Setup) { s.Offload = "params" }, // needs zero 3
-		func(s *Setup) { s.EP = 2 },             // dense model
-		func(s *Setup) { s.DType = "fp64" },
+		func(s *Setup) { s.Offload = OffloadParams }, // needs zero 3
+		func(s *Setup) { s.EP = 2 },                  // dense model
+		func(s *Setup) { s.DType = 9 },
+		func(s *Setup) { s.MicroBatch = 0 },
+		func(s *Setup) { s.MicroBatch = -3 },
+		func(s *Setup) { s.Seq = math.MaxInt },
 	} {
 		s := DefaultSetup()
 		s.Seq = 512
@@ -236,12 +241,12 @@ func TestErrors(t *testing.T) {
 func TestExpertShardingGroup(t *testing.T) {
 	m, _ := Preset("mixtral-8x7b")
 	s := DefaultSetup()
-	s.Seq, s.DType, s.GradDType, s.DP, s.EP, s.Zero = 4096, "bf16", "fp32", 8, 8, 1
+	s.Seq, s.DType, s.GradDType, s.DP, s.EP, s.Zero, s.MasterWeights = 4096, BF16True, F32, 8, 8, 1, true
 	r, err := Estimate(m, s, DefaultDevice())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := r.TopRank().ModelStates
+	ms := r.Top().ModelStates
 	var expert, dense int64
 	layer, other, L := stageTensors(r.Model, r.Setup, 0)
 	for _, tn := range layer {
@@ -254,7 +259,7 @@ func TestExpertShardingGroup(t *testing.T) {
 	dense += sumNumel(other)
 	// 8 B of Adam state per parameter: experts whole (1 expert per rank), the rest over 8 ranks
 	want := 8*expert + 8*dense/8
-	if got := ms["optimizer_state"]; math.Abs(float64(got)/float64(want)-1) > 0.001 {
+	if got := ms.OptimizerStateBytes; math.Abs(float64(got)/float64(want)-1) > 0.001 {
 		t.Errorf("optimizer state %d B, want %d B (experts unsharded, dense /8)", got, want)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"io"
+	"math"
 	"path"
 	"sort"
 	"strings"
@@ -46,9 +46,25 @@ type Model struct {
 	HFUseCache bool `json:"hf_use_cache,omitempty"`
 	// LossUpcast: the loss is computed on logits.float() (Hugging Face ForCausalLMLoss).
 	LossUpcast bool `json:"loss_upcast,omitempty"`
+	// SplitLinear: q, k, v and gate, up are separate Linear modules (Hugging Face's
+	// Llama family) rather than fused ones; each is its own allocator block.
+	SplitLinear bool `json:"split_linear,omitempty"`
+	// QKVBias: q, k and v projections have biases even when other linears do not (Qwen2).
+	QKVBias bool `json:"qkv_bias,omitempty"`
 }
 
-// normalize fills defaults and checks the model; it returns a copy.
+// Limits on model dimensions: beyond any published model, small enough
+// that no byte count overflows.
+const (
+	maxLayers  = 1 << 14
+	maxHidden  = 1 << 20
+	maxFFN     = 1 << 24
+	maxVocab   = 1 << 26
+	maxExperts = 1 << 14
+)
+
+// normalize fills defaults and checks the model; it returns a copy. Errors
+// name the field (as in the preset JSON).
 func (m Model) normalize() (Model, error) {
 	if m.KVHeads == 0 {
 		m.KVHeads = m.Heads
@@ -75,23 +91,39 @@ func (m Model) normalize() (Model, error) {
 	if m.MoEFFN == 0 && m.Experts > 0 {
 		m.MoEFFN = m.FFN
 	}
+	bad := func(field string, v int, format string, a ...any) error {
+		return fmt.Errorf("model %q: %s %d: %s", m.Name, field, v, fmt.Sprintf(format, a...))
+	}
+	for _, c := range []struct {
+		field string
+		v     int
+		lo    int
+		hi    int
+	}{{"layers", m.Layers, 1, maxLayers}, {"hidden", m.Hidden, 1, maxHidden}, {"heads", m.Heads, 1, maxHidden},
+		{"kv_heads", m.KVHeads, 1, maxHidden}, {"head_dim", m.HeadDim, 0, maxHidden}, {"ffn", m.FFN, 1, maxFFN},
+		{"vocab", m.Vocab, 1, maxVocab}, {"seq_max", m.SeqMax, 0, maxSeq}, {"experts", m.Experts, 0, maxExperts},
+		{"top_k", m.TopK, 0, maxExperts}, {"moe_ffn", m.MoEFFN, 0, maxFFN}} {
+		if c.v < c.lo || c.v > c.hi {
+			return m, bad(c.field, c.v, "want %d..%d", c.lo, c.hi)
+		}
+	}
 	switch {
-	case m.Layers <= 0, m.Hidden <= 0, m.Heads <= 0, m.FFN <= 0, m.Vocab <= 0:
-		return m, fmt.Errorf("model %q: layers, hidden, heads, ffn and vocab must be positive", m.Name)
 	case m.HeadDim == 0 && m.Hidden%m.Heads != 0:
-		return m, fmt.Errorf("model %q: hidden %d is not divisible by heads %d", m.Name, m.Hidden, m.Heads)
-	case m.KVHeads <= 0 || m.Heads%m.KVHeads != 0:
-		return m, fmt.Errorf("model %q: heads %d must be a multiple of kv heads %d", m.Name, m.Heads, m.KVHeads)
+		return m, bad("hidden", m.Hidden, "not divisible by heads %d (give head_dim)", m.Heads)
+	case m.Heads%m.KVHeads != 0:
+		return m, bad("heads", m.Heads, "not a multiple of kv_heads %d", m.KVHeads)
 	case m.MLP != "gelu" && m.MLP != "swiglu":
-		return m, fmt.Errorf("model %q: mlp %q (want gelu or swiglu)", m.Name, m.MLP)
+		return m, fmt.Errorf("model %q: mlp %q: want gelu or swiglu", m.Name, m.MLP)
 	case m.Norm != "layernorm" && m.Norm != "rmsnorm":
-		return m, fmt.Errorf("model %q: norm %q (want layernorm or rmsnorm)", m.Name, m.Norm)
+		return m, fmt.Errorf("model %q: norm %q: want layernorm or rmsnorm", m.Name, m.Norm)
+	case m.Activation != "gelu" && m.Activation != "gelu_tanh_python" && m.Activation != "silu":
+		return m, fmt.Errorf("model %q: activation %q: want gelu, gelu_tanh_python or silu", m.Name, m.Activation)
 	case m.PositionEmbedding != "learned" && m.PositionEmbedding != "rope" && m.PositionEmbedding != "none":
-		return m, fmt.Errorf("model %q: position embedding %q (want learned, rope or none)", m.Name, m.PositionEmbedding)
-	case m.Experts < 0 || m.TopK < 0 || (m.Experts > 0 && m.TopK > m.Experts):
-		return m, fmt.Errorf("model %q: top-k %d must be at most experts %d", m.Name, m.TopK, m.Experts)
-	case m.Dropout < 0 || m.Dropout >= 1:
-		return m, fmt.Errorf("model %q: dropout %g out of [0,1)", m.Name, m.Dropout)
+		return m, fmt.Errorf("model %q: position_embedding %q: want learned, rope or none", m.Name, m.PositionEmbedding)
+	case m.Experts > 0 && m.TopK > m.Experts:
+		return m, bad("top_k", m.TopK, "more than the %d experts", m.Experts)
+	case m.Dropout < 0 || m.Dropout >= 1 || math.IsNaN(m.Dropout):
+		return m, fmt.Errorf("model %q: dropout %g: want 0 <= dropout < 1", m.Name, m.Dropout)
 	}
 	if m.HeadDim == 0 {
 		m.HeadDim = m.Hidden / m.Heads
@@ -109,6 +141,7 @@ type tensor struct {
 	rows      int64 // 2-D tensors: output features (0 for vectors)
 	cols      int64
 	tpSplit   bool // column/row-parallel weight or vocab-parallel embedding
+	vocab     bool // embedding or output projection: split only by the Megatron plan
 	matmul    bool // used in a matrix product (autocast makes a low-precision copy)
 	expert    bool // belongs to an MoE expert (split by expert parallelism)
 	expertIdx int
@@ -127,25 +160,36 @@ func (m Model) layerTensors() []tensor {
 		}
 	}
 	idx := 0
-	lin := func(n string, in, out int64, expert bool) {
+	linB := func(n string, in, out int64, expert, bias bool) {
 		ts = append(ts, tensor{name: n + ".weight", numel: in * out, rows: out, cols: in, tpSplit: true, matmul: true, expert: expert, expertIdx: idx})
-		if m.Bias {
+		if bias {
 			ts = append(ts, tensor{name: n + ".bias", numel: out, tpSplit: true, matmul: true, expert: expert, expertIdx: idx})
 		}
 	}
+	lin := func(n string, in, out int64, expert bool) { linB(n, in, out, expert, m.Bias) }
 	norm("norm1")
-	if q == k { // fused QKV as GPT-2 and the example LM build it
-		lin("attn.qkv", h, 3*q, false)
-	} else {
-		lin("attn.q", h, q, false)
-		lin("attn.kv", h, 2*k, false)
+	qb := m.Bias || m.QKVBias
+	switch {
+	case m.SplitLinear:
+		linB("attn.q", h, q, false, qb)
+		linB("attn.k", h, k, false, qb)
+		linB("attn.v", h, k, false, qb)
+	case q == k: // fused QKV as GPT-2 and the example LM build it
+		linB("attn.qkv", h, 3*q, false, qb)
+	default:
+		linB("attn.q", h, q, false, qb)
+		linB("attn.kv", h, 2*k, false, qb)
 	}
 	lin("attn.proj", q, h, false)
 	norm("norm2")
 	mlp := func(prefix string, f int64, expert bool) {
-		if m.MLP == "swiglu" {
+		switch {
+		case m.MLP == "swiglu" && m.SplitLinear:
+			lin(prefix+".gate", h, f, expert)
+			lin(prefix+".up", h, f, expert)
+		case m.MLP == "swiglu":
 			lin(prefix+".gate_up", h, 2*f, expert)
-		} else {
+		default:
 			lin(prefix+".fc1", h, f, expert)
 		}
 		lin(prefix+".fc2", f, h, expert)
@@ -164,7 +208,7 @@ func (m Model) layerTensors() []tensor {
 
 // embeddingTensors lists the input embeddings (first pipeline stage).
 func (m Model) embeddingTensors() []tensor {
-	ts := []tensor{{name: "wte", numel: int64(m.Vocab) * int64(m.Hidden), tpSplit: true, matmul: m.TiedEmbeddings}}
+	ts := []tensor{{name: "wte", numel: int64(m.Vocab) * int64(m.Hidden), tpSplit: true, vocab: true, matmul: m.TiedEmbeddings}}
 	if m.PositionEmbedding == "learned" {
 		ts = append(ts, tensor{name: "wpe", numel: int64(m.SeqMax) * int64(m.Hidden)})
 	}
@@ -179,7 +223,7 @@ func (m Model) headTensors() []tensor {
 		ts = append(ts, tensor{name: "norm_f.bias", numel: h})
 	}
 	if !m.TiedEmbeddings {
-		ts = append(ts, tensor{name: "lm_head", numel: int64(m.Vocab) * h, tpSplit: true, matmul: true})
+		ts = append(ts, tensor{name: "lm_head", numel: int64(m.Vocab) * h, tpSplit: true, vocab: true, matmul: true})
 	}
 	return ts
 }
@@ -242,102 +286,4 @@ func Preset(name string) (Model, error) {
 		}
 	}
 	return Model{}, fmt.Errorf("unknown model preset %q (have %s)", name, strings.Join(PresetNames(), ", "))
-}
-
-// hfConfig holds the config.json keys of the Hugging Face architectures we read
-// (GPT-2, Llama, Mistral/Mixtral, Qwen2, GPT-NeoX, OPT-like names).
-type hfConfig struct {
-	ModelType        string   `json:"model_type"`
-	NLayer           *int     `json:"n_layer"`
-	NumHiddenLayers  *int     `json:"num_hidden_layers"`
-	NEmbd            *int     `json:"n_embd"`
-	HiddenSize       *int     `json:"hidden_size"`
-	NHead            *int     `json:"n_head"`
-	NumAttentionHead *int     `json:"num_attention_heads"`
-	NumKVHeads       *int     `json:"num_key_value_heads"`
-	HeadDim          *int     `json:"head_dim"`
-	NInner           *int     `json:"n_inner"`
-	Intermediate     *int     `json:"intermediate_size"`
-	FFNDim           *int     `json:"ffn_dim"`
-	VocabSize        *int     `json:"vocab_size"`
-	NPositions       *int     `json:"n_positions"`
-	MaxPositions     *int     `json:"max_position_embeddings"`
-	HiddenAct        string   `json:"hidden_act"`
-	ActivationFn     string   `json:"activation_function"`
-	TieWordEmb       *bool    `json:"tie_word_embeddings"`
-	NumLocalExperts  *int     `json:"num_local_experts"`
-	NumExperts       *int     `json:"num_experts"`
-	ExpertsPerTok    *int     `json:"num_experts_per_tok"`
-	MoEIntermediate  *int     `json:"moe_intermediate_size"`
-	RMSNormEps       *float64 `json:"rms_norm_eps"`
-	AttentionBias    *bool    `json:"attention_bias"`
-	ResidDropout     *float64 `json:"resid_pdrop"`
-	UseCache         *bool    `json:"use_cache"`
-}
-
-func firstInt(ps ...*int) int {
-	for _, p := range ps {
-		if p != nil {
-			return *p
-		}
-	}
-	return 0
-}
-
-// ReadHFConfig reads a Hugging Face config.json into a Model.
-func ReadHFConfig(r io.Reader, name string) (Model, error) {
-	var c hfConfig
-	if err := json.NewDecoder(r).Decode(&c); err != nil {
-		return Model{}, fmt.Errorf("%s: not a JSON config: %w", name, err)
-	}
-	m := Model{Name: name, LossUpcast: true}
-	m.Layers = firstInt(c.NLayer, c.NumHiddenLayers)
-	m.Hidden = firstInt(c.NEmbd, c.HiddenSize)
-	m.Heads = firstInt(c.NHead, c.NumAttentionHead)
-	m.KVHeads = firstInt(c.NumKVHeads)
-	m.HeadDim = firstInt(c.HeadDim)
-	m.Vocab = firstInt(c.VocabSize)
-	m.SeqMax = firstInt(c.NPositions, c.MaxPositions)
-	act := strings.ToLower(c.HiddenAct + c.ActivationFn)
-	gpt2Like := c.ModelType == "gpt2" || c.NEmbd != nil
-	if gpt2Like {
-		m.MLP, m.Norm, m.Bias, m.PositionEmbedding = "gelu", "layernorm", true, "learned"
-		m.TiedEmbeddings = true
-		m.FFN = firstInt(c.NInner)
-		if m.FFN == 0 {
-			m.FFN = 4 * m.Hidden
-		}
-		if act == "gelu_new" || act == "" {
-			m.Activation = "gelu_tanh_python"
-		}
-		m.Dropout = 0.1
-		if c.ResidDropout != nil {
-			m.Dropout = *c.ResidDropout
-		}
-		m.HFUseCache = c.UseCache == nil || *c.UseCache
-	} else {
-		m.FFN = firstInt(c.Intermediate, c.FFNDim)
-		m.Norm, m.PositionEmbedding = "layernorm", "rope"
-		if c.RMSNormEps != nil {
-			m.Norm = "rmsnorm"
-		}
-		m.MLP = "gelu"
-		if strings.Contains(act, "silu") || strings.Contains(act, "swish") {
-			m.MLP = "swiglu"
-		}
-		m.Bias = c.AttentionBias != nil && *c.AttentionBias
-		m.TiedEmbeddings = c.TieWordEmb != nil && *c.TieWordEmb
-		m.HFUseCache = c.UseCache == nil || *c.UseCache
-	}
-	if c.TieWordEmb != nil {
-		m.TiedEmbeddings = *c.TieWordEmb
-	}
-	m.Experts = firstInt(c.NumLocalExperts, c.NumExperts)
-	m.TopK = firstInt(c.ExpertsPerTok)
-	m.MoEFFN = firstInt(c.MoEIntermediate)
-	nm, err := m.normalize()
-	if err != nil {
-		return Model{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return nm, nil
 }

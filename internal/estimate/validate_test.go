@@ -73,15 +73,20 @@ func (m measured) modelAndSetup() (Model, Setup, error) {
 	}
 	s := DefaultSetup()
 	s.Seq, s.MicroBatch = c.ContextLength, c.BatchSize
+	s.DType = FP32
 	if c.MixedPrecision != "none" {
-		s.DType, s.AMP = c.MixedPrecision, true
+		if s.DType, err = ParsePrecision(c.MixedPrecision); err != nil {
+			return mod, s, err
+		}
 	}
 	s.ForwardOnly = c.ProfileType == "forward"
 	if c.Optimizer != "" {
-		s.Optimizer = c.Optimizer
+		if s.Optimizer, err = ParseOptimizer(c.Optimizer); err != nil {
+			return mod, s, err
+		}
 	}
 	if c.Checkpoint {
-		s.Recompute = "full"
+		s.Recompute = RecomputeFull
 	}
 	if c.FSDP {
 		s.FSDP, s.DP = true, max(c.WorldSize, 1)
@@ -110,11 +115,11 @@ func readMeasured(t testing.TB, path string) []measured {
 	return out
 }
 
-var report = flag.Bool("report", false, "print the validation table (markdown) of estimate vs measurement")
+var printReport = flag.Bool("report", false, "print the validation table (markdown) of estimate vs measurement")
 
 // TestValidationReport prints the table in docs/validation.md: go test ./internal/estimate -run ValidationReport -report -v
 func TestValidationReport(t *testing.T) {
-	if !*report {
+	if !*printReport {
 		t.Skip("use -report to print the validation table")
 	}
 	ms := append(readMeasured(t, "testdata/h100_peaks.jsonl"), readMeasured(t, "testdata/h100_fsdp1_peaks.jsonl")...)
@@ -136,7 +141,7 @@ func TestValidationReport(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", m.name(), err)
 		}
-		tr := r.TopRank()
+		tr := r.Top()
 		rows = append(rows, row{m.name(), tr.PeakAllocatedBytes, m.MaxMemoryAllocated, float64(tr.PeakAllocatedBytes)/float64(m.MaxMemoryAllocated) - 1, tr.PeakReservedBytes, m.MaxMemoryReserved})
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return math.Abs(rows[i].err) > math.Abs(rows[j].err) })
@@ -174,7 +179,7 @@ func TestMeasuredPeaksWithin10Percent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", m.name(), err)
 		}
-		got := r.TopRank().PeakAllocatedBytes
+		got := r.Top().PeakAllocatedBytes
 		if e := float64(got)/float64(m.MaxMemoryAllocated) - 1; math.Abs(e) > 0.10 {
 			t.Errorf("%s: estimate %d B, measured %d B (%+.1f%%)", m.name(), got, m.MaxMemoryAllocated, e*100)
 		}
@@ -203,15 +208,15 @@ func TestFixturePeak(t *testing.T) {
 		{"fwd_bf16_b4_ctx512", true, true, 1111965696},
 	} {
 		s := DefaultSetup()
-		s.Seq, s.MicroBatch, s.ForwardOnly = 512, 4, c.forward
+		s.Seq, s.MicroBatch, s.ForwardOnly, s.DType = 512, 4, c.forward, FP32
 		if c.amp {
-			s.DType, s.AMP = "bf16", true
+			s.DType = BF16Mixed
 		}
 		r, err := Estimate(m, s, dev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := r.TopRank().PeakAllocatedBytes
+		got := r.Top().PeakAllocatedBytes
 		if e := float64(got)/float64(c.measured) - 1; math.Abs(e) > 0.02 {
 			t.Errorf("gpt2 %s: estimate %d B, measured %d B (%+.2f%%)", c.name, got, c.measured, e*100)
 		}

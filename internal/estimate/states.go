@@ -1,0 +1,126 @@
+package estimate
+
+import "fmt"
+
+// modelStates computes the persistent memory of the stage: parameters,
+// gradients, master weights, optimizer state, DDP buckets and the cuBLAS
+// workspaces, and what offloading moves to host memory.
+func (st *stage) modelStates() {
+	s, sh := st.s, st.sh
+	pdesc := fmt.Sprintf("%d params on this rank", st.params())
+	st.W = st.all(sh.pb, st.shardP)
+	offParams := s.Offload == OffloadParams
+	if offParams {
+		st.W = 0
+	}
+	st.note("parameters", Allocated, st.W, "%s · %d B%s", pdesc, sh.pb, shardNote(st.shardP, "params"))
+	st.G = st.all(sh.gb, st.shardG)
+	if !s.ForwardOnly {
+		st.note("gradients", Allocated, st.G, "%s · %d B (%s)%s", pdesc, sh.gb, s.GradDType, shardNote(st.shardG, "grads"))
+		if s.MasterWeights {
+			st.master = st.all(4, st.shardO)
+			if sh.gb < 4 {
+				st.gradCopy = st.all(4, st.shardO)
+			}
+		}
+		st.optState, st.optTemp = st.optimizer()
+		if s.Offload != OffloadNone {
+			st.offloadHost(pdesc)
+			st.master, st.gradCopy, st.optState, st.optTemp = 0, 0, 0, 0
+		}
+		st.note("master_weights", Allocated, st.master, "fp32 copy of 16-bit params: %s · 4 B%s", pdesc, shardNote(st.shardO, "optimizer"))
+		if st.gradCopy > 0 {
+			st.note("fp32_grad_copy", Allocated, st.gradCopy, "fp32 gradients for the optimizer: %s · 4 B%s", pdesc, shardNote(st.shardO, "optimizer"))
+		}
+		st.note("optimizer_state", Allocated, st.optState, "%s: %s%s", s.Optimizer, optStateFormula(s.Optimizer, sh.stateBytes), shardNote(st.shardO, "optimizer"))
+		if s.DP > 1 && s.Zero == 0 && !s.DDPBucketView {
+			st.ddp = st.G // torch DDP bucket copies (gradient_as_bucket_view=False)
+			st.note("ddp_buckets", Allocated, st.ddp, "DistributedDataParallel gradient buckets: a flat copy of the gradients (gradient_as_bucket_view=False)")
+		}
+	}
+	st.ws = st.dev.CublasWorkspaceBytes
+	st.note("cublas_workspace", Allocated, st.ws, "cuBLAS + cuBLASLt workspaces allocated through the caching allocator (%s)", st.dev.Arch)
+}
+
+// optimizer is the optimizer state and the step's temporaries.
+func (st *stage) optimizer() (state, temp int64) {
+	s, sh := st.s, st.sh
+	sb := sh.stateBytes
+	switch s.Optimizer {
+	case AdamW, Adam:
+		return 2 * st.all(sb, st.shardO), st.all(sb, st.shardO) // foreach: sqrt(exp_avg_sq) for every parameter at once
+	case SGD:
+		return st.all(sb, st.shardO), 0
+	case AdamW8bit:
+		return 2 * st.all(1, st.shardO), 0
+	case Adafactor:
+		var big int64
+		fact := func(ts []tensor) (n int64) {
+			for _, t := range ts {
+				f := t.numel
+				if t.rows > 0 {
+					f = t.rows + t.cols
+				}
+				n += round512(ceilDiv(f, t.shardOver(st.shardO)) * sb)
+				big = max(big, t.numel)
+			}
+			return n
+		}
+		state = int64(st.L)*fact(st.layerTs) + fact(st.otherTs) // factored second moments
+		return state, round512(ceilDiv(big, st.shardO) * sb)
+	}
+	return 0, 0
+}
+
+// offloadHost lists the host memory of CPU offload: the optimizer runs on
+// the CPU over fp32 master weights, fp32 gradients and its state (DeepSpeed
+// ZeRO-Offload, FSDP2 CPUOffloadPolicy), all in pinned memory; parameter
+// offload keeps the 16-bit parameters there too.
+func (st *stage) offloadHost(pdesc string) {
+	s := st.s
+	n := st.raw(4, st.shardO)
+	var state int64
+	switch s.Optimizer {
+	case AdamW, Adam:
+		state = 2 * n
+	case SGD:
+		state = n
+	case AdamW8bit:
+		state = 2 * st.raw(1, st.shardO)
+	case Adafactor:
+		state, _ = st.optimizer()
+	}
+	st.host = append(st.host,
+		Term{"host_master_weights", n, Host, fmt.Sprintf("fp32 parameters the CPU optimizer updates: %s · 4 B%s", pdesc, shardNote(st.shardO, "optimizer"))},
+		Term{"host_gradients", n, Host, fmt.Sprintf("fp32 gradients copied to the CPU: %s · 4 B%s", pdesc, shardNote(st.shardO, "optimizer"))},
+		Term{"host_optimizer_state", state, Host, fmt.Sprintf("%s state on the CPU: %s%s", s.Optimizer, optStateFormula(s.Optimizer, 4), shardNote(st.shardO, "optimizer"))})
+	if s.Offload == OffloadParams && st.sh.pb < 4 {
+		p := st.raw(st.sh.pb, st.shardP)
+		st.host = append(st.host, Term{"host_parameters", p, Host,
+			fmt.Sprintf("%d-byte parameters kept on the CPU between uses: %s · %d B%s", st.sh.pb, pdesc, st.sh.pb, shardNote(st.shardP, "params"))})
+	}
+}
+
+func optStateFormula(o Optimizer, sb int64) string {
+	switch o {
+	case AdamW, Adam:
+		return fmt.Sprintf("exp_avg + exp_avg_sq = 2 · %d B/param", sb)
+	case SGD:
+		return fmt.Sprintf("momentum buffer = %d B/param", sb)
+	case AdamW8bit:
+		return "two 8-bit states = 2 B/param"
+	case Adafactor:
+		return fmt.Sprintf("factored second moment: (rows + cols) · %d B per matrix", sb)
+	}
+	return ""
+}
+
+func optTempFormula(o Optimizer) string {
+	switch o {
+	case AdamW, Adam:
+		return "foreach AdamW: sqrt(exp_avg_sq) for all parameters at once (1 · state bytes/param)"
+	case Adafactor:
+		return "one update tensor of the largest parameter"
+	}
+	return "in-place update, no temporaries"
+}
