@@ -77,6 +77,33 @@ type RankInfo struct {
 	OOM                    *OOM            `json:"oom"`
 	Features               map[string]bool `json:"features"`
 	Precision              *Precision      `json:"precision"` // nil if no forward ran (or before this field existed)
+	History                *History        `json:"history"`   // how allocation stacks were recorded (nil before this field existed)
+	StackWindows           []StackWindow   `json:"stack_windows"`
+}
+
+// History says how allocator history was recorded: Context is the
+// history's stack context in stacked steps ("alloc": a stack per
+// allocation; "all": per free too; "" none), RecordSteps the policy
+// (auto | all | steps), Switchable whether this PyTorch could switch stacks
+// per step without clearing the history (else they were on throughout).
+type History struct {
+	Context     string `json:"context"`
+	RecordSteps string `json:"record_steps"`
+	Switchable  bool   `json:"switchable"`
+}
+
+// StackWindow is a span of steps whose allocations were recorded with a
+// Python stack (steps FirstStep..LastStep, 0-based; -1 is the set-up before
+// the first step). Reason: setup, warmup, periodic (so that the history ring
+// holds a stacked step), peak (after a step raised the peak), capacity
+// (after a step reserved over 90% of the device), requested (--record-steps
+// N-M) or all.
+type StackWindow struct {
+	FirstStep   int    `json:"first_step"`
+	LastStep    int    `json:"last_step"`
+	Reason      string `json:"reason"`
+	StartTimeUs int64  `json:"start_time_us"`
+	EndTimeUs   int64  `json:"end_time_us"`
 }
 
 // Precision is what the companion saw at the first forward: the model's
@@ -116,8 +143,13 @@ type Phase struct {
 	ReservedAfterBytes      int64  `json:"reserved_after_bytes"`
 	MaxAllocatedBeforeBytes int64  `json:"max_allocated_before_bytes"`
 	MaxAllocatedAfterBytes  int64  `json:"max_allocated_after_bytes"`
+	MaxReservedBeforeBytes  int64  `json:"max_reserved_before_bytes"`
+	MaxReservedAfterBytes   int64  `json:"max_reserved_after_bytes"`
 	Aborted                 bool   `json:"aborted,omitempty"`
-	Parent                  string `json:"parent,omitempty"` // the phase this one ran inside (forward inside an optimizer step closure)
+	Parent                  string `json:"parent,omitempty"`  // the phase this one ran inside, if any
+	Closure                 bool   `json:"closure,omitempty"` // ran inside optimizer.step(closure) (Lightning)
+	Roots                   int    `json:"roots,omitempty"`   // forward: root module calls it joined, when more than one
+	Stacks                  bool   `json:"stacks,omitempty"`  // allocations recorded Python stacks during it
 }
 
 // Sample is one line of live.jsonl.
@@ -153,6 +185,9 @@ type Rank struct {
 	Phases    []Phase
 	Live      []Sample
 	OOM       *OOM
+
+	Inventories []Inventory // tensors.jsonl, by time
+	Regions     []Region    // tensors.jsonl: spans whose allocations have one role
 }
 
 // IsBundle reports whether dir holds a manifest.json.
@@ -268,6 +303,9 @@ func readRank(dir string, n int) (*Rank, error) {
 		r.Phases = append(r.Phases, p)
 		return nil
 	}); err != nil {
+		return nil, err
+	}
+	if r.Inventories, r.Regions, err = readRoles(dir); err != nil {
 		return nil, err
 	}
 	if err := readJSONL(filepath.Join(dir, "live.jsonl"), func(line []byte) error {

@@ -32,6 +32,44 @@ func FuzzReadBundle(f *testing.F) {
 	})
 }
 
+// FuzzReadRoles feeds arbitrary tensors.jsonl contents to ReadBundle and
+// looks up addresses in what it read: data or an error, never a panic.
+func FuzzReadRoles(f *testing.F) {
+	f.Add([]byte(`{"time_us":10,"at":"step_end","tensors":[{"kind":"parameter","name":"w","ptr":4096,"bytes":1024}]}` + "\n"))
+	f.Add([]byte(`{"time_us":20,"at":"step_end","part":0,"parts":2,"tensors":[{"kind":"gradient","ptr":1,"bytes":-5}]}` + "\n" +
+		`{"time_us":20,"at":"step_end","part":1,"parts":2,"tensors":[]}` + "\n" + `{"region":"ddp_buckets","start_time_us":1}`))
+	f.Add([]byte(`{"time_us":20,"at":"x","part":3,"parts":2}` + "\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "rank0", "tensors.jsonl")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(`{"schema_version":1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ReadBundle(dir)
+		if err != nil {
+			return
+		}
+		r := &b.Ranks[0]
+		for _, inv := range r.Inventories {
+			for _, x := range inv.Tensors {
+				for _, addr := range []int64{x.Ptr, x.Ptr + x.Bytes - 1, x.Ptr - 1} {
+					for _, got := range r.InventoryAt(inv.TimeUs).Lookup(addr) {
+						if addr < got.Ptr || addr >= got.Ptr+got.Bytes {
+							t.Fatalf("Lookup(%d) returned %+v", addr, got)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 // BenchmarkReadBundle reads a bundle with 200,000 phase records (a long run:
 // 66,000 steps) and 20,000 live samples.
 func BenchmarkReadBundle(b *testing.B) {

@@ -104,6 +104,64 @@ func ParseSnapshotAt(text string) (SnapshotAt, error) {
 	return at, nil
 }
 
+// RecordSteps says which steps record a Python stack with every
+// allocation (the rest of the history is recorded for every step).
+type RecordSteps struct {
+	Mode   string   // auto | all | steps
+	Ranges [][2]int // Mode "steps": 0-based inclusive step ranges
+}
+
+// DefaultRecordSteps is "auto": the set-up and the first 3 steps, one step
+// whenever the last stacked one is about to leave the history ring, and
+// the step after one that raised the peak or came close to the device's
+// capacity (docs/bundle.md).
+func DefaultRecordSteps() RecordSteps { return RecordSteps{Mode: "auto"} }
+
+// String formats r the way ParseRecordSteps reads it.
+func (r RecordSteps) String() string {
+	if r.Mode != "steps" {
+		return r.Mode
+	}
+	parts := make([]string, len(r.Ranges))
+	for i, rg := range r.Ranges {
+		parts[i] = strconv.Itoa(rg[0])
+		if rg[1] != rg[0] {
+			parts[i] += "-" + strconv.Itoa(rg[1])
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseRecordSteps reads "auto", "all" or a list of 0-based steps and
+// ranges such as "0-2,50,100-101".
+func ParseRecordSteps(text string) (RecordSteps, error) {
+	text = strings.TrimSpace(text)
+	switch text {
+	case "", "auto":
+		return DefaultRecordSteps(), nil
+	case "all":
+		return RecordSteps{Mode: "all"}, nil
+	}
+	r := RecordSteps{Mode: "steps"}
+	for _, part := range strings.Split(text, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil || a < 0 {
+			return r, fmt.Errorf("record-steps %q: %q is not a step number (0-based), a range N-M, auto or all", text, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
+				return r, fmt.Errorf("record-steps %q: bad range %q", text, part)
+			}
+		}
+		r.Ranges = append(r.Ranges, [2]int{a, b})
+	}
+	sort.Slice(r.Ranges, func(i, j int) bool { return r.Ranges[i][0] < r.Ranges[j][0] })
+	return r, nil
+}
+
 // ParseRanks reads "all" (nil: every rank) or a list such as "0" or "0,2-3".
 func ParseRanks(text string) ([]int, error) {
 	text = strings.TrimSpace(text)
@@ -148,7 +206,9 @@ type Options struct {
 
 	Memory           bool   // allocator history (needed for snapshots)
 	Stacks           string // python | all | none
-	MaxEntries       int    // history ring size
+	RecordSteps      RecordSteps
+	FreeStacks       bool // a stack with every free too (context "all")
+	MaxEntries       int  // history ring size
 	SnapshotAt       SnapshotAt
 	OOM              bool  // OOM observer snapshot
 	MaxSnapshotBytes int64 // per-rank snapshot disk budget (0 = none)
@@ -187,6 +247,7 @@ func DefaultOptions() Options {
 		OutDir:           "ptscope-runs",
 		Memory:           true,
 		Stacks:           "python",
+		RecordSteps:      DefaultRecordSteps(),
 		MaxEntries:       100000,
 		SnapshotAt:       SnapshotAt{End: true},
 		OOM:              true,
@@ -206,6 +267,8 @@ type companionConfig struct {
 	Ranks            []int           `json:"ranks"`
 	Memory           bool            `json:"memory"`
 	Stacks           string          `json:"stacks"`
+	RecordSteps      recordStepsJSON `json:"record_steps"`
+	FreeStacks       bool            `json:"free_stacks"`
 	MaxEntries       int             `json:"max_entries"`
 	SnapshotAt       []string        `json:"snapshot_at"`
 	SnapshotSteps    []int           `json:"snapshot_steps"`
@@ -222,11 +285,22 @@ type companionConfig struct {
 	Simulate         *simulateConfig `json:"simulate"`
 }
 
+type recordStepsJSON struct {
+	Mode   string   `json:"mode"`
+	Ranges [][2]int `json:"ranges"`
+	Warmup int      `json:"warmup"`
+}
+
 func (o *Options) validate() error {
 	switch o.Stacks {
 	case "python", "all", "none":
 	default:
 		return fmt.Errorf("stacks %q: want python, all or none", o.Stacks)
+	}
+	switch o.RecordSteps.Mode {
+	case "auto", "all", "steps":
+	default:
+		return fmt.Errorf("record-steps %q: want auto, all or steps", o.RecordSteps.Mode)
 	}
 	if o.MaxEntries < 1 {
 		return fmt.Errorf("max-entries must be at least 1")
@@ -242,7 +316,8 @@ func (o *Options) validate() error {
 
 func (o *Options) config() companionConfig {
 	c := companionConfig{
-		Ranks: o.Ranks, Memory: o.Memory, Stacks: o.Stacks, MaxEntries: o.MaxEntries,
+		Ranks: o.Ranks, Memory: o.Memory, Stacks: o.Stacks, MaxEntries: o.MaxEntries, FreeStacks: o.FreeStacks,
+		RecordSteps:   recordStepsJSON{Mode: o.RecordSteps.Mode, Ranges: o.RecordSteps.Ranges, Warmup: 3},
 		SnapshotSteps: o.SnapshotAt.Steps, OOM: o.OOM, MaxSnapshotBytes: o.MaxSnapshotBytes,
 		Trace: o.Trace, Schedule: o.Schedule, ProfileMemory: o.ProfileMemory,
 		RecordShapes: o.RecordShapes, WithStack: o.WithStack, Phases: o.Phases, Modules: o.Modules,
@@ -257,6 +332,9 @@ func (o *Options) config() companionConfig {
 	}
 	if c.Ranks == nil {
 		c.Ranks = []int{}
+	}
+	if c.RecordSteps.Ranges == nil {
+		c.RecordSteps.Ranges = [][2]int{}
 	}
 	return c
 }

@@ -40,6 +40,38 @@ func TestParseSchedule(t *testing.T) {
 	}
 }
 
+func TestParseRecordSteps(t *testing.T) {
+	tests := []struct {
+		in   string
+		want RecordSteps
+		err  string
+	}{
+		{"auto", RecordSteps{Mode: "auto"}, ""},
+		{"", RecordSteps{Mode: "auto"}, ""},
+		{"all", RecordSteps{Mode: "all"}, ""},
+		{"50, 0-2", RecordSteps{Mode: "steps", Ranges: [][2]int{{0, 2}, {50, 50}}}, ""},
+		{"3-3", RecordSteps{Mode: "steps", Ranges: [][2]int{{3, 3}}}, ""},
+		{"-1", RecordSteps{}, "not a step number"},
+		{"2-1", RecordSteps{}, "bad range"},
+		{"some", RecordSteps{}, "not a step number"},
+	}
+	for _, tt := range tests {
+		got, err := ParseRecordSteps(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseRecordSteps(%q) error = %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParseRecordSteps(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
+		if back, err := ParseRecordSteps(got.String()); err != nil || !reflect.DeepEqual(back, got) {
+			t.Errorf("round trip of %q via %q = %+v, %v", tt.in, got.String(), back, err)
+		}
+	}
+}
+
 func TestParseSnapshotAt(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -77,7 +77,7 @@ func within[T any](t *testing.T, d time.Duration, fn func() T) T {
 
 func TestReadBundleHostileSideFiles(t *testing.T) {
 	t.Parallel()
-	files := []string{"manifest.json", "rank0/process.json", "rank0/oom.json", "rank0/phases.jsonl", "rank0/live.jsonl"}
+	files := []string{"manifest.json", "rank0/process.json", "rank0/oom.json", "rank0/phases.jsonl", "rank0/live.jsonl", "rank0/tensors.jsonl"}
 	kinds := map[string]string{ // what the error must say
 		"fifo":                    "a named pipe",
 		"symlink to /dev/zero":    "a symlink",

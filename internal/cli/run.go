@@ -25,13 +25,23 @@ at it; layout in docs/bundle.md):
   rankN/phases.jsonl     forward/backward/optimizer per step, memory before/after
   rankN/live.jsonl       samples every --interval: allocated, reserved, peak,
                          device used (what nvidia-smi sees), host RSS
+  rankN/tensors.jsonl    parameters, gradients, optimizer state and buffers by
+                         address and size, at a few moments (to label blocks)
+
+The allocator history records every allocation and free of the run, with a
+module path; a Python stack per allocation (what makes history expensive on
+CPU-bound steps) only in some steps (--record-steps auto): the set-up and the
+first 3 steps, one step whenever the last stacked one is about to leave the
+history ring (--max-entries), and the step after one that raised the peak.
+--record-steps all records one for every step, --free-stacks for frees too.
 
 CMD's exit code, stdout, stderr and signals pass through unchanged. Send
 SIGUSR1 to ptscope to take a snapshot in every captured rank. Without torch or
 CUDA the command still runs and ptscope prints one warning.
 
-Traces follow torch.profiler.schedule, one step per optimizer step (or per
-forward when there is no optimizer), e.g. wait=1,warmup=2,active=3,repeat=2:
+Traces follow torch.profiler.schedule, one step per optimizer step (without an
+optimizer, per call of the step's first root module), e.g.
+wait=1,warmup=2,active=3,repeat=2:
 
   step:   1    2    3    4    5    6  | 7    8    9    10   11   12
           wait warm warm ACT  ACT  ACT| wait warm warm ACT  ACT  ACT
@@ -53,6 +63,7 @@ Examples:
   ptscope run -- python train.py --epochs 1
   ptscope run --trace --schedule wait=1,warmup=2,active=3,repeat=2 -- python train.py
   ptscope run --snapshot-at end,step:20 --stacks all -- torchrun --nproc-per-node 8 train.py
+  ptscope run --record-steps 0-2,100-101 -- python train.py
   ptscope run --ranks 0 --out runs --name baseline -- torchrun --nproc-per-node 2 train.py
   ptscope run --simulate-world-size 64 -- python train.py --fsdp
   ptscope run --simulate-world-size 8 --simulate-rank 7 -- python train.py --pp 8
@@ -76,6 +87,8 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	ranks := fs.String("ranks", "all", "ranks to capture: all, or a list such as 0 or 0,2-3 (from RANK, else LOCAL_RANK)")
 	fs.BoolVar(&o.Memory, "memory", o.Memory, "record allocator history (needed for snapshots)")
 	fs.StringVar(&o.Stacks, "stacks", o.Stacks, "stack traces of allocations: python, all (C++ too) or none")
+	recordSteps := fs.String("record-steps", "auto", "steps whose allocations record a stack: auto (set-up, first 3 steps, one whenever the last leaves the history ring, after a step that raised the peak), all, or 0-based steps such as 0-2,50")
+	fs.BoolVar(&o.FreeStacks, "free-stacks", false, "record a stack with every free too (the default records them with allocations only)")
 	fs.IntVar(&o.MaxEntries, "max-entries", o.MaxEntries, "allocator history entries kept (ring buffer)")
 	snapAt := fs.String("snapshot-at", "end", "when to take snapshots besides OOM and SIGUSR1: end, step:N (after the N-th step), none; comma-separated")
 	fs.BoolVar(&o.OOM, "oom", o.OOM, "take a snapshot when CUDA runs out of memory, before the exception propagates")
@@ -112,6 +125,9 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 		return usagef("run: --%v", err)
 	}
 	if o.SnapshotAt, err = capture.ParseSnapshotAt(*snapAt); err != nil {
+		return usagef("run: --%v", err)
+	}
+	if o.RecordSteps, err = capture.ParseRecordSteps(*recordSteps); err != nil {
 		return usagef("run: --%v", err)
 	}
 	if o.Schedule, err = capture.ParseSchedule(*sched); err != nil {

@@ -1,15 +1,31 @@
 """A training loop over testdata/faketorch, for the companion's tests.
-Usage: faketrain.py STEPS [train|oom|forward|sleep|closure|wrapped|accum|bf16] ; prints max_memory_allocated=N.
-bf16: bf16 parameters under CUDA autocast (otherwise fp32 without);
-closure: forward and backward run inside optimizer.step(closure) (as Lightning does);
-wrapped: a wrapping optimizer's step calls the inner one's; accum: 2 micro-batches per step."""
+Usage: faketrain.py STEPS [MODE] ; prints max_memory_allocated=N.
+
+The model has two blocks, each holding one attention module with 1M
+parameters (fp32: 4 MiB each); a forward allocates two 4 MiB outputs and
+frees one; the optimizer keeps two state tensors per parameter.
+MODE:
+  train     forward, backward, optimizer step, zero_grad (the default)
+  bf16      bf16 parameters under CUDA autocast (otherwise fp32 without)
+  closure   forward and backward run inside optimizer.step(closure)
+  wrapped   a wrapping optimizer's step calls the inner one's (accelerate)
+  accum     2 micro-batches per optimizer step
+  forward   forward only (grad enabled, no backward): each call is a step
+  oom       runs out of memory in the forward of step 1
+  sleep     sleeps 50 ms after each step
+  roots     like Lightning's training_step: the loop calls three submodules
+            of an unused parent module directly, then one backward and step
+  lightning roots inside optimizer.step(closure) (Lightning's automatic optimisation)
+  nograd    roots under torch.no_grad(), no optimizer: each iteration is a step
+  ddp       the model wrapped in DistributedDataParallel
+  leak      from step 5 on, each step keeps a 4 MiB tensor (the peak rises every step)
+"""
 import sys
 import time
 
 import torch
 
 mode = sys.argv[2] if len(sys.argv) > 2 else "train"
-# bf16: bf16 parameters under autocast (the precision facts' other case)
 PARAM_DTYPE = torch.bfloat16 if mode == "bf16" else torch.float32
 torch.set_autocast_enabled(mode == "bf16")
 
@@ -45,33 +61,67 @@ class Net(torch.nn.Module):
         return b
 
 
+class Lit(torch.nn.Module):
+    """A LightningModule stand-in: never called itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = Block()
+        self.enc = Block()
+        self.head = Block()
+
+    def training_step(self):
+        a = self.emb(None)
+        b = self.enc(a)
+        c = self.head(b)
+        a.free()
+        b.free()
+        return c
+
+
 steps = int(sys.argv[1])
-params = torch.empty(16 << 20)
-net = Net()
-opt = torch.optim.Optimizer(32 << 20)
+torch.cuda._lazy_init()
+lit = mode in ("roots", "lightning", "nograd")
+net = Lit() if lit else Net()
+if mode == "ddp":
+    net = torch.nn.parallel.DistributedDataParallel(net)
+opt = torch.optim.Optimizer(net.parameters())
 if mode == "wrapped":
     opt = torch.optim.WrappingOptimizer(opt)
 
 
+def forward():
+    return net.training_step() if lit else net(None)
+
+
 def closure():
-    o = net(None)
+    o = forward()
     torch.autograd.backward(o)
     o.free()
 
 
+kept = []
 for i in range(steps):
-    if mode == "closure":
+    if mode in ("closure", "lightning"):
         opt.step(closure)
+        opt.zero_grad()
+        continue
+    if mode == "nograd":
+        with torch.no_grad():
+            forward().free()
         continue
     if mode == "accum":
         closure()
-    out = net(None)
+    out = forward()
     if mode == "oom" and i == 1:
         torch.empty(2 << 30)
     if mode != "forward":
         torch.autograd.backward(out)
         opt.step()
+        opt.zero_grad()
     out.free()
     if mode == "sleep":
         time.sleep(0.05)
+    if mode == "leak" and i >= 5:
+        kept.append(torch.empty(4 << 20))
 print("max_memory_allocated=%d" % torch.cuda.max_memory_allocated())

@@ -1,5 +1,6 @@
-"""In-process capture: memory history, snapshots, profiler traces, phases,
-module attribution and live samples. Imported only once this process has
+"""In-process capture: memory history (with stack windows), snapshots,
+profiler traces, tensor inventories and live samples; phases and module
+attribution come from the PhasesMixin. Imported only once this process has
 initialised CUDA through torch. Every hook is guarded (see _guard)."""
 import atexit
 import json
@@ -14,6 +15,9 @@ import weakref
 import torch
 
 from . import env_rank, log_once, write_atomic, _meta_dir
+from ._history import Windows
+from ._phases import PhasesMixin
+from ._roles import Inventory
 
 _MAX_JSONL_BYTES = 256 << 20  # per phases.jsonl / live.jsonl
 
@@ -70,7 +74,7 @@ class _Jsonl:
                 self.f = None
 
 
-class Capture:
+class Capture(PhasesMixin):
     def __init__(self, cfg, bundle):
         self.cfg = cfg
         self.bundle = bundle
@@ -89,8 +93,28 @@ class Capture:
         self.opt_seen = False
         self.fwd_since = False
         self.bwd_since = False
-        self.open = []  # open phases, outermost first (see phase)
+        self.open = []  # open phases (_phases._Ph), outermost first
         self.opt_nested = 0
+        self.step_root = None  # id of the first root module called in this step
+        self.step_begun = False
+        self.snapshot_steps = set(cfg.get("snapshot_steps") or [])
+        # stack windows (_history): history context switched per step
+        rs = cfg.get("record_steps") or {}
+        self.windows = Windows(rs.get("mode", "auto"), rs.get("ranges") or (), rs.get("warmup", 3),
+                               int(cfg.get("max_entries", 100000)))
+        self.hist_fn = None  # torch.cuda.memory._record_memory_history, once history runs
+        self.hist_kw = None
+        self.hist_ctx = None
+        self.toggle_ok = False
+        self.on_stacks = False  # allocations record stacks now
+        self.bw_attr = False  # backward module attribution on (stacked steps)
+        self.bw_nodes = {}  # id(node) -> node: autograd nodes given a module pre-hook
+        self.bw_roots = []  # the last backward roots given the reset pre-hook
+        self.label_hooks = {}
+        self.owners = []  # naming roots: the model(s) seen in forward
+        self.inv = None  # _roles.Inventory, once the rank folder exists
+        self.inv_enabled = True
+        self.inv_first = False
         self.phases = None
         self.live = None
         self.prof = None
@@ -126,6 +150,20 @@ class Capture:
         except Exception as err:
             log_once(key, "%s failed (%r); that part of the capture is skipped" % (key, err))
             return None
+
+    def _entries(self):
+        """(history events, max_allocated, max_reserved): the allocator's
+        running count of allocations plus two per free (free_requested,
+        free_completed), and its peaks."""
+        raw = getattr(torch._C, "_cuda_memoryStats", None)
+        if raw is not None:
+            s = raw(self.device)
+            a = s["allocation"]["all"]
+            return (int(a["allocated"]) + 2 * int(a["freed"]), s["allocated_bytes"]["all"]["peak"],
+                    s["reserved_bytes"]["all"]["peak"])
+        s = torch.cuda.memory_stats(self.device)
+        return (int(s.get("allocation.all.allocated", 0)) + 2 * int(s.get("allocation.all.freed", 0)),
+                s.get("allocated_bytes.all.peak", 0), s.get("reserved_bytes.all.peak", 0))
 
     def _stats(self):
         """(allocated, reserved, max_allocated, max_reserved) in bytes for self.device."""
@@ -188,6 +226,17 @@ class Capture:
                 if self.cfg.get("phases", True):
                     self.phases = _Jsonl(os.path.join(self.dir, "phases.jsonl"), "phases")
                 self.live = _Jsonl(os.path.join(self.dir, "live.jsonl"), "live")
+                try:
+                    if not self.inv_enabled:
+                        raise RuntimeError("not in this mode")
+                    self.inv = Inventory(os.path.join(self.dir, "tensors.jsonl"), self.rank, self.device)
+                    for o in self.owners:
+                        self._inv_add_owner(o)
+                    self.features["tensor_inventory"] = True
+                except Exception as err:
+                    self.inv = None
+                    if self.inv_enabled:
+                        log_once("tensor inventory", "tensor inventories are off (%r)" % (err,))
                 for rec in self.pending:
                     self.live.write(rec)
                 self.pending = []
@@ -250,6 +299,18 @@ class Capture:
         rec["max_device_used_bytes"] = self.peak_device_used
         rec["max_host_rss_bytes"] = self.peak_rss
         rec["snapshots"] = self.snapshots
+        rec["history"] = {"context": self.hist_ctx_default(), "record_steps": self.windows.mode,
+                          "switchable": self.toggle_ok}
+        wins = []
+        for w in self.windows.windows:  # a window decided for a step that never ran is dropped
+            w = dict(w)
+            if w["first_step"] >= self.step:
+                continue
+            w["last_step"] = min(w["last_step"], self.step - 1) if w["first_step"] >= 0 else w["last_step"]
+            if w["end_time_us"] is None:
+                w["end_time_us"] = rec["end_time_us"]
+            wins.append(w)
+        rec["stack_windows"] = wins
         rec["traces"] = self.traces
         rec["oom"] = self.oom
         write_atomic(os.path.join(self.dir, "process.json"), json.dumps(rec, indent=1))
@@ -261,6 +322,12 @@ class Capture:
         if settings is not None:
             self.facts["allocator_settings"] = settings
 
+    def hist_ctx_default(self):
+        """The history context of stacked steps (None: no stacks at all)."""
+        if not self.cfg.get("memory", True) or self.cfg.get("stacks", "python") == "none":
+            return None
+        return "all" if self.cfg.get("free_stacks") else "alloc"
+
     def _start_history(self):
         import inspect
 
@@ -270,15 +337,59 @@ class Capture:
         max_entries = int(cfg.get("max_entries", 100000))
         params = inspect.signature(f).parameters
         if "stacks" in params:
-            kw = {"enabled": "all", "context": None if stacks == "none" else "all",
-                  "stacks": "all" if stacks == "all" else "python", "max_entries": max_entries}
+            ctx = self.hist_ctx_default()
+            kw = {"enabled": "all", "context": ctx, "stacks": "all" if stacks == "all" else "python",
+                  "max_entries": max_entries}
             if "global_record_annotations" in params:
                 kw["global_record_annotations"] = True
+            # Switching the context keeps the ring only where PyTorch has
+            # clear_history (earlier versions clear it on every call).
+            if "clear_history" in params:
+                kw["clear_history"] = False
+                self.toggle_ok = ctx is not None
             f(**kw)
+            self.hist_fn, self.hist_kw, self.hist_ctx = f, kw, ctx
+            self.on_stacks = ctx is not None
+            if self.on_stacks:
+                self.windows.start_setup(_now_us())
+            if ctx is not None and not self.toggle_ok:
+                self.windows.mode = "all"
+                log_once("stack windows", "this PyTorch clears its allocator history when stack recording is "
+                         "switched, so stacks are recorded for every step (slower; --stacks none records none)")
         else:  # legacy boolean API
             f(True, record_context=stacks != "none", trace_alloc_max_entries=max_entries,
               trace_alloc_record_context=stacks != "none", record_context_cpp=stacks == "all")
+            self.on_stacks = stacks != "none"
+            self.windows.mode = "all"
         self.features["memory_history"] = True
+        self.features["stack_windows"] = self.toggle_ok
+
+    def _decide_stacks(self):
+        """At the start of step self.step: switch allocation stacks on or off
+        (_history.Windows) and with them backward module attribution."""
+        if self.hist_ctx_default() is None or not self.features.get("memory_history"):
+            self.bw_attr = False
+            return
+        w = self.windows
+        if not w.device_total:
+            w.device_total = int(self.facts.get("device_total_memory_bytes") or 0)
+        entries, pa, pr = self._entries()
+        on, reason = w.decide(self.step, entries, pa, pr)
+        if not self.toggle_ok:
+            on, reason = self.on_stacks, w.mode
+        w.begin(self.step, on, reason, entries, _now_us())
+        if on != self.on_stacks and self.toggle_ok:
+            kw = dict(self.hist_kw)
+            kw["context"] = self.hist_ctx_default() if on else None
+            self.hist_fn(**kw)
+            self.hist_ctx = kw["context"]
+        self.on_stacks = on
+        self.bw_attr = on and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
+
+    def _inventory(self, at, step=None):
+        if self.inv is None:
+            return
+        self.inv.take(at, self.step if step is None else step, _now_us())
 
     def _attach_oom(self):
         attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
@@ -300,236 +411,6 @@ class Capture:
 
         if prev in (signal.SIG_DFL, None) or callable(prev):
             signal.signal(signal.SIGUSR1, handler)
-
-    # ------------------------------------------------------------------ hooks
-    def _install_hooks(self):
-        import importlib
-
-        mm = importlib.import_module("torch.nn.modules.module")
-        try:  # always_call (torch >= 2.1 for global hooks) also runs the hook when forward raises
-            h2 = mm.register_module_forward_hook(self._fwd_post, always_call=True)
-            self.features["forward_hook_always_call"] = True
-        except TypeError:
-            h2 = mm.register_module_forward_hook(self._fwd_post)
-            self.features["forward_hook_always_call"] = False
-        h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
-        self.handles += [h1, h2]
-        opt = importlib.import_module("torch.optim.optimizer")
-        if hasattr(opt, "register_optimizer_step_pre_hook"):
-            self.handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
-            self.handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
-            self.features["optimizer_hooks"] = True
-        orig_backward = torch.autograd.backward
-        cap = self
-
-        def backward(*args, **kwargs):
-            if cap.disabled or cap.finished or threading.current_thread() is not cap.main_thread:
-                return orig_backward(*args, **kwargs)
-            cap._safe_phase_begin("backward")
-            try:
-                return orig_backward(*args, **kwargs)
-            finally:
-                cap._safe_phase_end("backward")
-
-        backward.__wrapped__ = orig_backward
-        backward.__doc__ = orig_backward.__doc__
-        torch.autograd.backward = backward
-        if self.cfg.get("modules", True):
-            sm = getattr(torch.cuda.memory, "_set_memory_metadata", None)
-            self.features["memory_metadata"] = sm is not None
-            if sm is not None:
-                self.set_metadata = sm
-
-    def _learn_names(self, root):
-        if root in self.names:
-            return
-        try:
-            for n, m in root.named_modules():
-                if m not in self.names:
-                    self.names[m] = n if n else type(root).__name__
-        except Exception:
-            self.names[root] = type(root).__name__
-
-    def _fwd_pre(self, module, args):
-        # hot path: runs for every module call. Under torch.compile, dynamo
-        # folds is_compiling() to True, so tracing these hooks adds no graph break.
-        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
-            return None
-        try:
-            stack = self.stack
-            if not stack and self.graph_task_id() == -1:
-                self._learn_names(module)
-                if "precision" not in self.facts:
-                    self.facts["precision"] = None  # once, even if it fails
-                    self._guard("precision", self._record_precision, module)
-                self._root_forward_begin()
-            stack.append(module)
-            if self.set_metadata is not None:
-                self.set_metadata(self.names.get(module) or type(module).__name__)
-        except Exception as err:
-            log_once("forward pre-hook", "forward pre-hook failed (%r)" % (err,))
-        return None
-
-    def _fwd_post(self, module, args, output):
-        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
-            return None
-        try:
-            stack = self.stack
-            if not stack:
-                return None
-            # pop up to and including this module (robust to exceptions in children)
-            while stack:
-                m = stack.pop()
-                if m is module:
-                    break
-            if self.set_metadata is not None:
-                self.set_metadata((self.names.get(stack[-1]) or type(stack[-1]).__name__) if stack else "")
-            if not stack and self.phase is not None and self.phase[0] == "forward":
-                self._phase_end("forward")
-        except Exception as err:
-            log_once("forward hook", "forward hook failed (%r)" % (err,))
-        return None
-
-    def _record_precision(self, root):
-        """At the first forward: the model's parameter bytes by dtype, whether
-        CUDA autocast is on, and whether FSDP wraps the model (its mixed
-        precision policy computes in low precision without autocast). analyze
-        reads them for its fp32-compute finding."""
-        by = {}
-        for p in root.parameters():
-            k = str(p.dtype).replace("torch.", "")
-            by[k] = by.get(k, 0) + int(p.numel()) * int(p.element_size())
-        try:
-            on = torch.is_autocast_enabled("cuda")
-        except TypeError:  # torch < 2.4 takes no device type
-            on = torch.is_autocast_enabled()
-        rec = {"parameter_bytes_by_dtype": by, "autocast_cuda": bool(on),
-               "fsdp": any("FSDP" in type(m).__name__ or "FullyShardedDataParallel" in type(m).__name__
-                           for m in root.modules())}
-        if on:
-            try:
-                rec["autocast_dtype"] = str(torch.get_autocast_dtype("cuda")).replace("torch.", "")
-            except Exception:
-                pass
-        self.facts["precision"] = rec
-
-    def _root_forward_begin(self):
-        if self.fwd_since and not self.bwd_since and not self.opt_seen:
-            self._step_done()  # forward-only loop: each root forward is a step
-        self.fwd_since = True
-        if self.prof is None and not self.prof_started and self.cfg.get("trace"):
-            self.prof_started = True
-            self._guard("profiler", self._start_profiler)
-        self._phase_begin("forward")
-
-    def _opt_pre(self, optimizer, args, kwargs):
-        if self.disabled or threading.current_thread() is not self.main_thread:
-            return
-        self._safe_phase_begin("optimizer")
-
-    def _opt_post(self, optimizer, args, kwargs):
-        if self.disabled or threading.current_thread() is not self.main_thread:
-            return
-        nested = self.opt_nested > 0
-        self._safe_phase_end("optimizer")
-        if nested:
-            return
-        self.opt_seen = True
-        try:
-            self._step_done()
-        except Exception as err:
-            log_once("step", "step bookkeeping failed (%r)" % (err,))
-
-    def _safe_phase_begin(self, name):
-        try:
-            if name == "backward":
-                self.bwd_since = True
-            if self.prof is None and not self.prof_started and self.cfg.get("trace"):
-                self.prof_started = True
-                self._guard("profiler", self._start_profiler)
-            self._phase_begin(name)
-        except Exception as err:
-            log_once("phase " + name, "phase tracking failed (%r)" % (err,))
-
-    def _safe_phase_end(self, name):
-        try:
-            self._phase_end(name)
-        except Exception as err:
-            log_once("phase end " + name, "phase tracking failed (%r)" % (err,))
-
-    @property
-    def phase(self):
-        """The innermost open phase (name, start_us, stats, record_function, step), or None."""
-        return self.open[-1] if self.open else None
-
-    def _phase_begin(self, name):
-        if not self.materialize():
-            return
-        if name == "optimizer" and any(p[0] == name for p in self.open):
-            self.opt_nested += 1  # a wrapping optimizer's step calls the inner one's
-            return
-        if name == "forward" and self.open and self.open[-1][0] == "forward":
-            self._phase_end("forward", aborted=True)  # its end hook never ran (exception)
-        rf = None
-        try:
-            if self.phases is not None:
-                rf = torch.autograd.profiler.record_function("ptscope:" + name)
-                rf.__enter__()
-        except Exception as err:
-            rf = None
-            log_once("record_function", "record_function failed (%r); phases are not annotated" % (err,))
-        self.open.append((name, _now_us(), self._stats(), rf, self.step))
-
-    def _phase_end(self, name, aborted=False):
-        """Close the innermost open phase called name (and, as aborted, any left open inside it)."""
-        if name == "optimizer" and self.opt_nested > 0 and not aborted:
-            self.opt_nested -= 1
-            return
-        idx = None
-        for i in range(len(self.open) - 1, -1, -1):
-            if self.open[i][0] == name:
-                idx = i
-                break
-        if idx is None:
-            return
-        while len(self.open) > idx + 1:
-            self._close(self.open.pop(), True)
-        self._close(self.open.pop(), aborted)
-
-    def _close(self, ph, aborted):
-        pname, start_us, before, rf, step = ph
-        if rf is not None:
-            try:
-                rf.__exit__(None, None, None)
-            except Exception:
-                pass
-        after = self._stats()
-        rec = {
-            "phase": pname, "rank": self.rank, "step": step,
-            "start_time_us": start_us, "end_time_us": _now_us(),
-            "allocated_before_bytes": before[0], "allocated_after_bytes": after[0],
-            "reserved_before_bytes": before[1], "reserved_after_bytes": after[1],
-            "max_allocated_before_bytes": before[2], "max_allocated_after_bytes": after[2],
-        }
-        if self.open:
-            rec["parent"] = self.open[-1][0]
-        if aborted:
-            rec["aborted"] = True
-        if self.phases is not None:
-            self.phases.write(rec)
-
-    def _step_done(self):
-        self.step += 1
-        self.fwd_since = False
-        self.bwd_since = False
-        if self.prof is not None:
-            try:
-                self.prof.step()
-            except Exception as err:
-                log_once("profiler step", "profiler step failed (%r); tracing stops" % (err,))
-                self.prof = None
-        if self.step in set(self.cfg.get("snapshot_steps") or []):
-            self.snapshot("step%d" % self.step)
 
     # ------------------------------------------------------------------ profiler
     def _start_profiler(self):
@@ -598,8 +479,9 @@ class Capture:
             first = self.oom is None
             self.oom = {"device": int(device), "requested_bytes": int(alloc), "device_allocated_bytes": int(device_alloc),
                         "device_free_bytes": int(device_free), "time_us": _now_us(), "step": self.step,
-                        "phase": self.phase[0] if self.phase else None}
+                        "phase": self.phase.name if self.phase else None}
             if first:
+                self._guard("tensor inventory", self._inventory, "oom")
                 name = self.snapshot("oom", force=True)
                 self.oom["snapshot"] = name
                 write_atomic(os.path.join(self.dir, "oom.json"), json.dumps(self.oom))
@@ -611,7 +493,7 @@ class Capture:
     def _sample(self):
         a, r, pa, pr = self._stats()
         rec = {"time_us": _now_us(), "rank": self.rank, "step": self.step,
-               "phase": self.phase[0] if self.phase else None,
+               "phase": self.phase.name if self.phase else None,
                "allocated_bytes": a, "reserved_bytes": r, "max_allocated_bytes": pa, "max_reserved_bytes": pr}
         try:
             free, total = torch.cuda.mem_get_info(self.device)
@@ -681,10 +563,12 @@ class Capture:
             if not used:  # CUDA initialised, nothing allocated: leave no rank folder
                 self.disabled = True
                 return
+        self._guard("phase end", self._close_pending, True)
         if self.fwd_since and not self.opt_seen and not self.bwd_since and self.phase is None:
             self.step += 1  # the last forward of a forward-only loop completes a step
         while self.open:
             self._guard("phase end", self._close, self.open.pop(), True)
+        self._guard("tensor inventory", self._inventory, "end")
         if self.prof is not None:
             prof, self.prof = self.prof, None
             self._guard("profiler stop", prof.stop)

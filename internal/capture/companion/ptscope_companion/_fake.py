@@ -417,9 +417,9 @@ class FakeCapture(Capture):
 
     def _learn_names(self, root):
         known = root in self.names
-        super()._learn_names(root)
+        owner = super()._learn_names(root)
         if known:
-            return
+            return owner
         try:
             for m, name in list(self.names.items()):
                 if name not in self.param_bytes:
@@ -427,6 +427,7 @@ class FakeCapture(Capture):
                                                  for p in m.parameters(recurse=False))
         except Exception as err:
             log_once("fake params", "--no-gpu: parameter sizes per module unavailable (%r)" % (err,))
+        return owner
 
     def _stats(self):
         t = self.tracker
@@ -440,6 +441,7 @@ class FakeCapture(Capture):
         self.device = 0
         self._collect_facts()
         self.features["fake_tensors"] = True
+        self.inv_enabled = False  # fake tensors have no device addresses
         self.facts["simulated"] = True
         if self.cfg.get("trace"):
             log_once("fake trace", "--no-gpu: --trace is ignored (fake tensors launch no kernels)")
@@ -458,7 +460,7 @@ class FakeCapture(Capture):
     def _sample(self):
         a, r, pa, pr = self._stats()
         rec = {"time_us": int(__import__("time").time() * 1e6), "rank": self.rank, "step": self.step,
-               "phase": self.phase[0] if self.phase else None, "allocated_bytes": a, "reserved_bytes": r,
+               "phase": self.phase.name if self.phase else None, "allocated_bytes": a, "reserved_bytes": r,
                "max_allocated_bytes": pa, "max_reserved_bytes": pr, "device_total_bytes": self.total}
         if not self.materialized and not self.materialize():
             return

@@ -1,7 +1,13 @@
 """A tiny stand-in for torch, just enough of its API for the ptscope companion's
 tests on machines without PyTorch. It models one CUDA device whose caching
-allocator counts bytes, calls OOM observers and keeps a trace of allocations.
-It is NOT torch: real behaviour is checked by scripts/gpu-e2e.sh on a GPU."""
+allocator counts bytes and allocation events, keeps a trace of allocations
+(with per-thread user metadata and stacks while a stack context is on), calls
+OOM observers, and a toy autograd: module outputs made with grad enabled get
+a node; backward runs the nodes in reverse on a worker thread (as PyTorch's
+device threads do), running their pre-hooks, allocating a temporary per node
+and the gradients of the module's parameters.
+It is NOT torch: real behaviour is checked by the scripts under scripts/gpu."""
+import contextlib
 import threading
 import time
 import types
@@ -11,41 +17,100 @@ version = types.SimpleNamespace(cuda="0.0", hip=None)
 
 # ---------------------------------------------------------------- allocator
 _A = {"alloc": 0, "reserved": 0, "peak": 0, "peak_res": 0, "capacity": 1 << 30,
-      "history": False, "trace": [], "ann": [], "observers": [], "metadata": "", "ctx": {}}
+      "history": False, "trace": [], "ann": [], "observers": [], "ctx": {},
+      "n_alloc": 0, "n_free": 0, "next_addr": 1 << 32, "history_calls": [], "live": {}}
+_TLS = threading.local()  # per-thread allocation metadata, as in PyTorch's allocator
 
 
-def _record(action, size):
+def _record(action, size, addr):
     if _A["history"]:
-        e = {"action": action, "size": size, "time_us": int(time.time() * 1e6), "addr": len(_A["trace"])}
-        if _A["metadata"]:
-            e["user_metadata"] = _A["metadata"]
+        e = {"action": action, "size": size, "time_us": int(time.time() * 1e6), "addr": addr}
+        md = getattr(_TLS, "metadata", "")
+        if md:
+            e["user_metadata"] = md
+        ctx = _A["ctx"].get("context")
+        if ctx in ("alloc", "all", "state") and (action == "alloc" or ctx == "all"):
+            e["frames"] = [{"name": "fake", "filename": "fake.py", "line": 1}]
         _A["trace"].append(e)
+        if len(_A["trace"]) > _A["ctx"].get("max_entries", 1 << 30):  # a ring of max_entries
+            del _A["trace"][0]
+
+
+class _Storage:
+    def __init__(self, t):
+        self.t = t
+
+    def data_ptr(self):
+        return self.t.addr
+
+    def nbytes(self):
+        return self.t.nbytes
 
 
 class Tensor:
-    def __init__(self, nbytes):
+    is_cuda = True
+
+    def __init__(self, nbytes, dt=None):
         if _A["alloc"] + nbytes > _A["capacity"]:
             for ob in list(_A["observers"]):
                 ob(0, nbytes, _A["alloc"], _A["capacity"] - _A["alloc"])
             raise RuntimeError("CUDA out of memory. Tried to allocate %d bytes" % nbytes)
         self.nbytes = nbytes
+        self.dtype = dt or float32
+        self.shape = (nbytes // self.dtype.itemsize,)
+        self.grad_fn = None
+        self.grad = None
+        self.addr = _A["next_addr"]
+        _A["next_addr"] += (nbytes + 511) // 512 * 512 or 512
         _A["alloc"] += nbytes
+        _A["n_alloc"] += 1
         _A["peak"] = max(_A["peak"], _A["alloc"])
         if _A["alloc"] > _A["reserved"]:
             _A["reserved"] = _A["alloc"]
             _A["peak_res"] = max(_A["peak_res"], _A["reserved"])
-        _record("alloc", nbytes)
+        _record("alloc", nbytes, self.addr)
 
     def free(self):
         if self.nbytes:
             _A["alloc"] -= self.nbytes
-            _record("free_completed", self.nbytes)
+            _A["n_free"] += 1
+            _record("free_completed", self.nbytes, self.addr)
             self.nbytes = 0
+
+    def data_ptr(self):
+        return self.addr
+
+    def untyped_storage(self):
+        return _Storage(self)
+
+    def numel(self):
+        return self.nbytes // self.dtype.itemsize
+
+    def element_size(self):
+        return self.dtype.itemsize
 
 
 def empty(nbytes):
     cuda._lazy_init()
     return Tensor(nbytes)
+
+
+# ---------------------------------------------------------------- grad mode
+_GRAD = threading.local()
+
+
+def is_grad_enabled():
+    return getattr(_GRAD, "on", True)
+
+
+@contextlib.contextmanager
+def no_grad():
+    prev = is_grad_enabled()
+    _GRAD.on = False
+    try:
+        yield
+    finally:
+        _GRAD.on = prev
 
 
 # ---------------------------------------------------------------- torch._C
@@ -54,12 +119,14 @@ _C = types.ModuleType("torch._C")
 
 def _stats(device=0):
     return {"allocated_bytes": {"all": {"current": _A["alloc"], "peak": _A["peak"]}},
-            "reserved_bytes": {"all": {"current": _A["reserved"], "peak": _A["peak_res"]}}}
+            "reserved_bytes": {"all": {"current": _A["reserved"], "peak": _A["peak_res"]}},
+            "allocation": {"all": {"allocated": _A["n_alloc"], "freed": _A["n_free"]}},
+            "segment": {"all": {"allocated": 0, "freed": 0}}}
 
 
 _C._cuda_memoryStats = _stats
 _C._cuda_attach_out_of_memory_observer = lambda fn: _A["observers"].append(fn)
-_C._current_graph_task_id = lambda: -1
+_C._current_graph_task_id = lambda: getattr(_TLS, "graph_task", -1)
 
 # ---------------------------------------------------------------- torch.cuda
 cuda = types.ModuleType("torch.cuda")
@@ -98,11 +165,15 @@ cuda.get_device_properties = lambda d=None: types.SimpleNamespace(
     name="Fake GPU", total_memory=_A["capacity"], major=9, minor=0, multi_processor_count=1)
 cuda.memory_stats = lambda d=None: {}
 cuda.max_memory_allocated = lambda d=None: _A["peak"]
+cuda.max_memory_reserved = lambda d=None: _A["peak_res"]
 cuda.memory = types.ModuleType("torch.cuda.memory")
 
 
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1, device=None,
-                           clear_history=False, global_record_annotations=False):
+                           clear_history=False, compile_context=False, global_record_annotations=False):
+    _A["history_calls"].append({"enabled": enabled, "context": context, "stacks": stacks})
+    if enabled is None or clear_history:
+        _A["trace"].clear()
     _A["history"] = enabled is not None
     _A["ctx"] = {"context": context, "stacks": stacks, "max_entries": max_entries,
                  "global_record_annotations": global_record_annotations}
@@ -110,11 +181,12 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
 
 def _snapshot(device=None):
     return {"segments": [{"total_size": _A["reserved"], "blocks": []}], "device_traces": [list(_A["trace"])],
-            "external_annotations": list(_A["ann"]), "allocator_settings": {}, "fake_history_options": dict(_A["ctx"])}
+            "external_annotations": list(_A["ann"]), "allocator_settings": {}, "fake_history_options": dict(_A["ctx"]),
+            "fake_history_calls": list(_A["history_calls"])}
 
 
 def _set_memory_metadata(s):
-    _A["metadata"] = s
+    _TLS.metadata = s
 
 
 cuda.memory._record_memory_history = _record_memory_history
@@ -140,11 +212,66 @@ class record_function:
 
 autograd.profiler.record_function = record_function
 
+_TAPE = []  # nodes made by module forwards since the last backward
+
+
+class _Node:
+    """An autograd node: a module output's grad_fn."""
+
+    def __init__(self, size, params):
+        self.size, self.params, self.pre = size, params, []
+
+    def register_prehook(self, fn):
+        self.pre.append(fn)
+        return _Handle(self.pre, fn)
+
+    def name(self):
+        return "FakeBackward0"
+
+
+def _run_backward(roots):
+    _TLS.graph_task = 1
+    try:
+        seen = set()
+        for t in roots:
+            if t.grad_fn is not None and id(t.grad_fn) not in seen:
+                seen.add(id(t.grad_fn))
+                for h in list(t.grad_fn.pre):
+                    h((None,))
+        for node in reversed(_TAPE):
+            if id(node) not in seen:
+                for h in list(node.pre):
+                    h((None,))
+            g = Tensor(node.size or 1024)  # the node's gradient temporary
+            g.free()
+            for p in node.params:
+                if p.grad is None:
+                    p.grad = Tensor(p.nbytes, p.dtype)
+    finally:
+        _TLS.graph_task = -1
+
 
 def backward(tensors, *a, **k):
-    for t in tensors if isinstance(tensors, (list, tuple)) else [tensors]:
-        g = Tensor(getattr(t, "nbytes", 0) or 1024)  # a gradient-sized temporary
-        g.free()
+    roots = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    if not _TAPE:  # no graph (plain tensors): a gradient-sized temporary
+        for t in roots:
+            g = Tensor(getattr(t, "nbytes", 0) or 1024)
+            g.free()
+        return
+    err = []
+
+    def run():
+        try:
+            _run_backward(roots)
+        except BaseException as e:  # re-raised on the caller's thread
+            err.append(e)
+
+    th = threading.Thread(target=run, name="fake-autograd-device-thread")
+    th.start()
+    th.join()
+    del _TAPE[:]
+    if err:
+        raise err[0]
 
 
 autograd.backward = backward
@@ -203,28 +330,34 @@ def set_autocast_enabled(on):  # the tests' stand-in for `with torch.autocast(..
     _AUTOCAST["on"] = on
 
 
-class Parameter:
+class Parameter(Tensor):
+    """A parameter of n elements, allocated on the fake device."""
+
     def __init__(self, n, dt=float32):
-        self.n, self.dtype = n, dt
+        cuda._lazy_init()
+        Tensor.__init__(self, n * dt.itemsize, dt)
+        self.n = n
 
     def numel(self):
         return self.n
-
-    def element_size(self):
-        return self.dtype.itemsize
 
 
 class Module:
     def __init__(self):
         self.__dict__["_children"] = {}
         self.__dict__["_params"] = {}
+        self.__dict__["_buffers"] = {}
 
     def __setattr__(self, k, v):
         if isinstance(v, Module):
             self._children[k] = v
-        if isinstance(v, Parameter):
+        elif isinstance(v, Parameter):
             self._params[k] = v
         object.__setattr__(self, k, v)
+
+    def register_buffer(self, k, t):
+        self._buffers[k] = t
+        object.__setattr__(self, k, t)
 
     def named_modules(self, prefix=""):
         yield prefix, self
@@ -235,9 +368,19 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
+    def named_parameters(self, prefix="", remove_duplicate=True):
+        for mp, m in self.named_modules(prefix):
+            for k, p in m._params.items():
+                yield (mp + "." if mp else "") + k, p
+
+    def named_buffers(self, prefix="", remove_duplicate=True):
+        for mp, m in self.named_modules(prefix):
+            for k, b in m._buffers.items():
+                yield (mp + "." if mp else "") + k, b
+
     def parameters(self):
-        for m in self.modules():
-            yield from m._params.values()
+        for _, p in self.named_parameters():
+            yield p
 
     def __call__(self, *args):
         for h in list(_PRE):
@@ -245,6 +388,11 @@ class Module:
         out = None
         try:
             out = self.forward(*args)
+            if isinstance(out, Tensor) and out.grad_fn is None and is_grad_enabled():
+                out.grad_fn = _Node(out.nbytes, list(self._params.values()))
+                _TAPE.append(out.grad_fn)
+            elif isinstance(out, Tensor) and out.grad_fn is not None and self._params:
+                out.grad_fn.params.extend(self._params.values())
         finally:
             for h in list(_POST):
                 h(self, args, out)
@@ -257,6 +405,32 @@ class Module:
 nn.Module = Module
 nn.Parameter = Parameter
 
+# DistributedDataParallel: its init helper allocates the gradient buckets and
+# its forward runs _pre_forward (where PyTorch rebuilds buckets) first.
+nn.parallel = types.ModuleType("torch.nn.parallel")
+nn.parallel.distributed = types.ModuleType("torch.nn.parallel.distributed")
+
+
+class DistributedDataParallel(Module):
+    def __init__(self, module):
+        Module.__init__(self)
+        self.module = module
+        self._ddp_init_helper()
+
+    def _ddp_init_helper(self):
+        self.__dict__["bucket"] = Tensor(sum(p.nbytes for p in self.module.parameters()))
+
+    def _pre_forward(self, *args):
+        return args
+
+    def forward(self, *args):
+        args = self._pre_forward(*args)
+        return self.module(*args)
+
+
+nn.parallel.DistributedDataParallel = DistributedDataParallel
+nn.parallel.distributed.DistributedDataParallel = DistributedDataParallel
+
 # ---------------------------------------------------------------- optim
 optim = types.ModuleType("torch.optim")
 optim.optimizer = types.ModuleType("torch.optim.optimizer")
@@ -266,21 +440,30 @@ optim.optimizer.register_optimizer_step_post_hook = lambda fn: (_OPOST.append(fn
 
 
 class Optimizer:
-    def __init__(self, state_bytes):
-        self.state = None
-        self.state_bytes = state_bytes
+    """Adam-like: two state tensors the size of each parameter, made at the first step."""
+
+    def __init__(self, params):
+        self.param_groups = [{"params": list(params)}]
+        self.state = {}
 
     def step(self, closure=None):
         for h in list(_OPRE):
             h(self, (), {})
         if closure is not None:
             closure()
-        if self.state is None:
-            self.state = Tensor(self.state_bytes)
-        tmp = Tensor(self.state_bytes // 4)
+        for p in self.param_groups[0]["params"]:
+            if p not in self.state:
+                self.state[p] = {"exp_avg": Tensor(p.nbytes), "exp_avg_sq": Tensor(p.nbytes)}
+        tmp = Tensor(sum(p.nbytes for p in self.param_groups[0]["params"]) // 4 or 512)
         tmp.free()
         for h in list(_OPOST):
             h(self, (), {})
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.param_groups[0]["params"]:
+            if p.grad is not None:
+                p.grad.free()
+                p.grad = None
 
 
 optim.Optimizer = Optimizer
@@ -292,12 +475,23 @@ class WrappingOptimizer(Optimizer):
     def __init__(self, inner):
         self.inner = inner
 
+    @property
+    def param_groups(self):
+        return self.inner.param_groups
+
+    @property
+    def state(self):
+        return self.inner.state
+
     def step(self, closure=None):
         for h in list(_OPRE):
             h(self, (), {})
         self.inner.step(closure)
         for h in list(_OPOST):
             h(self, (), {})
+
+    def zero_grad(self, set_to_none=True):
+        self.inner.zero_grad(set_to_none)
 
 
 optim.WrappingOptimizer = WrappingOptimizer
@@ -425,6 +619,6 @@ distributed.distributed_c10d = c10d
 
 import sys as _sys
 
-for _m in (_C, _C._distributed_c10d, distributed, c10d, cuda, cuda.memory, autograd, autograd.profiler, nn, nn.modules, nn.modules.module, optim,
-           optim.optimizer, profiler):
+for _m in (_C, _C._distributed_c10d, distributed, c10d, cuda, cuda.memory, autograd, autograd.profiler, nn, nn.modules,
+           nn.modules.module, nn.parallel, nn.parallel.distributed, optim, optim.optimizer, profiler):
     _sys.modules[_m.__name__] = _m

@@ -1,0 +1,555 @@
+"""Steps, phases and module attribution from global hooks (a mixin of Capture).
+
+A step is an optimizer step: the global optimizer step post-hook ends it
+(a wrapping optimizer whose step runs an inner one's, as accelerate's does,
+counts once). Without an optimizer, a step ends when the first root module
+of the step is called again (an inference loop over model, or over emb, enc
+and head in turn).
+
+A forward phase is the outermost module call(s) between other phases: it
+begins at the pre-hook of a root module call (no module running on the main
+thread, not inside autograd) and, while grad is enabled, stays open after
+the call returns, so that several root modules called in turn (Lightning's
+training_step calling self.emb, self.enc, self.head) and the loss computed
+after them make one forward phase. It ends when the backward, the optimizer
+step or a forward of a module already called in it begins. Under no_grad
+(evaluation) each root call is its own phase. A forward that runs inside
+optimizer.step(closure) suspends the optimizer phase, so forward and
+backward are written as phases of their own ("closure": true) and the
+optimizer phase covers only the update after the closure's backward.
+
+Module attribution: every allocation made while a module's forward runs
+carries its path in user_metadata (_set_memory_metadata, per thread). In
+stacked steps, each module call's output autograd nodes also get a pre-hook
+that sets the module's path on the thread running the backward, so the
+backward's allocations carry the path of the module whose forward created
+the node (the innermost module wins when modules share an output node)."""
+import sys
+import threading
+
+import torch
+
+from . import log_once
+from ._roles import output_nodes
+
+_MAX_NODES = 200000  # attributed autograd nodes remembered per backward
+
+
+def _now_us():
+    import time
+
+    return int(time.time() * 1e6)
+
+
+class _Ph:
+    """An open phase."""
+    __slots__ = ("name", "start", "before", "rf", "step", "closure", "roots", "mods", "pending", "suspended",
+                 "resumed", "stacks", "root_end", "use_root_end")
+
+    def __init__(self, name, start, before, rf, step):
+        self.name, self.start, self.before, self.rf, self.step = name, start, before, rf, step
+        self.closure = False
+        self.roots = 1
+        self.mods = set()
+        self.pending = False  # a forward whose root calls returned; more roots may join it
+        self.suspended = False  # an optimizer phase whose closure is running
+        self.resumed = False
+        self.stacks = False
+        self.root_end = None  # (time, stats) when its last root call returned
+        self.use_root_end = False  # closed by another forward or the step's end: end there
+
+
+class PhasesMixin:
+    """Hooks and phase bookkeeping; needs Capture's fields and helpers."""
+
+    # ------------------------------------------------------------------ install
+    def _install_hooks(self):
+        import importlib
+
+        mm = importlib.import_module("torch.nn.modules.module")
+        try:  # always_call (torch >= 2.1 for global hooks) also runs the hook when forward raises
+            h2 = mm.register_module_forward_hook(self._fwd_post, always_call=True)
+            self.features["forward_hook_always_call"] = True
+        except TypeError:
+            h2 = mm.register_module_forward_hook(self._fwd_post)
+            self.features["forward_hook_always_call"] = False
+        h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
+        self.handles += [h1, h2]
+        opt = importlib.import_module("torch.optim.optimizer")
+        if hasattr(opt, "register_optimizer_step_pre_hook"):
+            self.handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
+            self.handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
+            self.features["optimizer_hooks"] = True
+        orig_backward = torch.autograd.backward
+        cap = self
+
+        def backward(*args, **kwargs):
+            if cap.disabled or cap.finished or threading.current_thread() is not cap.main_thread:
+                return orig_backward(*args, **kwargs)
+            cap._guard("backward roots", cap._backward_roots, args[0] if args else kwargs.get("tensors"))
+            cap._safe_phase_begin("backward")
+            try:
+                return orig_backward(*args, **kwargs)
+            finally:
+                cap._safe_phase_end("backward")
+
+        backward.__wrapped__ = orig_backward
+        backward.__doc__ = orig_backward.__doc__
+        torch.autograd.backward = backward
+        if self.cfg.get("modules", True):
+            sm = getattr(torch.cuda.memory, "_set_memory_metadata", None)
+            self.features["memory_metadata"] = sm is not None
+            if sm is not None:
+                self.set_metadata = sm
+                node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
+                self.features["backward_module_metadata"] = node is None or hasattr(node, "register_prehook")
+        self._guard("DDP hooks", self._wrap_ddp)
+
+    def _wrap_ddp(self):
+        """Label what DistributedDataParallel allocates in its init helper and
+        pre-forward (its gradient buckets, rebuilt after the first step) with
+        user_metadata "ptscope:ddp" and a region record in tensors.jsonl."""
+        mod = sys.modules.get("torch.nn.parallel.distributed")
+        cls = getattr(mod, "DistributedDataParallel", None)
+        if cls is None:
+            return
+        cap = self
+        for meth in ("_ddp_init_helper", "_pre_forward"):
+            orig = cls.__dict__.get(meth)
+            if orig is None or getattr(orig, "_ptscope", False):
+                continue
+
+            def make(orig, meth):
+                def wrapped(*args, **kwargs):
+                    if cap.disabled or cap.finished or cap.is_compiling() or threading.get_ident() != cap.main_ident:
+                        return orig(*args, **kwargs)
+                    before, t0 = cap._stats(), _now_us()
+                    if cap.set_metadata is not None:
+                        cap.set_metadata("ptscope:ddp")
+                    try:
+                        return orig(*args, **kwargs)
+                    finally:
+                        cap._guard("DDP region", cap._ddp_region, meth, before, t0)
+
+                wrapped._ptscope = True
+                wrapped.__wrapped__ = orig
+                wrapped.__name__ = getattr(orig, "__name__", meth)
+                wrapped.__doc__ = getattr(orig, "__doc__", None)
+                return wrapped
+
+            setattr(cls, meth, make(orig, meth))
+        self.features["ddp_regions"] = True
+
+    def _ddp_region(self, meth, before, t0):
+        if self.set_metadata is not None:
+            self.set_metadata(self._module_name(self.stack[-1]) if self.stack else "")
+        after = self._stats()
+        if after[0] != before[0] and self.materialize() and self.inv is not None:
+            self.inv.region("ddp_buckets" if meth == "_ddp_init_helper" else "ddp_pre_forward", self.step,
+                            t0, _now_us(), before[0], after[0])
+
+    # ------------------------------------------------------------------ names
+    def _module_name(self, m):
+        return self.names.get(m) or type(m).__name__
+
+    def _owner(self, root):
+        """The outermost module, in the calling frames' `self`, that contains
+        root: Lightning's training_step calls self.emb, self.enc and self.head
+        of a LightningModule that is never called itself; naming them by that
+        module gives the paths its named_parameters uses."""
+        getframe = getattr(sys, "_getframe", None)
+        if getframe is None:
+            return root
+        owner = root
+        f = getframe(1)
+        for _ in range(16):
+            if f is None:
+                break
+            try:
+                s = f.f_locals.get("self")
+            except Exception:
+                s = None
+            if s is not None and s is not root and s is not owner and isinstance(s, torch.nn.Module):
+                try:
+                    if any(m is owner for m in s.modules()):
+                        owner = s
+                except Exception:
+                    pass
+            f = f.f_back
+        return owner
+
+    def _learn_names(self, root):
+        """Names every module under root's owner, once per new root."""
+        if root in self.names:
+            return self.owners[-1] if self.owners else root
+        owner = self._owner(root)
+        try:
+            for n, m in owner.named_modules():
+                if m not in self.names:
+                    self.names[m] = n if n else type(owner).__name__
+        except Exception:
+            self.names[root] = type(root).__name__
+        if owner not in self.owners:
+            self.owners.append(owner)
+            if self.inv is not None:
+                self._inv_add_owner(owner)
+        return owner
+
+    def _inv_add_owner(self, owner):
+        self.inv.add_root(owner)
+        if any("FSDP" in type(m).__name__ for m in owner.modules()):
+            self.inv.fsdp = True
+
+    # ------------------------------------------------------------------ forward hooks
+    def _fwd_pre(self, module, args):
+        # hot path: runs for every module call. Under torch.compile, dynamo
+        # folds is_compiling() to True, so tracing these hooks adds no graph break.
+        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
+            return None
+        try:
+            stack = self.stack
+            if not stack and self.graph_task_id() == -1:
+                self._root_begin(module)
+            stack.append(module)
+            if self.set_metadata is not None:
+                self.set_metadata(self.names.get(module) or type(module).__name__)
+        except Exception as err:
+            log_once("forward pre-hook", "forward pre-hook failed (%r)" % (err,))
+        return None
+
+    def _fwd_post(self, module, args, output):
+        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
+            return None
+        try:
+            stack = self.stack
+            if not stack:
+                return None
+            # pop up to and including this module (robust to exceptions in children)
+            while stack:
+                m = stack.pop()
+                if m is module:
+                    break
+            if self.bw_attr:
+                self._attribute(module, output)
+            if self.set_metadata is not None:
+                self.set_metadata(self._module_name(stack[-1]) if stack else "")
+            if not stack:
+                self._root_end()
+        except Exception as err:
+            log_once("forward hook", "forward hook failed (%r)" % (err,))
+        return None
+
+    def _root_begin(self, module):
+        owner = self._learn_names(module)
+        if "precision" not in self.facts:
+            self.facts["precision"] = None  # once, even if it fails
+            self._guard("precision", self._record_precision, owner)
+        grad = torch.is_grad_enabled()
+        top = self.open[-1] if self.open else None
+        if top is not None and top.name == "forward" and top.pending:
+            if grad and id(module) not in top.mods:
+                top.pending = False  # another root of the same forward
+                top.roots += 1
+                top.mods.add(id(module))
+                return
+            self._close_pending(at_root_end=True)
+        if not self.opt_seen and self.fwd_since and not self.bwd_since and self.step_root == id(module):
+            self._step_done()  # forward-only loop: the step's first root again
+        if not self.fwd_since:
+            self.step_root = id(module)
+        self.fwd_since = True
+        top = self.open[-1] if self.open else None
+        closure = top is not None and top.name == "optimizer"
+        if closure:
+            self._suspend(top)
+        self._safe_phase_begin("forward")
+        top = self.open[-1] if self.open else None
+        if top is not None and top.name == "forward":
+            top.mods.add(id(module))
+            top.closure = closure or self._in_closure()
+        if not self.inv_first and self.inv is not None:
+            self.inv_first = True
+            self._guard("tensor inventory", self._inventory, "first_forward")
+
+    def _root_end(self):
+        top = self.open[-1] if self.open else None
+        if top is None or top.name != "forward" or top.pending:
+            return
+        if torch.is_grad_enabled():
+            top.pending = True  # more roots or the loss may follow; closed by what comes next
+            top.root_end = (_now_us(), self._stats())
+        else:
+            self._phase_end("forward")
+        if self.bw_attr and self.inv is not None and self.inv.fsdp:
+            self._guard("tensor inventory", self._inventory, "forward_end")
+
+    def _in_closure(self):
+        return any(p.name == "optimizer" and p.suspended for p in self.open)
+
+    def _close_pending(self, at_root_end=False):
+        """Close a pending forward: where its last root call returned when a
+        new forward or the step's end closes it (what ran since is not
+        forward work), now when the backward or the optimizer does (the loss
+        computed after the model's call is)."""
+        top = self.open[-1] if self.open else None
+        if top is not None and top.name == "forward" and top.pending:
+            top.use_root_end = at_root_end and top.root_end is not None
+            self._phase_end("forward")
+
+    def _record_precision(self, root):
+        """At the first forward: the model's parameter bytes by dtype, whether
+        CUDA autocast is on, and whether FSDP wraps the model (its mixed
+        precision policy computes in low precision without autocast). analyze
+        reads them for its fp32-compute finding."""
+        by = {}
+        for p in root.parameters():
+            k = str(p.dtype).replace("torch.", "")
+            by[k] = by.get(k, 0) + int(p.numel()) * int(p.element_size())
+        try:
+            on = torch.is_autocast_enabled("cuda")
+        except TypeError:  # torch < 2.4 takes no device type
+            on = torch.is_autocast_enabled()
+        rec = {"parameter_bytes_by_dtype": by, "autocast_cuda": bool(on),
+               "fsdp": any("FSDP" in type(m).__name__ or "FullyShardedDataParallel" in type(m).__name__
+                           for m in root.modules())}
+        if on:
+            try:
+                rec["autocast_dtype"] = str(torch.get_autocast_dtype("cuda")).replace("torch.", "")
+            except Exception:
+                pass
+        self.facts["precision"] = rec
+
+    # ------------------------------------------------------------------ backward attribution
+    def _label_hook(self, name):
+        h = self.label_hooks.get(name)
+        if h is None:
+            sm = self.set_metadata
+
+            def h(grad_outputs, _name=name):
+                try:
+                    sm(_name)
+                except Exception:
+                    pass
+                return None
+
+            self.label_hooks[name] = h
+        return h
+
+    def _attribute(self, module, output):
+        """Give the output nodes of this module call a pre-hook that sets its
+        path on the backward's thread (inner modules register first and win)."""
+        if self.set_metadata is None or not torch.is_grad_enabled():
+            return
+        nodes = self.bw_nodes
+        for node in output_nodes(output):
+            k = id(node)
+            if k in nodes or len(nodes) >= _MAX_NODES:
+                continue
+            nodes[k] = node
+            node.register_prehook(self._label_hook(self._module_name(module)))
+
+    def _backward_roots(self, tensors):
+        """Reset the backward thread's module path at the start of every
+        backward (it keeps the last one set otherwise), unless the root's node
+        already names its module."""
+        if self.set_metadata is None or not self.features.get("backward_module_metadata"):
+            return
+        roots = tensors if isinstance(tensors, (list, tuple)) else [tensors]
+        for t in roots:
+            fn = getattr(t, "grad_fn", None)
+            if fn is None or id(fn) in self.bw_nodes or not hasattr(fn, "register_prehook"):
+                continue
+            if any(r is fn for r in self.bw_roots):
+                continue  # backward(retain_graph=True) again over the same graph: hooked already
+            self.bw_roots.append(fn)
+            del self.bw_roots[:-8]
+            fn.register_prehook(self._label_hook(""))
+
+    # ------------------------------------------------------------------ optimizer hooks
+    def _opt_pre(self, optimizer, args, kwargs):
+        if self.disabled or threading.current_thread() is not self.main_thread:
+            return
+        self._safe_phase_begin("optimizer")
+        if self.inv is not None:
+            self._guard("tensor inventory", self.inv.add_optimizer, optimizer)
+
+    def _opt_post(self, optimizer, args, kwargs):
+        if self.disabled or threading.current_thread() is not self.main_thread:
+            return
+        nested = self.opt_nested > 0
+        self._safe_phase_end("optimizer")
+        if nested:
+            return
+        self.opt_seen = True
+        try:
+            self._step_done()
+        except Exception as err:
+            log_once("step", "step bookkeeping failed (%r)" % (err,))
+
+    # ------------------------------------------------------------------ phases
+    def _safe_phase_begin(self, name):
+        try:
+            if name != "forward":
+                self._close_pending()
+            if name == "backward":
+                self.bwd_since = True
+            if self.prof is None and not self.prof_started and self.cfg.get("trace"):
+                self.prof_started = True
+                self._guard("profiler", self._start_profiler)
+            self._phase_begin(name)
+        except Exception as err:
+            log_once("phase " + name, "phase tracking failed (%r)" % (err,))
+
+    def _safe_phase_end(self, name):
+        try:
+            if name == "optimizer":
+                self._close_pending()
+            self._phase_end(name)
+            if name == "backward":
+                self.bw_nodes.clear()
+                top = self.open[-1] if self.open else None
+                if top is not None and top.name == "optimizer" and top.suspended:
+                    self._resume(top)
+                if self.on_stacks:
+                    self._guard("tensor inventory", self._inventory, "backward_end")
+        except Exception as err:
+            log_once("phase end " + name, "phase tracking failed (%r)" % (err,))
+
+    @property
+    def phase(self):
+        """The innermost open phase, or None."""
+        return self.open[-1] if self.open else None
+
+    def _record_function(self, name):
+        if self.phases is None:
+            return None
+        try:
+            rf = torch.autograd.profiler.record_function("ptscope:" + name)
+            rf.__enter__()
+            return rf
+        except Exception as err:
+            log_once("record_function", "record_function failed (%r); phases are not annotated" % (err,))
+            return None
+
+    def _phase_begin(self, name):
+        if not self.materialize():
+            return
+        self._step_begins()
+        if name == "optimizer" and any(p.name == name for p in self.open):
+            self.opt_nested += 1  # a wrapping optimizer's step calls the inner one's
+            return
+        if name == "forward" and self.open and self.open[-1].name == "forward":
+            self._phase_end("forward", aborted=True)  # its end hook never ran (exception)
+        ph = _Ph(name, _now_us(), self._stats(), self._record_function(name), self.step)
+        ph.stacks = self.on_stacks
+        if name == "backward":
+            ph.closure = self._in_closure()
+        self.open.append(ph)
+
+    def _suspend(self, ph):
+        """An optimizer phase's closure begins: close its annotation; the
+        segment before the closure is not written (it allocates nothing)."""
+        self._write(ph, False) if ph.resumed else None
+        if ph.rf is not None:
+            try:
+                ph.rf.__exit__(None, None, None)
+            except Exception:
+                pass
+            ph.rf = None
+        ph.suspended = True
+
+    def _resume(self, ph):
+        """The closure's backward returned: the optimizer's own work follows."""
+        ph.suspended = False
+        ph.resumed = True
+        ph.start, ph.before = _now_us(), self._stats()
+        ph.rf = self._record_function("optimizer")
+        ph.stacks = self.on_stacks
+
+    def _phase_end(self, name, aborted=False):
+        """Close the innermost open phase called name (and, as aborted, any left open inside it)."""
+        if name == "optimizer" and self.opt_nested > 0 and not aborted:
+            self.opt_nested -= 1
+            return
+        idx = None
+        for i in range(len(self.open) - 1, -1, -1):
+            if self.open[i].name == name:
+                idx = i
+                break
+        if idx is None:
+            return
+        while len(self.open) > idx + 1:
+            ph = self.open.pop()
+            self._close(ph, not (ph.name == "forward" and ph.pending))
+        ph = self.open.pop()
+        if ph.suspended and not aborted:  # a closure without backward: the update follows its forward
+            self._resume(ph)
+        self._close(ph, aborted)
+
+    def _close(self, ph, aborted):
+        if ph.rf is not None:
+            try:
+                ph.rf.__exit__(None, None, None)
+            except Exception:
+                pass
+            ph.rf = None
+        self._write(ph, aborted)
+
+    def _write(self, ph, aborted):
+        before = ph.before
+        if ph.use_root_end:
+            end, after = ph.root_end
+        else:
+            end, after = _now_us(), self._stats()
+        rec = {
+            "phase": ph.name, "rank": self.rank, "step": ph.step,
+            "start_time_us": ph.start, "end_time_us": end,
+            "allocated_before_bytes": before[0], "allocated_after_bytes": after[0],
+            "reserved_before_bytes": before[1], "reserved_after_bytes": after[1],
+            "max_allocated_before_bytes": before[2], "max_allocated_after_bytes": after[2],
+            "max_reserved_before_bytes": before[3], "max_reserved_after_bytes": after[3],
+        }
+        parent = None
+        for p in reversed(self.open):
+            if p is not ph and not p.suspended:
+                parent = p.name
+                break
+        if parent is not None:
+            rec["parent"] = parent
+        if ph.closure:
+            rec["closure"] = True
+        if ph.name == "forward" and ph.roots > 1:
+            rec["roots"] = ph.roots
+        if ph.stacks:
+            rec["stacks"] = True
+        if aborted:
+            rec["aborted"] = True
+        if self.phases is not None:
+            self.phases.write(rec)
+
+    # ------------------------------------------------------------------ steps
+    def _step_begins(self):
+        """The first phase of the run: step 0 begins (decides its stacks)."""
+        if not self.step_begun:
+            self.step_begun = True
+            self._guard("stack windows", self._decide_stacks)
+
+    def _step_done(self):
+        self._close_pending(at_root_end=True)
+        stacked = self.on_stacks
+        self.step += 1
+        self.fwd_since = False
+        self.bwd_since = False
+        self.bw_nodes.clear()
+        if self.prof is not None:
+            try:
+                self.prof.step()
+            except Exception as err:
+                log_once("profiler step", "profiler step failed (%r); tracing stops" % (err,))
+                self.prof = None
+        if stacked:
+            self._guard("tensor inventory", self._inventory, "step_end", self.step - 1)
+        self.step_begun = True
+        self._guard("stack windows", self._decide_stacks)
+        if self.step in self.snapshot_steps:
+            self.snapshot("step%d" % self.step)

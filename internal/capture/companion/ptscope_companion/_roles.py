@@ -1,0 +1,236 @@
+"""What the training process's tensors are: parameters, gradients, optimizer
+state, buffers, FSDP2's sharded and unsharded parameters, by storage address
+and size (tensors.jsonl), so that analyze can label the allocator's blocks
+exactly instead of guessing from the phase that allocated them.
+
+An inventory walks the model's named parameters and buffers, each
+parameter's .grad and every optimizer's .state; it costs a few microseconds a
+tensor, so it is taken only at a handful of moments (the first forward, the
+end of stacked steps, exit, an OOM) and written only when it differs from the
+last one written. DTensors (FSDP2, tensor parallelism) are recorded by their
+local shard. Imports torch lazily; every function is guarded by the caller."""
+import json
+import zlib
+
+_MAX_BYTES = 64 << 20  # tensors.jsonl cap
+_PART = 1000  # tensors per line (a record is under 300 bytes)
+
+
+def _local(t):
+    """The tensor that owns device memory: a DTensor's local shard, else t."""
+    lt = getattr(t, "_local_tensor", None)
+    if lt is not None:
+        return lt, True
+    return t, False
+
+
+def _dtype(t):
+    return str(getattr(t, "dtype", "")).replace("torch.", "")
+
+
+def _ref(kind, name, module, t, extra=None):
+    """The record of one tensor, or None if it holds no device memory."""
+    lt, dt = _local(t)
+    if not getattr(lt, "is_cuda", False):
+        return None
+    st = lt.untyped_storage()
+    ptr = int(st.data_ptr())
+    nbytes = int(st.nbytes())
+    if ptr == 0 or nbytes == 0:
+        return None
+    rec = {"kind": kind, "name": name, "module": module, "dtype": _dtype(lt), "ptr": ptr, "bytes": nbytes}
+    off = int(lt.data_ptr()) - ptr
+    tb = int(lt.numel()) * int(lt.element_size())
+    if off:
+        rec["offset_bytes"] = off
+    if tb != nbytes:
+        rec["tensor_bytes"] = tb
+    if dt:
+        rec["dtensor"] = True
+    if extra:
+        rec.update(extra)
+    return rec
+
+
+def _module_of(name):
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _fsdp_states(root):
+    """(module path, FSDPParam) for every FSDP2 parameter under root."""
+    get_state = None
+    try:
+        from torch.distributed._composable_state import _get_module_state as get_state  # noqa: F811
+    except Exception:
+        pass
+    out = []
+    for path, m in root.named_modules():
+        st = None
+        try:
+            if get_state is not None:
+                st = get_state(m)
+            elif hasattr(m, "_get_fsdp_state"):
+                st = m._get_fsdp_state()
+        except Exception:
+            st = None
+        if st is None:
+            continue
+        groups = getattr(st, "_fsdp_param_groups", None)
+        if groups is None:
+            g = getattr(st, "_fsdp_param_group", None)
+            groups = [g] if g is not None else []
+        for g in groups:
+            for fp in getattr(g, "fsdp_params", ()) or ():
+                out.append((path, fp))
+    return out
+
+
+class Inventory:
+    """Takes inventories of the process's tensors into tensors.jsonl."""
+
+    def __init__(self, path, rank, device):
+        self.path = path
+        self.rank = rank
+        self.device = device
+        self.roots = []  # (naming root module, prefix) pairs: the models seen in forward
+        self.optimizers = []  # optimizers seen stepping (weak references)
+        self.last_sig = None
+        self.size = 0
+        self.closed = False
+        self.fsdp = False
+        self.count = 0
+
+    def add_root(self, module):
+        for m, _ in self.roots:
+            if m is module:
+                return
+        self.roots.append((module, ""))
+
+    def add_optimizer(self, opt):
+        import weakref
+
+        for r in self.optimizers:
+            if r() is opt:
+                return
+        try:
+            self.optimizers.append(weakref.ref(opt))
+        except TypeError:
+            pass
+
+    def collect(self):
+        """The records, deduplicated by (kind, storage)."""
+        recs = []
+        seen = set()
+        names = {}  # id(param) -> (name, module)
+
+        def add(r):
+            if r is None:
+                return
+            key = (r["kind"], r["ptr"], r.get("offset_bytes", 0))
+            if key in seen:
+                return
+            seen.add(key)
+            recs.append(r)
+
+        for root, _ in self.roots:
+            for name, p in root.named_parameters():
+                mod = _module_of(name)
+                names[id(p)] = (name, mod)
+                add(_ref("parameter", name, mod, p, {"fsdp": "sharded"} if _local(p)[1] and self.fsdp else None))
+                g = getattr(p, "grad", None)
+                if g is not None:
+                    add(_ref("gradient", name, mod, g))
+            for name, b in root.named_buffers():
+                add(_ref("buffer", name, _module_of(name), b))
+            if self.fsdp:
+                for path, fp in _fsdp_states(root):
+                    up = getattr(fp, "_unsharded_param", None)
+                    if up is None:
+                        continue
+                    name = getattr(fp, "_param_fqn", None)
+                    if not name:
+                        mi = getattr(fp, "_module_info", None)
+                        name = (path + "." if path else "") + str(getattr(mi, "param_name", "?"))
+                    add(_ref("parameter", name, _module_of(name), up, {"fsdp": "unsharded"}))
+        for oi, ref in enumerate(self.optimizers):
+            opt = ref()
+            if opt is None:
+                continue
+            state = getattr(opt, "state", None) or {}
+            for gi, group in enumerate(getattr(opt, "param_groups", ()) or ()):
+                for pi, p in enumerate(group.get("params", ())):
+                    name, mod = names.get(id(p), (None, ""))
+                    if name is None:
+                        name = "optimizer%d.group%d.param%d" % (oi, gi, pi)
+                        add(_ref("parameter", name, "", p))
+                        g = getattr(p, "grad", None)
+                        if g is not None:
+                            add(_ref("gradient", name, "", g))
+                    st = state.get(p) if hasattr(state, "get") else None
+                    if not st:
+                        continue
+                    for k, v in st.items():
+                        if hasattr(v, "untyped_storage"):
+                            add(_ref("optimizer_state", name + "." + str(k), mod, v))
+        return recs
+
+    def take(self, at, step, now_us):
+        """Write an inventory if it differs from the last one; returns the record count."""
+        if self.closed:
+            return 0
+        recs = self.collect()
+        sig = zlib.crc32(json.dumps([(r["kind"], r["name"], r["ptr"], r["bytes"]) for r in recs]).encode())
+        if sig == self.last_sig:
+            return 0
+        self.last_sig = sig
+        # lines stay far below the readers' 1 MiB line limit: big models'
+        # inventories are split into parts sharing time_us and at
+        parts = [recs[i:i + _PART] for i in range(0, len(recs), _PART)] or [[]]
+        for i, part in enumerate(parts):
+            rec = {"time_us": now_us, "rank": self.rank, "device": self.device, "step": step, "at": at,
+                   "tensors": part}
+            if len(parts) > 1:
+                rec["part"], rec["parts"] = i, len(parts)
+            self._write(json.dumps(rec, separators=(",", ":")) + "\n")
+        self.count += 1
+        return len(recs)
+
+    def region(self, kind, step, start_us, end_us, before, after):
+        """A span of time whose allocations have one role (DDP's buckets)."""
+        if self.closed:
+            return
+        self._write(json.dumps({"region": kind, "rank": self.rank, "device": self.device, "step": step,
+                                "start_time_us": start_us, "end_time_us": end_us,
+                                "allocated_before_bytes": before, "allocated_after_bytes": after},
+                               separators=(",", ":")) + "\n")
+
+    def _write(self, line):
+        if self.size + len(line) > _MAX_BYTES:
+            self.closed = True
+            raise RuntimeError("tensors.jsonl reached %d bytes; no more inventories are written" % _MAX_BYTES)
+        with open(self.path, "a") as f:
+            f.write(line)
+        self.size += len(line)
+
+
+def output_nodes(out):
+    """The autograd nodes of a module's output tensors (first level of tuples,
+    lists and dicts, which covers Hugging Face's ModelOutput)."""
+    if out is None:
+        return []
+    fn = getattr(out, "grad_fn", None)
+    if fn is not None:
+        return [fn]
+    vals = None
+    if isinstance(out, (tuple, list)):
+        vals = out
+    elif isinstance(out, dict):
+        vals = out.values()
+    if vals is None:
+        return []
+    nodes = []
+    for v in vals:
+        fn = getattr(v, "grad_fn", None)
+        if fn is not None:
+            nodes.append(fn)
+    return nodes
