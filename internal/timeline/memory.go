@@ -55,6 +55,7 @@ type Memory struct {
 	freeAt    []int32 // per entry: the block whose allocated life ends there, or -1
 	ckpt      checkpoints
 	segEvents []segEvent
+	keyTable  keys
 }
 
 // Len is the number of trace entries.

@@ -361,3 +361,47 @@ func TestStateMatchesDump(t *testing.T) {
 		}
 	}
 }
+
+// The breakdown at the peak is analyze's: same categories and bytes.
+func TestBreakdownAtPeakMatchesAnalysis(t *testing.T) {
+	for _, in := range inputs(t)[:3] {
+		m := in.m
+		s := m.Snap
+		a := memory.Analyze(s, m.Device, memory.Options{TopN: 1000})
+		got := m.Breakdown(a.Peak.EventIndex, ByCategory)
+		want := map[string]int64{}
+		for _, g := range a.CategoriesAtPeak {
+			want[g.Name] = g.Bytes
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d categories, analyze %d", in.name, len(got), len(want))
+		}
+		var total int64
+		for _, r := range got {
+			if want[r.Name] != r.Bytes {
+				t.Fatalf("%s: %s %d bytes, analyze %d", in.name, r.Name, r.Bytes, want[r.Name])
+			}
+			total += r.Bytes
+		}
+		if total != a.Peak.AllocatedBytes {
+			t.Fatalf("%s: breakdown total %d, peak %d", in.name, total, a.Peak.AllocatedBytes)
+		}
+		src := m.Breakdown(a.Peak.EventIndex, BySource)
+		if len(src) == 0 || src[0].Bytes <= 0 || src[0].Name == "" {
+			t.Fatalf("%s: sources %+v", in.name, src)
+		}
+	}
+}
+
+func TestModuleGroupName(t *testing.T) {
+	for in, want := range map[string]string{
+		"model.layers.3.mlp":           "model.layers.*.mlp",
+		"transformer.h.11.attn.c_attn": "transformer.h.*.attn.c_attn",
+		"0.1":                          "*.*",
+		"layer2x.conv":                 "layer2x.conv",
+	} {
+		if got := moduleGroupName(in); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+}
