@@ -45,6 +45,7 @@ func commands() []command {
 		versionCommand(),
 		estimateCommand(),
 		runCommand(),
+		serveCommand(),
 		traceCommand(),
 	}
 }

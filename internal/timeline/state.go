@@ -282,10 +282,11 @@ func (m *Memory) State(i int) *State {
 		t := &m.Replay.Timeline
 		st.AllocatedBytes, st.ActiveBytes, st.ReservedBytes = t.Allocated[i], t.Active[i], t.Reserved[i]
 	}
+	st.Unplaced = []StateBlock{}
 	rs := m.segmentsAt(i)
 	st.Segments = make([]SegmentState, len(rs))
 	for k, r := range rs {
-		st.Segments[k] = SegmentState{Address: r.addr, SizeBytes: r.size, Stream: m.stream(r.stream), Expandable: r.expandable}
+		st.Segments[k] = SegmentState{Address: r.addr, SizeBytes: r.size, Stream: m.stream(r.stream), Expandable: r.expandable, Blocks: []StateBlock{}}
 		st.SegmentBytes += r.size
 	}
 	for _, id := range m.LiveAt(i) {
@@ -341,4 +342,28 @@ func (m *Memory) stream(i uint32) int64 {
 		return m.Snap.Streams[i]
 	}
 	return 0
+}
+
+// CheckpointEvery is K: the most entries a state query replays.
+func (m *Memory) CheckpointEvery() int { return m.ckpt.k }
+
+// BlockAt returns the block that entry i allocates, frees or completes
+// freeing, or -1.
+func (m *Memory) BlockAt(i int) int {
+	if i < 0 || i >= m.n {
+		return -1
+	}
+	if f := m.freeAt[i]; f >= 0 {
+		return int(f)
+	}
+	k := sort.Search(len(m.Blocks), func(k int) bool { return m.Blocks[k].Start >= int32(i) })
+	if k < len(m.Blocks) && m.Blocks[k].Start == int32(i) {
+		return k
+	}
+	for _, id := range m.LiveAt(i - 1) {
+		if m.Blocks[id].ActiveEnd == int32(i) {
+			return int(id)
+		}
+	}
+	return -1
 }

@@ -30,6 +30,7 @@ type Trace struct {
 	T          *kineto.Trace
 	Lanes      []Lane
 	Start, End int64 // ns, relative to the trace's time base
+	Memory     []MemCurve
 }
 
 // NewTrace indexes the complete events of t by lane and depth.
@@ -91,6 +92,7 @@ func NewTrace(t *kineto.Trace) *Trace {
 		l.Name = laneName(t, k.pid, k.tid, l.GPU)
 		tr.Lanes = append(tr.Lanes, l)
 	}
+	tr.Memory = memCurves(t)
 	// GPU streams first (what most views are about), then host threads
 	slices.SortFunc(tr.Lanes, func(a, b Lane) int {
 		if a.GPU != b.GPU {
@@ -211,4 +213,71 @@ func (tr *Trace) View(q TraceQuery) (*TraceView, error) {
 		}
 	}
 	return v, nil
+}
+
+// MemCurve is a GPU's allocated and reserved bytes over the trace, from
+// the profiler's [memory] events (profile_memory=True).
+type MemCurve struct {
+	Device              int32
+	TS                  []int64 // ns, sorted
+	Allocated, Reserved *Pyramid
+}
+
+// memCurves builds the GPU memory curves of t.
+func memCurves(t *kineto.Trace) []MemCurve {
+	by := map[int32][]int{}
+	for i, m := range t.Memory {
+		if m.DeviceType == 1 {
+			by[m.DeviceID] = append(by[m.DeviceID], i)
+		}
+	}
+	var out []MemCurve
+	for d, idx := range by {
+		sort.SliceStable(idx, func(a, b int) bool { return t.Memory[idx[a]].TS < t.Memory[idx[b]].TS })
+		c := MemCurve{Device: d, TS: make([]int64, len(idx))}
+		al, re := make([]int64, len(idx)), make([]int64, len(idx))
+		for k, i := range idx {
+			c.TS[k], al[k], re[k] = t.Memory[i].TS, t.Memory[i].TotalAllocated, t.Memory[i].TotalReserved
+		}
+		c.Allocated, c.Reserved = NewPyramid(al), NewPyramid(re)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b MemCurve) int { return cmp.Compare(a.Device, b.Device) })
+	return out
+}
+
+// CurvePoint is one column of a memory curve: min/max over the events in
+// it; Events is 0 for a column without events (the value carries over).
+type CurvePoint struct {
+	AllocMin, AllocMax, ResMin, ResMax int64
+	Events                             int
+}
+
+// Curve returns curve c over [t0, t1) in width columns.
+func (c *MemCurve) Curve(t0, t1 int64, width int) []CurvePoint {
+	out := make([]CurvePoint, width)
+	span := t1 - t0
+	var last CurvePoint
+	if k := sort.Search(len(c.TS), func(k int) bool { return c.TS[k] >= t0 }) - 1; k >= 0 {
+		a, r := c.Allocated.raw[k], c.Reserved.raw[k]
+		last = CurvePoint{a, a, r, r, 0}
+	}
+	for col := 0; col < width; col++ {
+		a, b := t0+int64(col)*span/int64(width), t0+int64(col+1)*span/int64(width)
+		lo := sort.Search(len(c.TS), func(k int) bool { return c.TS[k] >= a })
+		hi := sort.Search(len(c.TS), func(k int) bool { return c.TS[k] >= b })
+		if hi <= lo {
+			p := last
+			p.AllocMin, p.ResMin, p.Events = p.AllocMax, p.ResMax, 0
+			out[col] = p
+			continue
+		}
+		p := CurvePoint{Events: hi - lo}
+		p.AllocMin, p.AllocMax = c.Allocated.MinMax(lo, hi)
+		p.ResMin, p.ResMax = c.Reserved.MinMax(lo, hi)
+		out[col] = p
+		a2, r2 := c.Allocated.raw[hi-1], c.Reserved.raw[hi-1]
+		last = CurvePoint{a2, a2, r2, r2, 0}
+	}
+	return out
 }

@@ -69,6 +69,7 @@ func synthTrace(t *testing.T, seed uint64) *kineto.Trace {
 }
 
 func TestTraceViewBruteForce(t *testing.T) {
+	t.Parallel()
 	traces := []*kineto.Trace{synthTrace(t, 1), synthTrace(t, 2)}
 	// the real trace with stacks (python_function nesting), when present
 	if p := filepath.Join(testfixture.Root(t), "..", "shared", "fixtures", "gpt2tiny_with_stack.pt.trace.json"); p != "" {
@@ -134,6 +135,39 @@ func TestTraceViewBruteForce(t *testing.T) {
 			if wide != len(v.Slices) || narrow != merged {
 				t.Fatalf("trace %d %+v: %d slices, %d merged; want %d and %d", ti, q, len(v.Slices), merged, wide, narrow)
 			}
+		}
+	}
+}
+
+func TestMemCurveBruteForce(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(testfixture.Root(t), "..", "shared", "fixtures", "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz")
+	if _, err := os.Stat(p); err != nil {
+		t.Skip("shared fixture not present")
+	}
+	kt, err := kineto.ReadFile(context.Background(), p, kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTrace(kt)
+	if len(tr.Memory) == 0 {
+		t.Fatal("no GPU memory curve in a profile_memory trace")
+	}
+	c := &tr.Memory[0]
+	t0, t1 := c.TS[0], c.TS[len(c.TS)-1]+1
+	pts := c.Curve(t0, t1, 333)
+	for col, p := range pts {
+		a, b := t0+int64(col)*(t1-t0)/333, t0+int64(col+1)*(t1-t0)/333
+		n := 0
+		mx := int64(-1)
+		for k, ts := range c.TS {
+			if ts >= a && ts < b {
+				n++
+				mx = max(mx, c.Allocated.raw[k])
+			}
+		}
+		if p.Events != n || (n > 0 && p.AllocMax != mx) {
+			t.Fatalf("column %d: %d events max %d, want %d max %d", col, p.Events, p.AllocMax, n, mx)
 		}
 	}
 }

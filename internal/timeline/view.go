@@ -107,6 +107,12 @@ func (m *Memory) View(q ViewQuery) (*View, error) {
 		}
 	}
 	sort.Slice(drawn, func(i, j int) bool { return drawn[i] < drawn[j] })
+	for id := range m.Blocks {
+		if b := &m.Blocks[id]; b.Start < int32(q.X1) && b.End > int32(q.X0) {
+			v.Summarized++
+		}
+	}
+	v.Summarized -= len(drawn)
 	m.layout(v, drawn)
 	if q.Highlight != nil {
 		for p := range v.Blocks {

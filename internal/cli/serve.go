@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/ptscope/ptscope/internal/web"
+)
+
+const serveUsage = `Usage: ptscope serve [flags] FILE|DIR...
+
+Serve interactive views of snapshots, profiler traces and ptscope run
+bundles in the browser: the memory timeline (every allocation at least a
+pixel wide and tall drawn on its own; click one for its stack), the
+allocator state at any entry, breakdowns by category, source, module and
+stack, and the profiler views (overview, operators, kernels, trace
+timeline). Folders are searched again every --rescan, so the files of a
+running capture appear as they are written. No request leaves the machine.
+
+The server binds 127.0.0.1 unless --addr names another address, which
+also needs --allow-remote (anyone who can reach that address can read the
+inputs). See docs/serve.md for the views' URLs.
+
+Examples:
+  ptscope serve snapshot.pickle
+  ptscope serve --addr 127.0.0.1:9000 --open runs/
+  ptscope serve rank0.pickle rank0.pt.trace.json.gz
+`
+
+func serveCommand() command {
+	c := command{name: "serve", summary: "interactive memory and profiler views in the browser", usage: serveUsage}
+	c.run = func(e *env, args []string) error {
+		fs := newFlagSet(e, c)
+		addr := fs.String("addr", "127.0.0.1:8080", "listen `ADDRESS` (host:port; port 0 picks a free one)")
+		allowRemote := fs.Bool("allow-remote", false, "allow an --addr that is not loopback (the inputs become readable from the network)")
+		open := fs.Bool("open", false, "open the page in the default browser")
+		rescan := fs.Duration("rescan", 2*time.Second, "how often folders are searched for new files (0: never)")
+		paths, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(paths) == 0 {
+			return usagef("serve: no input (give snapshot or trace files, bundles or folders; see ptscope help serve)")
+		}
+		local := web.IsLoopbackAddr(*addr)
+		if !local && !*allowRemote {
+			return usagef("serve: --addr %s is not a loopback address; add --allow-remote to serve it to the network", *addr)
+		}
+		tuneGC()
+		s, err := web.New(web.Options{Roots: paths, Rescan: *rescan, Log: e.stderr})
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			return fmt.Errorf("serve: %v", err)
+		}
+		s.Start(e.ctx)
+		url := "http://" + ln.Addr().String() + "/"
+		fmt.Fprintf(e.stderr, "ptscope serve: %s (Ctrl-C to stop)\n", url)
+		if *open {
+			openBrowser(url)
+		}
+		srv := &http.Server{Handler: s.Handler(local), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			<-e.ctx.Done()
+			srv.Close()
+		}()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %v", err)
+		}
+		return nil
+	}
+	return c
+}
+
+// openBrowser opens url in the desktop's browser, if there is one.
+func openBrowser(url string) {
+	name := "xdg-open"
+	switch runtime.GOOS {
+	case "darwin":
+		name = "open"
+	case "windows":
+		name = "explorer"
+	}
+	if cmd := exec.Command(name, url); cmd.Start() == nil {
+		go cmd.Wait()
+	}
+}

@@ -1,0 +1,427 @@
+package web
+
+import (
+	"encoding/binary"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/timeline"
+)
+
+// memDeviceOf returns the device named by the "device" parameter (default:
+// the input's first device).
+func (s *Server) memDeviceOf(r *http.Request) (*memDevice, error) {
+	it, err := s.readyInput(r, "snapshot")
+	if err != nil {
+		return nil, err
+	}
+	d, err := intParam(r, "device", int64(it.mem[0].tl.Device), false)
+	if err != nil {
+		return nil, err
+	}
+	for _, md := range it.mem {
+		if int64(md.tl.Device) == d {
+			return md, nil
+		}
+	}
+	return nil, notFound("input %d has no device %d", it.ID, d)
+}
+
+// MemSummary is what the page needs before drawing a device: the analysis
+// result (analyze's JSON for the device) and the names of the enums the
+// binary views use.
+type MemSummary struct {
+	Result          *memory.Device `json:"result"`
+	Entries         int            `json:"entries"`
+	StartNS         int64          `json:"start_ns"`
+	EndNS           int64          `json:"end_ns"`
+	Categories      []string       `json:"categories"` // by category number
+	Phases          []string       `json:"phases"`     // by phase number
+	CheckpointEvery int            `json:"checkpoint_every"`
+	Blocks          int            `json:"blocks"`
+}
+
+func categoryNames() []string {
+	var out []string
+	for c := memory.Category(0); ; c++ {
+		n := c.String()
+		out = append(out, n)
+		if n == memory.CatBeforeRecording.String() {
+			return out
+		}
+	}
+}
+
+func phaseNames() []string {
+	var out []string
+	for p := memory.PhaseUnknown; p <= memory.PhaseOther; p++ {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func summaryOf(md *memDevice) *MemSummary {
+	m := md.tl
+	return &MemSummary{Result: md.result, Entries: m.Len(), StartNS: m.Time(0), EndNS: m.Time(m.Len() - 1),
+		Categories: categoryNames(), Phases: phaseNames(), CheckpointEvery: m.CheckpointEvery(), Blocks: len(m.Blocks)}
+}
+
+func (s *Server) memSummary(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return summaryOf(md), nil
+}
+
+// viewQuery reads x0, x1, w, h, y0, y1, hl and color.
+func viewQuery(r *http.Request, m *timeline.Memory) (timeline.ViewQuery, timeline.By, error) {
+	var q timeline.ViewQuery
+	var vals [6]int64
+	for k, p := range []struct {
+		name string
+		def  int64
+	}{{"x0", 0}, {"x1", int64(m.Len())}, {"w", 1000}, {"h", 400}, {"y0", 0}, {"y1", 0}} {
+		v, err := intParam(r, p.name, p.def, false)
+		if err != nil {
+			return q, 0, err
+		}
+		vals[k] = v
+	}
+	if vals[0] < 0 || vals[1] > int64(m.Len()) || vals[0] >= vals[1] {
+		return q, 0, badRequest("range x0=%d x1=%d is not within the %d entries", vals[0], vals[1], m.Len())
+	}
+	if vals[2] < 1 || vals[2] > 1<<14 || vals[3] < 1 || vals[3] > 1<<14 {
+		return q, 0, badRequest("viewport %dx%d pixels is out of range (1..16384)", vals[2], vals[3])
+	}
+	q = timeline.ViewQuery{X0: int(vals[0]), X1: int(vals[1]), Width: int(vals[2]), Height: int(vals[3]), Y0: vals[4], Y1: vals[5]}
+	color := timeline.ByCategory
+	if c := r.URL.Query().Get("color"); c != "" {
+		by, err := timeline.ParseBy(c)
+		if err != nil {
+			return q, 0, badRequest("color: %v", err)
+		}
+		color = by
+	}
+	if hl := r.URL.Query().Get("hl"); hl != "" {
+		by, key, err := parseHighlight(hl)
+		if err != nil {
+			return q, 0, err
+		}
+		q.Highlight = func(m *timeline.Memory, id int) bool { return m.Key(by, id) == key }
+	}
+	return q, color, nil
+}
+
+// parseHighlight reads "by:key" (a breakdown row: category:4, source:12).
+func parseHighlight(s string) (timeline.By, int32, error) {
+	name, k, ok := strings.Cut(s, ":")
+	by, err := timeline.ParseBy(name)
+	if !ok || err != nil {
+		return 0, 0, badRequest("hl=%q: want BREAKDOWN:KEY (category, stack, source, module, module_group)", s)
+	}
+	key, err := strconv.ParseInt(k, 10, 32)
+	if err != nil {
+		return 0, 0, badRequest("hl=%q: key is not an integer", s)
+	}
+	return by, int32(key), nil
+}
+
+func (s *Server) memView(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q, color, err := viewQuery(r, md.tl)
+	if err != nil {
+		return nil, err
+	}
+	v, err := md.tl.View(q)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	return rawBody(EncodeView(md.tl, v, color)), nil
+}
+
+// viewVersion is the layout of EncodeView's output (ui/src/data.js reads it).
+const viewVersion = 1
+
+// EncodeView writes a view in the page's binary layout, little endian:
+//
+//	u32 version, x0, x1, columns, blocks, summarized
+//	f64 y0, y1, min_bytes
+//	f32 alloc_min[columns], alloc_max[...], reserved_min[...], reserved_max[...]
+//	u8  phase[columns]
+//	u8  has_highlight; f32 highlighted[columns] when set
+//	per block: i32 id, start, end; f32 size; u8 category, flags (1: highlighted);
+//	           u16 edges; u32 colour key; edges x (u16 column, f32 offset)
+//
+// Sizes and offsets are float32 bytes (exact to 1 part in 16 million, far
+// below a pixel); the block panel asks for exact numbers.
+func EncodeView(m *timeline.Memory, v *timeline.View, color timeline.By) []byte {
+	W := v.Columns
+	n := 24 + 24 + 17*W + 1 + len(v.Blocks)*24
+	if v.Highlighted != nil {
+		n += 4 * W
+	}
+	for _, b := range v.Blocks {
+		n += 6 * min(len(b.Edges), math.MaxUint16)
+	}
+	buf := make([]byte, 0, n)
+	le := binary.LittleEndian
+	u32 := func(x uint32) { buf = le.AppendUint32(buf, x) }
+	f32 := func(x int64) { buf = le.AppendUint32(buf, math.Float32bits(float32(x))) }
+	f64 := func(x int64) { buf = le.AppendUint64(buf, math.Float64bits(float64(x))) }
+	u32(viewVersion)
+	u32(uint32(v.X0))
+	u32(uint32(v.X1))
+	u32(uint32(W))
+	u32(uint32(len(v.Blocks)))
+	u32(uint32(v.Summarized))
+	f64(v.Y0)
+	f64(v.Y1)
+	f64(v.MinBytes)
+	for _, col := range [][]int64{v.AllocMin, v.AllocMax, v.ResMin, v.ResMax} {
+		for _, x := range col {
+			f32(x)
+		}
+	}
+	for _, p := range v.Phase {
+		buf = append(buf, byte(p))
+	}
+	if v.Highlighted != nil {
+		buf = append(buf, 1)
+		for _, x := range v.Highlighted {
+			f32(x)
+		}
+	} else {
+		buf = append(buf, 0)
+	}
+	for _, b := range v.Blocks {
+		u32(uint32(b.ID))
+		u32(uint32(b.Start))
+		u32(uint32(b.End))
+		f32(b.Size)
+		var flags byte
+		if b.Highlighted {
+			flags |= 1
+		}
+		edges := b.Edges[:min(len(b.Edges), math.MaxUint16)]
+		buf = append(buf, byte(m.Alloc(int(b.ID)).Category), flags)
+		buf = le.AppendUint16(buf, uint16(len(edges)))
+		u32(uint32(m.Key(color, int(b.ID))))
+		for _, e := range edges {
+			buf = le.AppendUint16(buf, uint16(e.Col))
+			f32(e.OffsetBytes)
+		}
+	}
+	return buf
+}
+
+// Frame is a stack frame with whether it is the user's own (the first
+// frame outside PyTorch, which the page highlights).
+type Frame struct {
+	Filename string `json:"filename"`
+	Line     int    `json:"line"`
+	Name     string `json:"name"`
+	User     bool   `json:"user,omitempty"`
+}
+
+// frames returns a stack's frames, innermost first, marking the user's.
+func frames(s *snapshot.Snapshot, id snapshot.StackID) []Frame {
+	src, ok := memory.SourceFrame(s, id)
+	var out []Frame
+	marked := false
+	for _, f := range s.StackFrames(id) {
+		fr := Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}
+		if ok && !marked && f == src {
+			fr.User, marked = true, true
+		}
+		out = append(out, fr)
+	}
+	return out
+}
+
+// BlockDetails is one block as the click panel shows it.
+type BlockDetails struct {
+	ID                  int     `json:"id"`
+	Address             uint64  `json:"address"`
+	SizeBytes           int64   `json:"size_bytes"`
+	RequestedBytes      int64   `json:"requested_bytes"`
+	Category            string  `json:"category"`
+	Origin              string  `json:"origin"`
+	Stream              int64   `json:"stream"`
+	Module              string  `json:"module,omitempty"`
+	Source              string  `json:"source"`
+	AllocEvent          int     `json:"alloc_event_index"` // -1: before the recording
+	FreeRequestedEvent  int     `json:"free_requested_event_index"`
+	FreeEvent           int     `json:"free_event_index"` // -1: never (still alive or pending)
+	AllocTimeNS         int64   `json:"alloc_time_ns,omitempty"`
+	FreeTimeNS          int64   `json:"free_time_ns,omitempty"`
+	LifetimeNS          int64   `json:"lifetime_ns,omitempty"`
+	Step                string  `json:"step,omitempty"`
+	Phase               string  `json:"phase"`
+	AllocatedAfterBytes int64   `json:"allocated_after_alloc_bytes"`
+	Frames              []Frame `json:"frames"`
+	FreeFrames          []Frame `json:"free_frames,omitempty"`
+}
+
+var originNames = map[memory.Origin]string{memory.FromTrace: "trace", memory.BeforeUnmatched: "freed_without_recorded_alloc",
+	memory.BeforeGhost: "alive_since_before_recording"}
+
+func blockDetails(m *timeline.Memory, id int) *BlockDetails {
+	a := m.Alloc(id)
+	b := &m.Blocks[id]
+	d := &BlockDetails{ID: id, Address: a.Addr, SizeBytes: a.Size, RequestedBytes: a.Requested, Category: a.Category.String(),
+		Origin: originNames[a.Origin], Stream: streamValue(m.Snap, a.Stream), Source: m.KeyName(timeline.BySource, m.Key(timeline.BySource, id)),
+		AllocEvent: int(a.AllocIdx), FreeRequestedEvent: int(a.FreeReqIdx), FreeEvent: int(a.FreeIdx),
+		Frames: frames(m.Snap, a.Stack), Phase: m.PhaseAt(int(a.AllocIdx)).String()}
+	if a.Metadata > 0 && int(a.Metadata) < len(m.Snap.Strings) {
+		d.Module = m.Snap.Strings[a.Metadata]
+	}
+	if a.FreeStack != 0 && a.FreeStack != a.Stack {
+		d.FreeFrames = frames(m.Snap, a.FreeStack)
+	}
+	if a.AllocIdx >= 0 {
+		d.AllocTimeNS = m.Time(int(a.AllocIdx))
+		d.AllocatedAfterBytes = m.AllocatedAt(int(a.AllocIdx))
+		if st := m.StepAt(int(a.AllocIdx)); st >= 0 {
+			d.Step = m.Phases.Steps[st].Name
+		}
+	}
+	if b.End < int32(m.Len()) {
+		d.FreeTimeNS = m.Time(int(b.End))
+		if d.AllocTimeNS > 0 && d.FreeTimeNS > 0 {
+			d.LifetimeNS = d.FreeTimeNS - d.AllocTimeNS
+		}
+	}
+	return d
+}
+
+func streamValue(s *snapshot.Snapshot, i uint32) int64 {
+	if int(i) < len(s.Streams) {
+		return s.Streams[i]
+	}
+	return 0
+}
+
+func (s *Server) memBlock(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	id, err := intParam(r, "id", 0, true)
+	if err != nil {
+		return nil, err
+	}
+	if id < 0 || id >= int64(len(md.tl.Blocks)) {
+		return nil, notFound("no block %d (the device has %d)", id, len(md.tl.Blocks))
+	}
+	return blockDetails(md.tl, int(id)), nil
+}
+
+// eventParam reads the "event" parameter: an entry index in range.
+func eventParam(r *http.Request, m *timeline.Memory) (int, error) {
+	i, err := intParam(r, "event", 0, true)
+	if err != nil {
+		return 0, err
+	}
+	if i < -1 || i >= int64(m.Len()) {
+		return 0, notFound("no event %d (the trace has %d entries)", i, m.Len())
+	}
+	return int(i), nil
+}
+
+func (s *Server) memHit(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	i, err := eventParam(r, md.tl)
+	if err != nil {
+		return nil, err
+	}
+	y, err := intParam(r, "y", 0, true)
+	if err != nil {
+		return nil, err
+	}
+	id := md.tl.Hit(i, y)
+	if id < 0 {
+		return map[string]any{"id": -1}, nil
+	}
+	return map[string]any{"id": id, "block": blockDetails(md.tl, id)}, nil
+}
+
+func (s *Server) memState(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	i, err := eventParam(r, md.tl)
+	if err != nil {
+		return nil, err
+	}
+	return md.tl.State(i), nil
+}
+
+// Event is one trace entry.
+type Event struct {
+	Index     int     `json:"index"`
+	Action    string  `json:"action"`
+	Address   uint64  `json:"address"`
+	SizeBytes int64   `json:"size_bytes"`
+	Stream    int64   `json:"stream"`
+	TimeNS    int64   `json:"time_ns,omitempty"`
+	Phase     string  `json:"phase"`
+	Step      string  `json:"step,omitempty"`
+	Block     int     `json:"block"` // the block it allocates or frees, -1 if none
+	Frames    []Frame `json:"frames"`
+}
+
+func (s *Server) memEvent(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	m := md.tl
+	i, err := eventParam(r, m)
+	if err != nil {
+		return nil, err
+	}
+	if i < 0 {
+		return nil, notFound("event -1 is the state before the first entry, not an entry")
+	}
+	tr := m.Snap.Trace(m.Device)
+	e := &Event{Index: i, Action: tr.Action[i].String(), Address: tr.Addr[i], SizeBytes: tr.Size[i],
+		Stream: streamValue(m.Snap, tr.Stream[i]), TimeNS: m.Time(i), Phase: m.PhaseAt(i).String(),
+		Frames: frames(m.Snap, tr.Stack[i]), Block: m.BlockAt(i)}
+	if st := m.StepAt(i); st >= 0 {
+		e.Step = m.Phases.Steps[st].Name
+	}
+	return e, nil
+}
+
+func (s *Server) memBreakdown(r *http.Request) (any, error) {
+	md, err := s.memDeviceOf(r)
+	if err != nil {
+		return nil, err
+	}
+	by, err := timeline.ParseBy(r.URL.Query().Get("by"))
+	if err != nil {
+		return nil, badRequest("by: %v", err)
+	}
+	i := md.result.Peak.EventIndex
+	if r.URL.Query().Get("event") != "" {
+		if i, err = eventParam(r, md.tl); err != nil {
+			return nil, err
+		}
+	}
+	rows := md.tl.Breakdown(i, by)
+	sort.SliceStable(rows, func(a, b int) bool { return rows[a].Bytes > rows[b].Bytes })
+	return map[string]any{"by": by.String(), "event_index": i, "rows": rows}, nil
+}

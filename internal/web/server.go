@@ -1,0 +1,251 @@
+// Package web is ptscope's browser front end: `ptscope serve` (a net/http
+// server answering the views of internal/timeline from models kept in
+// memory, with the page's assets embedded by go:embed) and the --html
+// writer (the same page with the data of a few levels of detail inlined,
+// one offline file). The page lives in ui/ (plain JavaScript, Canvas2D),
+// built by esbuild into ui/dist, which is committed so that `go build`
+// needs no Node.
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ptscope/ptscope/internal/memory"
+)
+
+// Options configure a server.
+type Options struct {
+	Roots []string // files and folders to serve (folders are rescanned)
+	// Rescan is how often folders are searched for new files (0: never).
+	Rescan time.Duration
+	Memory memory.Options
+	// Log receives one line per failed request and per scan error (nil: none).
+	Log io.Writer
+}
+
+// Server serves the inputs under Options.Roots.
+type Server struct {
+	opts   Options
+	inputs *inputs
+	mux    *http.ServeMux
+	logger *log.Logger
+	seen   map[string]int64
+}
+
+// New finds the inputs (an error when there are none) and starts loading
+// them in the background when Start is called.
+func New(opts Options) (*Server, error) {
+	s := &Server{opts: opts, inputs: newInputs(), mux: http.NewServeMux(), seen: map[string]int64{}}
+	s.inputs.opts = opts.Memory
+	if opts.Log != nil {
+		s.logger = log.New(opts.Log, "ptscope serve: ", 0)
+	}
+	if err := s.inputs.scan(opts.Roots, s.seen, true); err != nil {
+		return nil, err
+	}
+	if len(s.inputs.snapshot()) == 0 {
+		return nil, fmt.Errorf("no snapshots or traces found in %s", strings.Join(opts.Roots, ", "))
+	}
+	s.routes()
+	return s, nil
+}
+
+// Start loads the inputs and rescans the folders until ctx ends.
+func (s *Server) Start(ctx context.Context) {
+	go s.inputs.loadLoop(ctx)
+	if s.opts.Rescan <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(s.opts.Rescan)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.inputs.scan(s.opts.Roots, s.seen, false); err != nil {
+					s.logf("rescan: %v", err)
+				}
+			}
+		}
+	}()
+}
+
+func (s *Server) logf(format string, a ...any) {
+	if s.logger != nil {
+		s.logger.Printf(format, a...)
+	}
+}
+
+// Handler is the server's HTTP handler: every request recovers from a
+// panic (a 500 with one line), and only loopback Host headers are accepted
+// when local is set (a page on another site cannot reach the server by DNS
+// rebinding).
+func (s *Server) Handler(local bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.logf("%s %s: internal error: %v\n%s", r.Method, r.URL, p, debug.Stack())
+				httpError(w, http.StatusInternalServerError, fmt.Errorf("internal error: %v (please report it)", p))
+			}
+		}()
+		if local && !loopbackHost(r.Host) {
+			httpError(w, http.StatusForbidden, fmt.Errorf("host %q is not a loopback name; start ptscope serve with --allow-remote to serve other hosts", r.Host))
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			httpError(w, http.StatusMethodNotAllowed, errors.New("only GET is served"))
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback.
+func loopbackHost(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	h = strings.Trim(h, "[]")
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackAddr reports whether a listen address binds loopback only.
+func IsLoopbackAddr(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	return h == "localhost" || (net.ParseIP(h) != nil && net.ParseIP(h).IsLoopback())
+}
+
+// apiError is a request the server refuses, with its status.
+type apiError struct {
+	status int
+	err    error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+
+func badRequest(format string, a ...any) error {
+	return &apiError{http.StatusBadRequest, fmt.Errorf(format, a...)}
+}
+
+func notFound(format string, a ...any) error {
+	return &apiError{http.StatusNotFound, fmt.Errorf(format, a...)}
+}
+
+func httpError(w http.ResponseWriter, status int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+// api wraps a handler that returns a value (JSON), raw bytes, or an error.
+func (s *Server) api(f func(r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := f(r)
+		if err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) {
+				httpError(w, ae.status, ae.err)
+				return
+			}
+			httpError(w, http.StatusInternalServerError, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		if b, ok := v.(rawBody); ok {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.Write(b)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}
+}
+
+// rawBody is a response body sent as application/octet-stream.
+type rawBody []byte
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/", s.index)
+	s.mux.HandleFunc("/ui/", s.asset)
+	s.mux.HandleFunc("/api/v1/inputs", s.api(func(r *http.Request) (any, error) {
+		return map[string]any{"inputs": s.inputs.snapshot()}, nil
+	}))
+	s.mux.HandleFunc("/api/v1/mem/summary", s.api(s.memSummary))
+	s.mux.HandleFunc("/api/v1/mem/view", s.api(s.memView))
+	s.mux.HandleFunc("/api/v1/mem/block", s.api(s.memBlock))
+	s.mux.HandleFunc("/api/v1/mem/hit", s.api(s.memHit))
+	s.mux.HandleFunc("/api/v1/mem/state", s.api(s.memState))
+	s.mux.HandleFunc("/api/v1/mem/event", s.api(s.memEvent))
+	s.mux.HandleFunc("/api/v1/mem/breakdown", s.api(s.memBreakdown))
+	s.mux.HandleFunc("/api/v1/trace/summary", s.api(s.traceSummary))
+	s.mux.HandleFunc("/api/v1/trace/view", s.api(s.traceView))
+	s.mux.HandleFunc("/api/v1/trace/event", s.api(s.traceEvent))
+	s.mux.HandleFunc("/api/v1/trace/memory", s.api(s.traceMemory))
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		httpError(w, http.StatusNotFound, fmt.Errorf("no such endpoint %s", r.URL.Path))
+	})
+}
+
+// intParam reads an integer query parameter; def is used when it is absent
+// (required parameters pass required=true).
+func intParam(r *http.Request, name string, def int64, required bool) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		if required {
+			return 0, badRequest("missing parameter %s", name)
+		}
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, badRequest("parameter %s=%q is not an integer", name, v)
+	}
+	return n, nil
+}
+
+// readyInput returns the input named by the "input" parameter, once loaded.
+func (s *Server) readyInput(r *http.Request, kind string) (*Input, error) {
+	id, err := intParam(r, "input", 0, false)
+	if err != nil {
+		return nil, err
+	}
+	it, ok := s.inputs.get(int(id))
+	if !ok {
+		return nil, notFound("no input %d", id)
+	}
+	s.inputs.mu.RLock()
+	status, msg, k := it.Status, it.Error, it.Kind
+	s.inputs.mu.RUnlock()
+	switch {
+	case status == statusError:
+		return nil, &apiError{http.StatusUnprocessableEntity, errors.New(msg)}
+	case status != statusReady:
+		return nil, &apiError{http.StatusServiceUnavailable, fmt.Errorf("input %d is %s", id, status)}
+	case k != kind:
+		return nil, badRequest("input %d is a %s, not a %s", id, k, kind)
+	}
+	return it, nil
+}

@@ -1,0 +1,333 @@
+package web
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
+	"github.com/ptscope/ptscope/internal/timeline"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// testServer serves a committed real snapshot, a generated trace and a
+// file that is not an input, and waits until all are loaded.
+func testServer(t *testing.T) (*Server, *httptest.Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(testfixture.Root(t), "testdata", "snapshots", "validate_gpt2tiny_fp32.pickle.xz")
+	link(t, src, filepath.Join(dir, "a_snapshot.pickle.xz"))
+	if err := os.WriteFile(filepath.Join(dir, "b_trace.json"), []byte(smallTrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a pickle header followed by garbage: found as a snapshot, fails to load
+	if err := os.WriteFile(filepath.Join(dir, "c_broken.pickle"), []byte("\x80\x04\x95garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Roots: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	s.Start(ctx)
+	ts := httptest.NewServer(s.Handler(true))
+	t.Cleanup(ts.Close)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		done := true
+		for _, in := range s.inputs.snapshot() {
+			if in.Status == statusQueued || in.Status == statusLoading {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("inputs did not load")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s, ts, dir
+}
+
+func link(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// smallTrace is a Kineto trace with two steps, nested ops, kernels and
+// memory events.
+const smallTrace = `{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"NVIDIA H100","totalGlobalMem":85000000000,"numSms":132}],
+"traceEvents":[
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":1000,"dur":1000},
+{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1100,"dur":300,"args":{"External id":1,"Input Dims":[[4,4],[4,4]]}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":1150,"dur":20,"args":{"correlation":11,"External id":1}},
+{"ph":"X","cat":"kernel","name":"sm90_gemm","pid":0,"tid":7,"ts":1200,"dur":500,"args":{"correlation":11,"device":0,"stream":7,"blocks per SM":1.5,"est. achieved occupancy %":40,"grid":[8,1,1],"block":[128,1,1]}},
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":2000,"dur":1000},
+{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":2100,"dur":300,"args":{"External id":2,"Input Dims":[[4,4],[4,4]]}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":2150,"dur":20,"args":{"correlation":12,"External id":2}},
+{"ph":"X","cat":"kernel","name":"sm90_gemm","pid":0,"tid":7,"ts":2200,"dur":600,"args":{"correlation":12,"device":0,"stream":7,"blocks per SM":1.5,"est. achieved occupancy %":40,"grid":[8,1,1],"block":[128,1,1]}},
+{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":1100,"args":{"Device Type":1,"Device Id":0,"Addr":1,"Bytes":1024,"Total Allocated":1024,"Total Reserved":2097152}},
+{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":2500,"args":{"Device Type":1,"Device Id":0,"Addr":1,"Bytes":-1024,"Total Allocated":0,"Total Reserved":2097152}}
+]}`
+
+func get(t *testing.T, ts *httptest.Server, path string, host ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(host) > 0 {
+		req.Host = host[0]
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// dropTimes removes what varies between runs (load times).
+func dropTimes(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "load_ns")
+		for _, y := range x {
+			dropTimes(y)
+		}
+	case []any:
+		for _, y := range x {
+			dropTimes(y)
+		}
+	}
+}
+
+// golden compares got (JSON, re-indented) with testdata/NAME.golden.json.
+func golden(t *testing.T, name string, got []byte, dir string) {
+	t.Helper()
+	got = bytes.ReplaceAll(got, []byte(dir), []byte("DIR"))
+	var v any
+	if err := json.Unmarshal(got, &v); err != nil {
+		t.Fatalf("%s: %v: %s", name, err, got)
+	}
+	dropTimes(v)
+	ind, _ := json.MarshalIndent(v, "", "  ")
+	ind = append(ind, '\n')
+	p := filepath.Join("testdata", name+".golden.json")
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(p, ind, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/web -update)", err)
+	}
+	if !bytes.Equal(ind, want) {
+		t.Errorf("%s differs from %s (go test ./internal/web -update rewrites it):\n%s", name, p, firstDiff(string(ind), string(want)))
+	}
+}
+
+func firstDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			return "got:  " + al[i] + "\nwant: " + bl[i]
+		}
+	}
+	return "lengths differ"
+}
+
+func TestEndpointsGolden(t *testing.T) {
+	_, ts, dir := testServer(t)
+	for _, c := range []struct{ name, path string }{
+		{"inputs", "/api/v1/inputs"},
+		{"mem_block", "/api/v1/mem/block?input=0&id=40"},
+		{"mem_hit", "/api/v1/mem/hit?input=0&event=300&y=1000000"},
+		{"mem_state", "/api/v1/mem/state?input=0&event=250"},
+		{"mem_event", "/api/v1/mem/event?input=0&event=250"},
+		{"mem_breakdown_category", "/api/v1/mem/breakdown?input=0&by=category"},
+		{"mem_breakdown_source", "/api/v1/mem/breakdown?input=0&by=source&event=300"},
+		{"trace_view", "/api/v1/trace/view?input=1&w=200"},
+		{"trace_event", "/api/v1/trace/event?input=1&event=3"},
+		{"trace_memory", "/api/v1/trace/memory?input=1&w=20"},
+	} {
+		code, body := get(t, ts, c.path)
+		if code != 200 {
+			t.Fatalf("%s: %d %s", c.path, code, body)
+		}
+		golden(t, c.name, body, dir)
+	}
+	// summaries are the analyses' JSON: check what the page reads
+	code, body := get(t, ts, "/api/v1/mem/summary?input=0")
+	var ms MemSummary
+	if code != 200 || json.Unmarshal(body, &ms) != nil || ms.Entries == 0 || ms.Result.Peak.AllocatedBytes == 0 || len(ms.Categories) < 8 {
+		t.Fatalf("mem summary %d: %.300s", code, body)
+	}
+	code, body = get(t, ts, "/api/v1/trace/summary?input=1")
+	var tsum struct {
+		Result struct {
+			Kernels []struct{ Name string } `json:"kernels"`
+		} `json:"result"`
+		Lanes []struct{ Name string } `json:"lanes"`
+	}
+	if code != 200 || json.Unmarshal(body, &tsum) != nil || len(tsum.Result.Kernels) != 1 || len(tsum.Lanes) != 2 {
+		t.Fatalf("trace summary %d: %.300s", code, body)
+	}
+}
+
+// The binary view decodes to exactly the timeline's view.
+func TestViewEncoding(t *testing.T) {
+	s, ts, _ := testServer(t)
+	it, _ := s.inputs.get(0)
+	m := it.mem[0].tl
+	code, body := get(t, ts, "/api/v1/mem/view?input=0&x0=100&x1=2000&w=300&h=200&hl=category:4")
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	v, err := m.View(timeline.ViewQuery{X0: 100, X1: 2000, Width: 300, Height: 200,
+		Highlight: func(m *timeline.Memory, id int) bool { return m.Key(timeline.ByCategory, id) == 4 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	o := 0
+	u32 := func() uint32 { x := le.Uint32(body[o:]); o += 4; return x }
+	f32 := func() float64 { x := math.Float32frombits(le.Uint32(body[o:])); o += 4; return float64(x) }
+	f64 := func() float64 { x := math.Float64frombits(le.Uint64(body[o:])); o += 8; return x }
+	if u32() != viewVersion || u32() != 100 || u32() != 2000 || int(u32()) != v.Columns || int(u32()) != len(v.Blocks) || int(u32()) != v.Summarized {
+		t.Fatal("header differs")
+	}
+	if f64() != float64(v.Y0) || f64() != float64(v.Y1) || f64() != float64(v.MinBytes) {
+		t.Fatal("y range differs")
+	}
+	for _, col := range [][]int64{v.AllocMin, v.AllocMax, v.ResMin, v.ResMax} {
+		for _, x := range col {
+			if got := f32(); math.Abs(got-float64(x)) > float64(x)/1e6 {
+				t.Fatalf("curve %v, want %d", got, x)
+			}
+		}
+	}
+	o += v.Columns // phases
+	if body[o] != 1 {
+		t.Fatal("no highlight")
+	}
+	o++
+	o += 4 * v.Columns
+	for _, b := range v.Blocks {
+		if int32(u32()) != b.ID || int32(u32()) != b.Start || int32(u32()) != b.End || f32() != float64(float32(b.Size)) {
+			t.Fatalf("block %d differs", b.ID)
+		}
+		o += 2
+		if int(le.Uint16(body[o:])) != len(b.Edges) {
+			t.Fatalf("block %d edges", b.ID)
+		}
+		o += 2 + 4 + 6*len(b.Edges)
+	}
+	if o != len(body) {
+		t.Fatalf("decoded %d of %d bytes", o, len(body))
+	}
+	if len(v.Blocks) == 0 {
+		t.Fatal("no block drawn")
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	s, ts, dir := testServer(t)
+	s.mux.HandleFunc("/api/v1/panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
+	for _, c := range []struct {
+		path string
+		code int
+		msg  string
+	}{
+		{"/api/v1/mem/view?input=9", 404, "no input 9"},
+		{"/api/v1/mem/view?input=x", 400, "not an integer"},
+		{"/api/v1/mem/view?input=0&x0=5&x1=5", 400, "not within"},
+		{"/api/v1/mem/view?input=0&x0=0&x1=99999999", 400, "not within"},
+		{"/api/v1/mem/view?input=0&w=0", 400, "out of range"},
+		{"/api/v1/mem/view?input=0&hl=category", 400, "BREAKDOWN:KEY"},
+		{"/api/v1/mem/view?input=0&color=rainbow", 400, "unknown breakdown"},
+		{"/api/v1/mem/state?input=0&event=99999999", 404, "no event"},
+		{"/api/v1/mem/state?input=0", 400, "missing parameter event"},
+		{"/api/v1/mem/block?input=0&id=-1", 404, "no block"},
+		{"/api/v1/mem/view?input=0&device=3", 404, "no device 3"},
+		{"/api/v1/mem/view?input=1", 400, "is a trace"},
+		{"/api/v1/trace/view?input=1&t0=5&t1=5", 400, "empty"},
+		{"/api/v1/trace/event?input=1&event=1000", 404, "no event"},
+		{"/api/v1/mem/view?input=2", 422, "c_broken.pickle"},
+		{"/api/v1/nothing", 404, "no such endpoint"},
+		{"/nothing", 404, "no such page"},
+		{"/api/v1/panic", 500, "internal error: boom"},
+	} {
+		code, body := get(t, ts, c.path)
+		var e struct{ Error string }
+		if code != c.code || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, c.msg) || strings.Contains(e.Error, "\n") {
+			t.Errorf("%s: %d %s, want %d with %q", c.path, code, body, c.code, c.msg)
+		}
+	}
+	// the broken input is listed with its one-line error; the others work
+	_, body := get(t, ts, "/api/v1/inputs")
+	if !strings.Contains(string(body), `"status":"error"`) || !strings.Contains(string(body), filepath.Join(dir, "c_broken.pickle")+": ") {
+		t.Errorf("inputs: %s", body)
+	}
+	if code, _ := get(t, ts, "/api/v1/mem/view?input=0"); code != 200 {
+		t.Errorf("the good input fails beside the broken one: %d", code)
+	}
+	// DNS rebinding: a foreign Host is refused; loopback names are not
+	if code, _ := get(t, ts, "/api/v1/inputs", "evil.example:8080"); code != 403 {
+		t.Errorf("foreign host: %d", code)
+	}
+	if code, _ := get(t, ts, "/api/v1/inputs", "localhost:8080"); code != 200 {
+		t.Errorf("localhost: %d", code)
+	}
+	resp, err := http.Post(ts.URL+"/api/v1/inputs", "text/plain", nil)
+	if err != nil || resp.StatusCode != 405 {
+		t.Errorf("POST: %v %v", resp.StatusCode, err)
+	}
+}
+
+func TestPage(t *testing.T) {
+	_, ts, _ := testServer(t)
+	code, body := get(t, ts, "/?view=state&event=3")
+	if code != 200 || !strings.Contains(string(body), `<script src="/ui/app.js">`) {
+		t.Fatalf("%d %s", code, body)
+	}
+	for _, a := range []string{"/ui/app.js", "/ui/app.css"} {
+		if code, body := get(t, ts, a); code != 200 || len(body) < 1000 {
+			t.Fatalf("%s: %d, %d bytes", a, code, len(body))
+		}
+	}
+}
+
+func TestLoopbackAddr(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:8080": true, "localhost:0": true, "[::1]:80": true, "0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false} {
+		if IsLoopbackAddr(addr) != want {
+			t.Errorf("%s: %v", addr, !want)
+		}
+	}
+}

@@ -1,0 +1,200 @@
+// ptscope's page: one input at a time; views chosen by ?view= (memory,
+// state, trace, operators, kernels), the input by ?input=, the device by
+// ?device=. Test hooks: data-testid and data-state="ready" on drawn views;
+// window.__ptscope.timings.
+import { get, htmlMode } from './data.js';
+import { el, bytes, exact, dur, pct, categoryColors } from './fmt.js';
+import { MemoryTimeline, blockPanel } from './memview.js';
+import { table } from './table.js';
+import { stateView } from './state.js';
+import { findingsList } from './findings.js';
+import { traceOverview, traceTimeline, operatorTable, kernelTable } from './trace.js';
+
+window.__ptscope = { timings: { start: performance.now() }, errors: [] };
+
+const params = new URLSearchParams(location.search);
+const app = document.getElementById('app');
+
+function setParams(p) {
+  const q = new URLSearchParams(location.search);
+  for (const [k, v] of Object.entries(p)) v == null ? q.delete(k) : q.set(k, v);
+  history.replaceState(null, '', '?' + q);
+}
+
+async function main() {
+  let inputs;
+  try {
+    inputs = (await get('inputs')).inputs;
+  } catch (e) {
+    app.append(el('p', { class: 'error' }, 'cannot list inputs: ' + e.message));
+    return;
+  }
+  const view = params.get('view') || '';
+  const traceViews = ['trace', 'operators', 'kernels'];
+  let id = params.has('input') ? +params.get('input') : NaN;
+  if (isNaN(id)) {
+    const want = traceViews.includes(view) ? 'trace' : 'snapshot';
+    const first = inputs.find((i) => i.kind === want) || inputs[0];
+    id = first ? first.id : 0;
+  }
+  const it = inputs.find((i) => i.id === id);
+  renderNav(inputs, it, view);
+  if (!it) { app.append(el('p', { class: 'error' }, `no input ${id}`)); return; }
+  const body = el('main');
+  app.append(body);
+  await waitReady(it, body);
+  if (it.status === 'error') {
+    body.append(el('p', { class: 'error', 'data-testid': 'input-error' }, it.error));
+    return;
+  }
+  if (it.kind === 'trace') return showTrace(it, view || 'trace', body);
+  return showMemory(it, view || 'memory', body);
+}
+
+// waitReady polls the input list until the input has loaded (or failed).
+async function waitReady(it, body) {
+  const note = el('p', { class: 'muted' });
+  body.append(note);
+  while (it.status === 'queued' || it.status === 'loading') {
+    note.textContent = `${it.path} is ${it.status}…`;
+    await new Promise((r) => setTimeout(r, 150));
+    const list = (await get('inputs')).inputs;
+    Object.assign(it, list.find((i) => i.id === it.id));
+  }
+  note.remove();
+}
+
+function renderNav(inputs, cur, view) {
+  const sel = el('select', { 'data-testid': 'input-select', onchange: (e) => { location.search = '?input=' + e.target.value; } });
+  const runs = new Map();
+  for (const i of inputs) {
+    const run = i.run || '';
+    if (!runs.has(run)) runs.set(run, []);
+    runs.get(run).push(i);
+  }
+  for (const [run, list] of runs) {
+    const parent = run ? el('optgroup', { label: run }) : sel;
+    for (const i of list) {
+      const label = `${i.kind === 'trace' ? 'trace' : 'memory'}: ${i.path.split('/').slice(-2).join('/')}` + (i.status === 'error' ? ' (error)' : '');
+      parent.append(el('option', { value: i.id, selected: cur && i.id === cur.id }, label));
+    }
+    if (run) sel.append(parent);
+  }
+  const tabs = cur && cur.kind === 'trace'
+    ? [['trace', 'Overview & timeline'], ['operators', 'Operators'], ['kernels', 'Kernels']]
+    : [['memory', 'Memory timeline'], ['state', 'Allocator state']];
+  const nav = el('nav', {}, el('b', {}, 'ptscope'), sel,
+    tabs.map(([v, label]) => el('a', { href: `?input=${cur ? cur.id : 0}&view=${v}`, class: (view || tabs[0][0]) === v ? 'on' : null }, label)));
+  const errs = inputs.filter((i) => i.status === 'error');
+  app.append(nav);
+  if (errs.length) app.append(el('div', { class: 'errors' }, errs.map((i) => el('p', { class: 'error' }, i.error))));
+  if (!htmlMode) pollNewInputs(inputs.length);
+}
+
+// pollNewInputs tells the user when a rescan found new files (a running capture).
+function pollNewInputs(n) {
+  setInterval(async () => {
+    try {
+      const list = (await get('inputs')).inputs;
+      if (list.length > n) {
+        const s = document.querySelector('select[data-testid=input-select]');
+        const opt = el('option', { value: list[list.length - 1].id }, `+ ${list.length - n} new input(s): reload`);
+        s.append(opt);
+        n = list.length;
+      }
+    } catch (e) { /* server gone */ }
+  }, 3000);
+}
+
+async function showMemory(it, view, body) {
+  const device = params.has('device') ? +params.get('device') : it.devices[0].device;
+  const summary = await get('mem/summary', { input: it.id, device });
+  const res = summary.result;
+  const head = el('div', { class: 'summary' },
+    el('span', {}, `peak ${bytes(res.peak.allocated_bytes)} allocated at entry ${exact(res.peak.event_index)} (${res.peak.phase}), reserved ${bytes(res.peak.reserved_bytes)}`),
+    el('span', {}, ` · ${exact(summary.entries)} entries · ${res.steps ? res.steps.length : 0} steps · pattern ${res.pattern}`),
+    it.devices.length > 1 ? el('select', { onchange: (e) => { setParams({ device: e.target.value }); location.reload(); } },
+      it.devices.map((d) => el('option', { value: d.device, selected: d.device === device }, `cuda:${d.device}`))) : null);
+  body.append(head);
+  if (view === 'state') {
+    const ev = params.has('event') ? +params.get('event') : res.peak.event_index;
+    return stateView(body, { input: it.id, device, summary, event: ev, setParams });
+  }
+  const grid = el('div', { class: 'memgrid' });
+  const left = el('div', { class: 'memleft' });
+  const right = el('div', { class: 'memright' });
+  grid.append(left, right);
+  body.append(grid);
+  const panel = el('div', { class: 'panel', 'data-testid': 'block-details', 'data-state': 'empty' }, el('p', { class: 'muted' }, 'Click a block to see its stack.'));
+  const colorSel = el('select', { onchange: (e) => tl.setColor(e.target.value) },
+    ['category', 'stack', 'source', 'module', 'module_group'].map((c) => el('option', { value: c }, 'colour by ' + c.replace('_', ' '))));
+  const legend = el('div', { class: 'legend' }, Object.entries(categoryColors).map(([k, c]) => el('span', {}, el('i', { style: `background:${c}` }), k)),
+    colorSel, el('span', { class: 'muted' }, 'wheel: zoom · shift+wheel: zoom bytes · drag: pan · double-click: reset'));
+  left.append(legend);
+  const ctx = {
+    input: it.id, device, summary, highlight: null,
+    onBlock: async (id, b) => {
+      try {
+        b = b || await get('mem/block', { input: it.id, device, id });
+        blockPanel(panel, b, {
+          startNS: summary.start_ns,
+          zoom: (blk) => { const s = Math.max(0, blk.alloc_event_index), e = blk.free_requested_event_index < 0 ? summary.entries : blk.free_requested_event_index + 1; const pad = Math.max(2, (e - s) / 4); tl.zoomTo(s - pad, e + pad); },
+          state: (ev) => { location.search = `?input=${it.id}&device=${device}&view=state&event=${ev}`; },
+        });
+        window.__ptscope.timings.blockDetails = performance.now();
+      } catch (e) {
+        panel.replaceChildren(el('p', { class: 'error' }, e.message));
+      }
+    },
+  };
+  const tl = new MemoryTimeline(left, ctx);
+  window.__ptscope.memory = tl;
+  const x0 = params.get('x0'), x1 = params.get('x1');
+  if (x0 != null && x1 != null) tl.zoomTo(+x0, +x1); else tl.refresh();
+  left.append(panel);
+  left.append(findingsList(res.findings || [], (f) => {
+    const at = f.at || {};
+    const ev = at.event_index ?? f.event_index;
+    if (at.view === 'state' && ev != null) { location.search = `?input=${it.id}&device=${device}&view=state&event=${ev}`; return; }
+    if (ev != null) tl.zoomTo(ev - summary.entries / 200, ev + summary.entries / 200);
+  }));
+  right.append(await breakdowns(it.id, device, (hl) => tl.setHighlight(hl)));
+}
+
+async function breakdowns(input, device, highlight) {
+  const box = el('div', { class: 'breakdowns', 'data-testid': 'breakdowns' });
+  const tabs = el('div', { class: 'tabs' });
+  const holder = el('div');
+  const kinds = [['category', 'Categories'], ['source', 'Sources'], ['module_group', 'Modules (grouped)'], ['module', 'Modules'], ['stack', 'Stacks']];
+  async function show(by) {
+    tabs.querySelectorAll('button').forEach((b) => b.classList.toggle('on', b.dataset.by === by));
+    try {
+      const r = await get('mem/breakdown', { input, device, by });
+      const total = r.rows.reduce((s, x) => s + x.bytes, 0) || 1;
+      const rows = r.rows.map((x) => ({ ...x, share: x.bytes / total }));
+      holder.replaceChildren(el('p', { class: 'muted' }, `alive at entry ${exact(r.event_index)} (the peak); select a row to highlight its blocks`),
+        table(rows, [{ key: 'name', label: by.replace('_', ' ') }, { key: 'bytes', label: 'bytes', num: true, fmt: bytes }, { key: 'share', label: 'share', num: true, fmt: pct }, { key: 'count', label: 'blocks', num: true, fmt: exact }],
+          { sort: 'bytes', testid: 'breakdown-table', onRow: (row) => highlight(row ? `${by}:${row.key}` : null) }));
+    } catch (e) {
+      holder.replaceChildren(el('p', { class: 'error' }, e.message));
+    }
+  }
+  for (const [by, label] of kinds) tabs.append(el('button', { 'data-by': by, onclick: () => show(by) }, label));
+  box.append(el('h3', {}, 'At the peak'), tabs, holder);
+  await show('category');
+  return box;
+}
+
+async function showTrace(it, view, body) {
+  const s = await get('trace/summary', { input: it.id });
+  window.__ptscope.trace = s;
+  if (view === 'operators') return body.append(operatorTable(s.result));
+  if (view === 'kernels') return body.append(kernelTable(s.result));
+  body.append(traceOverview(s.result, it.id, s));
+  traceTimeline(body, it.id, s);
+}
+
+main().catch((e) => {
+  window.__ptscope.errors.push(String(e));
+  app.append(el('p', { class: 'error' }, String(e.message || e)));
+});
