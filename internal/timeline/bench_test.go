@@ -13,7 +13,7 @@ import (
 var (
 	bench1MOnce sync.Once
 	bench1M     *Memory
-	bench1MA    *memory.Device
+	bench1MA    *memory.Analysis
 )
 
 // memory1M indexes a generated 1,000,000-entry snapshot (the size of the

@@ -85,10 +85,7 @@ func (m *Memory) keys() *keys {
 		}
 		k.source = make([]int32, len(s.Stacks))
 		for id := range s.Stacks {
-			name := "(no frames)"
-			if f, ok := memory.SourceFrame(s, uint32(id)); ok {
-				name = memory.ShortFrame(f)
-			}
+			name, _ := m.Stacks.Source(uint32(id))
 			k.source[id] = intern(&k.sourceNames, name)
 		}
 		clear(idx)
@@ -128,10 +125,8 @@ func (m *Memory) KeyName(by By, key int32) string {
 	case ByCategory:
 		return memory.Category(key).String()
 	case ByStack:
-		if f, ok := memory.SourceFrame(m.Snap, uint32(key)); ok {
-			return fmt.Sprintf("stack %d: %s", key, memory.ShortFrame(f))
-		}
-		return fmt.Sprintf("stack %d", key)
+		name, _ := m.Stacks.Source(uint32(key))
+		return fmt.Sprintf("stack %d: %s", key, name)
 	case BySource:
 		return m.keys().sourceNames[key]
 	case ByModule:

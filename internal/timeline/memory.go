@@ -45,6 +45,7 @@ type Memory struct {
 	Device int
 	Replay *memory.Replay
 	Phases *memory.Phases // may be nil
+	Stacks *memory.StackInfo
 
 	Blocks    []Block
 	Allocated *Pyramid
@@ -65,7 +66,7 @@ func (m *Memory) Len() int { return m.n }
 // phases (nil when unknown).
 func NewMemory(s *snapshot.Snapshot, d int, r *memory.Replay, ph *memory.Phases) *Memory {
 	n := r.Timeline.Len()
-	m := &Memory{Snap: s, Device: d, Replay: r, Phases: ph, n: n}
+	m := &Memory{Snap: s, Device: d, Replay: r, Phases: ph, n: n, Stacks: memory.NewStackInfo(s)}
 	m.Allocated = NewPyramid(r.Timeline.Allocated)
 	m.Reserved = NewPyramid(r.Timeline.Reserved)
 

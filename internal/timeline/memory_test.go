@@ -367,11 +367,11 @@ func TestBreakdownAtPeakMatchesAnalysis(t *testing.T) {
 	for _, in := range inputs(t)[:3] {
 		m := in.m
 		s := m.Snap
-		a := memory.Analyze(s, m.Device, memory.Options{TopN: 1000})
+		a := memory.Analyze(s, m.Device, memory.Options{}).Result
 		got := m.Breakdown(a.Peak.EventIndex, ByCategory)
 		want := map[string]int64{}
-		for _, g := range a.CategoriesAtPeak {
-			want[g.Name] = g.Bytes
+		for _, g := range a.Categories {
+			want[g.Category.String()] = g.Bytes
 		}
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d categories, analyze %d", in.name, len(got), len(want))
@@ -386,9 +386,19 @@ func TestBreakdownAtPeakMatchesAnalysis(t *testing.T) {
 		if total != a.Peak.AllocatedBytes {
 			t.Fatalf("%s: breakdown total %d, peak %d", in.name, total, a.Peak.AllocatedBytes)
 		}
+		// sources: analyze's names and bytes (stacks without a module path)
 		src := m.Breakdown(a.Peak.EventIndex, BySource)
-		if len(src) == 0 || src[0].Bytes <= 0 || src[0].Name == "" {
-			t.Fatalf("%s: sources %+v", in.name, src)
+		wantSrc := map[string]int64{}
+		for _, g := range a.Sources {
+			wantSrc[g.Name] = g.Bytes
+		}
+		if len(src) != len(wantSrc) {
+			t.Fatalf("%s: %d sources, analyze %d", in.name, len(src), len(wantSrc))
+		}
+		for _, r := range src {
+			if wantSrc[r.Name] != r.Bytes {
+				t.Fatalf("%s: source %s %d bytes, analyze %d", in.name, r.Name, r.Bytes, wantSrc[r.Name])
+			}
 		}
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
+	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/perf"
-	"github.com/ptscope/ptscope/internal/snapshot"
 	"github.com/ptscope/ptscope/internal/timeline"
 )
 
@@ -44,7 +44,8 @@ type Input struct {
 
 	mem   []*memDevice
 	trace *traceInput
-	size  int64 // file size when found
+	size  int64         // file size when found
+	rank  *capture.Rank // the bundle rank it belongs to, if any
 }
 
 // DeviceInfo summarises one device of a snapshot for the input list.
@@ -55,8 +56,9 @@ type DeviceInfo struct {
 }
 
 type memDevice struct {
-	result *memory.Device
+	result *memory.Result
 	tl     *timeline.Memory
+	phases []memory.PhaseRow // from the bundle the snapshot came from
 }
 
 type traceInput struct {
@@ -81,13 +83,13 @@ func newInputs() *inputs {
 }
 
 // add registers a found file (once per path) and queues it for loading.
-func (in *inputs) add(path string, kind input.Kind, run string, size int64) {
+func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *capture.Rank) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if _, ok := in.byKey[path]; ok {
 		return
 	}
-	it := &Input{ID: len(in.list), Path: path, Kind: string(kind), Run: run, Status: statusQueued, size: size}
+	it := &Input{ID: len(in.list), Path: path, Kind: string(kind), Run: run, Status: statusQueued, size: size, rank: rank}
 	in.byKey[path] = it.ID
 	in.list = append(in.list, it)
 	select {
@@ -145,7 +147,7 @@ func (in *inputs) load(ctx context.Context, it *Input) {
 		}()
 		switch it.Kind {
 		case string(input.Snapshot):
-			err = in.loadSnapshot(it)
+			err = in.loadSnapshot(ctx, it)
 		case string(input.Trace):
 			err = in.loadTrace(ctx, it)
 		default:
@@ -168,34 +170,44 @@ func (in *inputs) setStatus(it *Input, status, msg string) {
 	in.mu.Unlock()
 }
 
-func (in *inputs) loadSnapshot(it *Input) error {
-	s, err := snapshot.ReadFile(it.Path)
+func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
+	set, err := load.Snapshots(ctx, []string{it.Path}, load.SnapshotOptions{Memory: in.opts})
 	if err != nil {
 		return err
 	}
+	if len(set.Inputs) != 1 || set.Inputs[0].Snapshot == nil {
+		return fmt.Errorf("%s: not one snapshot", it.Path)
+	}
+	m := set.Inputs[0]
 	var devs []*memDevice
 	var infos []DeviceInfo
-	for _, d := range s.Devices() {
-		a := memory.Analyze(s, d, in.opts)
-		devs = append(devs, &memDevice{result: a, tl: timeline.NewMemory(s, d, a.Replay, a.Phases)})
-		infos = append(infos, DeviceInfo{Device: d, Entries: a.Entries, Peak: a.Peak.AllocatedBytes})
+	for _, a := range m.Devices {
+		md := &memDevice{result: a.Result, tl: timeline.NewMemory(m.Snapshot, a.Result.Device, a.Replay, a.Phases)}
+		if it.rank != nil {
+			md.phases = load.PhaseRows(it.rank, []*memory.Analysis{a})
+		}
+		devs = append(devs, md)
+		infos = append(infos, DeviceInfo{Device: a.Result.Device, Entries: a.Result.Entries, Peak: a.Result.Peak.AllocatedBytes})
 	}
 	if len(devs) == 0 {
 		return fmt.Errorf("%s: the snapshot holds no device with segments or trace entries", it.Path)
 	}
 	in.mu.Lock()
-	it.mem, it.Devices, it.Bytes = devs, infos, s.InputBytes
+	it.mem, it.Devices, it.Bytes = devs, infos, m.Snapshot.InputBytes
 	in.mu.Unlock()
 	return nil
 }
 
 func (in *inputs) loadTrace(ctx context.Context, it *Input) error {
-	t, err := kineto.ReadFile(ctx, it.Path, kineto.Options{})
+	set, err := load.Traces(ctx, []string{it.Path}, load.TraceOptions{KeepModels: true})
 	if err != nil {
 		return err
 	}
-	r := perf.Analyze(t, perf.Options{})
-	ti := &traceInput{model: t, result: r, tl: timeline.NewTrace(t)}
+	if len(set.Models) != 1 || set.Models[0] == nil || len(set.Report.Ranks) != 1 {
+		return fmt.Errorf("%s: not one trace", it.Path)
+	}
+	t := set.Models[0]
+	ti := &traceInput{model: t, result: &set.Report.Ranks[0], tl: timeline.NewTrace(t)}
 	in.mu.Lock()
 	it.trace, it.Bytes = ti, t.Bytes
 	in.mu.Unlock()
@@ -215,11 +227,12 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		path string
 		kind input.Kind
 		run  string
+		rank *capture.Rank
 	}
 	var all []found
 	for _, f := range files {
 		if f.Kind != input.Bundle {
-			all = append(all, found{f.Path, f.Kind, ""})
+			all = append(all, found{f.Path, f.Kind, "", nil})
 			continue
 		}
 		b, err := capture.ReadBundle(f.Path)
@@ -227,12 +240,13 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 			in.addError(f.Path, string(input.Bundle), err)
 			continue
 		}
-		for _, r := range b.Ranks {
+		for k := range b.Ranks {
+			r := &b.Ranks[k]
 			for _, p := range r.Snapshots {
-				all = append(all, found{p, input.Snapshot, filepath.Base(b.Dir)})
+				all = append(all, found{p, input.Snapshot, filepath.Base(b.Dir), r})
 			}
 			for _, p := range r.Traces {
-				all = append(all, found{p, input.Trace, filepath.Base(b.Dir)})
+				all = append(all, found{p, input.Trace, filepath.Base(b.Dir), r})
 			}
 		}
 	}
@@ -247,7 +261,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		if !initial && (!ok || prev != st.Size()) {
 			continue // new or growing: wait until a scan sees the same size
 		}
-		in.add(f.path, f.kind, f.run, st.Size())
+		in.add(f.path, f.kind, f.run, st.Size(), f.rank)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func (s *Server) memDeviceOf(r *http.Request) (*memDevice, error) {
 // result (analyze's JSON for the device) and the names of the enums the
 // binary views use.
 type MemSummary struct {
-	Result          *memory.Device `json:"result"`
+	Result          *memory.Result `json:"result"`
 	Entries         int            `json:"entries"`
 	StartNS         int64          `json:"start_ns"`
 	EndNS           int64          `json:"end_ns"`
@@ -44,6 +44,9 @@ type MemSummary struct {
 	Phases          []string       `json:"phases"`     // by phase number
 	CheckpointEvery int            `json:"checkpoint_every"`
 	Blocks          int            `json:"blocks"`
+	// PhaseRows is the phases table of the bundle the snapshot came from
+	// (ptscope run): allocated bytes before/after each phase of each step.
+	PhaseRows []memory.PhaseRow `json:"phase_rows,omitempty"`
 }
 
 func categoryNames() []string {
@@ -68,7 +71,8 @@ func phaseNames() []string {
 func summaryOf(md *memDevice) *MemSummary {
 	m := md.tl
 	return &MemSummary{Result: md.result, Entries: m.Len(), StartNS: m.Time(0), EndNS: m.Time(m.Len() - 1),
-		Categories: categoryNames(), Phases: phaseNames(), CheckpointEvery: m.CheckpointEvery(), Blocks: len(m.Blocks)}
+		Categories: categoryNames(), Phases: phaseNames(), CheckpointEvery: m.CheckpointEvery(), Blocks: len(m.Blocks),
+		PhaseRows: md.phases}
 }
 
 func (s *Server) memSummary(r *http.Request) (any, error) {
@@ -226,23 +230,16 @@ func EncodeView(m *timeline.Memory, v *timeline.View, color timeline.By) []byte 
 // Frame is a stack frame with whether it is the user's own (the first
 // frame outside PyTorch, which the page highlights).
 type Frame struct {
-	Filename string `json:"filename"`
-	Line     int    `json:"line"`
-	Name     string `json:"name"`
-	User     bool   `json:"user,omitempty"`
+	memory.Frame
+	User bool `json:"user,omitempty"`
 }
 
 // frames returns a stack's frames, innermost first, marking the user's.
-func frames(s *snapshot.Snapshot, id snapshot.StackID) []Frame {
-	src, ok := memory.SourceFrame(s, id)
-	var out []Frame
-	marked := false
-	for _, f := range s.StackFrames(id) {
-		fr := Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}
-		if ok && !marked && f == src {
-			fr.User, marked = true, true
-		}
-		out = append(out, fr)
+func frames(m *timeline.Memory, id snapshot.StackID) []Frame {
+	st := m.Stacks.Stack(id)
+	out := make([]Frame, len(st.Frames))
+	for i, f := range st.Frames {
+		out[i] = Frame{Frame: f, User: i == st.UserFrame}
 	}
 	return out
 }
@@ -280,12 +277,12 @@ func blockDetails(m *timeline.Memory, id int) *BlockDetails {
 	d := &BlockDetails{ID: id, Address: a.Addr, SizeBytes: a.Size, RequestedBytes: a.Requested, Category: a.Category.String(),
 		Origin: originNames[a.Origin], Stream: streamValue(m.Snap, a.Stream), Source: m.KeyName(timeline.BySource, m.Key(timeline.BySource, id)),
 		AllocEvent: int(a.AllocIdx), FreeRequestedEvent: int(a.FreeReqIdx), FreeEvent: int(a.FreeIdx),
-		Frames: frames(m.Snap, a.Stack), Phase: m.PhaseAt(int(a.AllocIdx)).String()}
+		Frames: frames(m, a.Stack), Phase: m.PhaseAt(int(a.AllocIdx)).String()}
 	if a.Metadata > 0 && int(a.Metadata) < len(m.Snap.Strings) {
 		d.Module = m.Snap.Strings[a.Metadata]
 	}
 	if a.FreeStack != 0 && a.FreeStack != a.Stack {
-		d.FreeFrames = frames(m.Snap, a.FreeStack)
+		d.FreeFrames = frames(m, a.FreeStack)
 	}
 	if a.AllocIdx >= 0 {
 		d.AllocTimeNS = m.Time(int(a.AllocIdx))
@@ -399,7 +396,7 @@ func (s *Server) memEvent(r *http.Request) (any, error) {
 	tr := m.Snap.Trace(m.Device)
 	e := &Event{Index: i, Action: tr.Action[i].String(), Address: tr.Addr[i], SizeBytes: tr.Size[i],
 		Stream: streamValue(m.Snap, tr.Stream[i]), TimeNS: m.Time(i), Phase: m.PhaseAt(i).String(),
-		Frames: frames(m.Snap, tr.Stack[i]), Block: m.BlockAt(i)}
+		Frames: frames(m, tr.Stack[i]), Block: m.BlockAt(i)}
 	if st := m.StepAt(i); st >= 0 {
 		e.Step = m.Phases.Steps[st].Name
 	}
