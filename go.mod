@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/goccy/go-json v0.12.0
+	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50
 	github.com/klauspost/compress v1.20.3
 	github.com/ulikunitz/xz v0.5.17
 	golang.org/x/image v0.30.0
