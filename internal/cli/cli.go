@@ -47,6 +47,7 @@ func commands() []command {
 		runCommand(),
 		serveCommand(),
 		traceCommand(),
+		exportCommand(),
 	}
 }
 

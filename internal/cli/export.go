@@ -1,0 +1,508 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/export"
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/term"
+	"github.com/ptscope/ptscope/internal/units"
+)
+
+const exportUsage = `Usage: ptscope export FORMAT [flags] INPUT
+
+Write a snapshot or a profiler trace in a format other tools read.
+
+Formats:
+  pprof       allocator memory as a pprof heap profile (go tool pprof -http, flame
+              graph): inuse_space/inuse_objects at the peak (or --at), alloc_space/
+              alloc_objects over the recording; Python frames as functions,
+              category, stream and module as labels
+  folded      folded stacks ("frame;frame;frame bytes") of the memory alive at the
+              peak (or --at), for flamegraph.pl and speedscope
+  perfetto    Chrome trace JSON for ui.perfetto.dev and chrome://tracing: a
+              snapshot's allocated and reserved memory (and by category) as counter
+              tracks with steps and phases as slices; a profiler trace trimmed to
+              --steps and --min-duration so that a huge trace opens
+  memory-viz  a snapshot in the JSON form PyTorch's memory_viz opens
+              (pytorch.org/memory_viz), trimmed to --steps or --from/--to and to
+              allocations of --min-size, so that a snapshot too big for it opens
+
+INPUT is a snapshot (pickle or JSON, compressed or not), a Kineto trace
+(perfetto only) or a ptscope run bundle (its last snapshot; --rank picks the
+rank). The output goes to -o FILE (written atomically) or stdout; a line on
+stderr says what was written.
+
+Points (--at, --from, --to): peak, end, start, a trace entry index (560), a
+step as analyze numbers them (step:3), or a time since the first entry (1.5s).
+
+Examples:
+  ptscope export pprof -o mem.pb.gz snapshot.pickle && go tool pprof -http : mem.pb.gz
+  ptscope export pprof --at step:2 -o step2.pb.gz snapshot.pickle
+  ptscope export folded snapshot.pickle | flamegraph.pl --countname bytes > mem.svg
+  ptscope export perfetto -o memory.json snapshot.pickle
+  ptscope export perfetto --steps 3-5 --min-duration 10us -o small.json big.pt.trace.json.gz
+  ptscope export memory-viz --steps 2-3 --min-size 1MiB -o viz.json snapshot.pickle
+`
+
+type exportFlags struct {
+	output      string
+	device      int
+	at          string
+	steps       string
+	from, to    string
+	minSize     string
+	minDuration string
+	maxPoints   int
+	rank        int
+}
+
+var exportFormats = []string{"pprof", "folded", "perfetto", "memory-viz"}
+
+func exportCommand() command {
+	c := command{name: "export", summary: "write snapshots and traces for pprof, Perfetto, memory_viz, flame graphs", usage: exportUsage}
+	c.run = func(e *env, args []string) error {
+		var f exportFlags
+		fs := newFlagSet(e, c)
+		fs.StringVar(&f.output, "o", "", "write to `FILE` instead of stdout (same as --output)")
+		fs.StringVar(&f.output, "output", "", "write to `FILE` instead of stdout")
+		fs.IntVar(&f.device, "device", -1, "device ordinal of a snapshot (default: every device; pprof and folded need one)")
+		fs.StringVar(&f.at, "at", "peak", "pprof, folded: the `POINT` whose live memory is exported")
+		fs.StringVar(&f.steps, "steps", "", "perfetto of a trace: ProfilerStep#`A-B`; memory-viz: steps A..B as analyze numbers them")
+		fs.StringVar(&f.from, "from", "", "memory-viz: first `POINT` of the window")
+		fs.StringVar(&f.to, "to", "", "memory-viz: last `POINT` of the window")
+		fs.StringVar(&f.minSize, "min-size", "", "memory-viz: keep only allocations of at least `SIZE` (e.g. 1MiB)")
+		fs.StringVar(&f.minDuration, "min-duration", "", "perfetto of a trace: drop events shorter than `DURATION` (e.g. 10us)")
+		fs.IntVar(&f.maxPoints, "max-points", export.DefaultMaxPoints, "perfetto of a snapshot: most points per counter track (min/max per bucket keep every peak)")
+		fs.IntVar(&f.rank, "rank", -1, "bundles: the rank whose snapshot is exported (default: the lowest)")
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 0 {
+			return usagef("export: give a format (%s) and an input; see ptscope help export", strings.Join(exportFormats, ", "))
+		}
+		format := pos[0]
+		if !validFormat(format) {
+			return usagef("export: unknown format %q (want one of %s)", format, strings.Join(exportFormats, ", "))
+		}
+		if len(pos) != 2 {
+			return usagef("export %s: give exactly one input, not %d", format, len(pos)-1)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		return runExport(e, format, pos[1], &f, set)
+	}
+	return c
+}
+
+func validFormat(f string) bool {
+	for _, x := range exportFormats {
+		if f == x {
+			return true
+		}
+	}
+	return false
+}
+
+// exportFlagUse says which formats and input kinds each flag applies to.
+var exportFlagUse = map[string]struct {
+	formats string // space-separated
+	kind    input.Kind
+}{
+	"at":           {"pprof folded", input.Snapshot},
+	"from":         {"memory-viz", input.Snapshot},
+	"to":           {"memory-viz", input.Snapshot},
+	"min-size":     {"memory-viz", input.Snapshot},
+	"max-points":   {"perfetto", input.Snapshot},
+	"min-duration": {"perfetto", input.Trace},
+}
+
+func runExport(e *env, format, path string, f *exportFlags, set map[string]bool) error {
+	files, err := input.Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
+	if err != nil {
+		return err
+	}
+	if len(files) != 1 {
+		return usagef("export %s: %s holds %d inputs; give one snapshot, trace or bundle", format, path, len(files))
+	}
+	file := files[0]
+	kind := file.Kind
+	if kind == input.Bundle {
+		if file.Path, err = bundleSnapshot(file.Path, f.rank); err != nil {
+			return err
+		}
+		kind = input.Snapshot
+	} else if set["rank"] {
+		return usagef("export: --rank applies to bundles; %s is a %s", path, kind)
+	}
+	if kind == input.Trace && format != "perfetto" {
+		return usagef("export %s: %s is a profiler trace; %s exports allocator snapshots (perfetto exports traces)", format, file.Path, format)
+	}
+	for _, name := range []string{"at", "from", "to", "min-size", "max-points", "min-duration"} {
+		use := exportFlagUse[name]
+		if set[name] && (!strings.Contains(" "+use.formats+" ", " "+format+" ") || use.kind != kind) {
+			return usagef("export %s: --%s does not apply to a %s (it is for %s of a %s)", format, name, kind, use.formats, use.kind)
+		}
+	}
+	if set["steps"] && !(format == "perfetto" && kind == input.Trace) && format != "memory-viz" {
+		return usagef("export %s: --steps applies to perfetto of a trace and to memory-viz", format)
+	}
+	if set["steps"] && (set["from"] || set["to"]) {
+		return usagef("export %s: give --steps or --from/--to, not both", format)
+	}
+	if set["device"] && kind == input.Trace {
+		return usagef("export perfetto: --device applies to snapshots")
+	}
+
+	out, err := openOutput(e, f.output, format)
+	if err != nil {
+		return err
+	}
+	var summary string
+	if kind == input.Trace {
+		summary, err = exportTrace(e, file.Path, out, f, set)
+	} else {
+		summary, err = exportSnapshot(e, format, file.Path, out, f, set)
+	}
+	if err != nil {
+		out.abort()
+		return err
+	}
+	if err := out.commit(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "wrote %s: %s\n", out.name, summary)
+	return nil
+}
+
+// bundleSnapshot picks the snapshot of a bundle: the rank's last one
+// written (the end of the run, or its out-of-memory dump).
+func bundleSnapshot(dir string, rank int) (string, error) {
+	b, err := capture.ReadBundle(dir)
+	if err != nil {
+		return "", err
+	}
+	var ranks []int
+	for _, r := range b.Ranks {
+		ranks = append(ranks, r.Rank)
+		if (rank < 0 || r.Rank == rank) && len(r.Snapshots) > 0 {
+			return r.Snapshots[len(r.Snapshots)-1], nil
+		}
+	}
+	if rank >= 0 {
+		return "", usagef("export: %s has no snapshot of rank %d (ranks %v)", dir, rank, ranks)
+	}
+	return "", usagef("export: %s holds no snapshot", dir)
+}
+
+func exportTrace(e *env, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
+	o := export.TraceTrim{}
+	if set["steps"] {
+		a, b, err := parseSteps(f.steps)
+		if err != nil {
+			return "", err
+		}
+		o.Steps, o.FirstStep, o.LastStep = true, a, b
+	}
+	if set["min-duration"] {
+		d, err := units.ParseDuration(f.minDuration)
+		if err != nil {
+			return "", usagef("--min-duration: %v", err)
+		}
+		o.MinDuration = d.Nanoseconds()
+	}
+	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
+	defer p.Stop()
+	open := func() (io.ReadCloser, error) {
+		r, err := input.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return &countingReader{r: r, p: p}, nil
+	}
+	sum, err := export.TrimTrace(e.ctx, open, out, o)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	p.Stop()
+	for _, w := range sum.Warnings {
+		fmt.Fprintf(e.stderr, "ptscope: %s: %s\n", path, w)
+	}
+	s := fmt.Sprintf("Chrome trace JSON, %s of %s events", commas(sum.Kept), commas(sum.Events))
+	if o.Steps {
+		s += fmt.Sprintf(", ProfilerStep#%d..#%d (%s)", o.FirstStep, o.LastStep, units.Duration(sum.ToNS-sum.FromNS))
+	}
+	return s, nil
+}
+
+// countingReader reports the bytes read to a progress line.
+type countingReader struct {
+	r *input.Reader
+	p *term.Progress
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.Add(int64(n))
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
+
+// parseSteps reads "3-5" or "3".
+func parseSteps(s string) (int, int, error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
+	if !ok {
+		b = a
+	}
+	x, err1 := strconv.Atoi(strings.TrimSpace(a))
+	y, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if err1 != nil || err2 != nil || x < 0 || y < x {
+		return 0, 0, usagef("--steps: %q is not a step range (want A-B or N, A <= B)", s)
+	}
+	return x, y, nil
+}
+
+func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
+	tuneGC()
+	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
+	s, err := snapshot.ReadFile(path)
+	p.Stop()
+	if err != nil {
+		return "", err
+	}
+	devs := s.Devices()
+	if f.device >= 0 {
+		found := false
+		for _, d := range devs {
+			found = found || d == f.device
+		}
+		if !found {
+			return "", usagef("export: %s has no device %d (devices %v)", path, f.device, devs)
+		}
+		devs = []int{f.device}
+	}
+	if len(devs) == 0 {
+		return "", fmt.Errorf("%s: the snapshot holds no segments and no trace entries", path)
+	}
+	if len(devs) > 1 && (format == "pprof" || format == "folded") {
+		return "", usagef("export %s: %s has devices %v; give --device", format, path, devs)
+	}
+	var ms []*export.Memory
+	for _, d := range devs {
+		ms = append(ms, memoryModel(s, d, path))
+	}
+	switch format {
+	case "pprof", "folded":
+		return exportLive(format, ms[0], out, f)
+	case "perfetto":
+		sum, err := export.WritePerfetto(out, ms, export.PerfettoOptions{MaxPoints: f.maxPoints})
+		if err != nil {
+			return "", err
+		}
+		s := fmt.Sprintf("Chrome trace JSON, %s counter points, %s slices", commas(sum.Counters), commas(sum.Slices))
+		if sum.Thinned {
+			s += fmt.Sprintf(" (counter tracks thinned to %s points)", commas(f.maxPoints))
+		}
+		return s, nil
+	case "memory-viz":
+		return exportMemViz(s, ms, out, f, set)
+	}
+	return "", usagef("export: unknown format %q", format)
+}
+
+// memoryModel replays device d of s and finds its peak, steps and phases.
+func memoryModel(s *snapshot.Snapshot, d int, path string) *export.Memory {
+	a := memory.Analyze(s, d, memory.Options{})
+	return &export.Memory{Snap: s, Device: d, Replay: a.Replay, Phases: a.Phases, Peak: a.Peak.EventIndex, Path: path}
+}
+
+func exportLive(format string, m *export.Memory, out *output, f *exportFlags) (string, error) {
+	pt, err := export.ParsePoint(f.at)
+	if err != nil {
+		return "", usagef("--at: %v", err)
+	}
+	at, desc, err := m.Resolve(pt)
+	if err != nil {
+		return "", usagef("--at: %v", err)
+	}
+	if format == "pprof" {
+		sum, err := export.WritePProf(out, m, at, desc)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("pprof heap profile, %s in use (%s allocations) at %s, %s allocated over the recording",
+			units.Bytes(sum.InuseBytes), commas(int(sum.InuseObjects)), desc, units.Bytes(sum.AllocBytes)), nil
+	}
+	sum, err := export.WriteFolded(out, m, at, desc)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("folded stacks, %s in %s stacks alive at %s", units.Bytes(sum.Bytes), commas(sum.Lines), desc), nil
+}
+
+func exportMemViz(s *snapshot.Snapshot, ms []*export.Memory, out *output, f *exportFlags, set map[string]bool) (string, error) {
+	var minSize int64
+	if set["min-size"] {
+		n, err := units.ParseBytes(f.minSize)
+		if err != nil {
+			return "", usagef("--min-size: %v", err)
+		}
+		minSize = n
+	}
+	var devs []export.MemVizDevice
+	windowed := false
+	for _, m := range ms {
+		w := export.FullWindow(m)
+		switch {
+		case set["steps"]:
+			a, b, err := parseSteps(f.steps)
+			if err != nil {
+				return "", err
+			}
+			if w, err = m.StepWindow(a, b); err != nil {
+				return "", usagef("--steps: %v", err)
+			}
+			windowed = true
+		case set["from"] || set["to"]:
+			if set["from"] {
+				lo, err := resolvePoint(m, "--from", f.from)
+				if err != nil {
+					return "", err
+				}
+				w.Lo = max(lo, 0)
+			}
+			if set["to"] {
+				hi, err := resolvePoint(m, "--to", f.to)
+				if err != nil {
+					return "", err
+				}
+				w.Hi = hi
+			}
+			if w.Lo > w.Hi {
+				return "", usagef("export memory-viz: the window from %q to %q holds no entry of device %d", f.from, f.to, m.Device)
+			}
+			windowed = true
+		}
+		devs = append(devs, export.MemVizDevice{Memory: m, Window: w})
+	}
+	sum, err := export.WriteMemViz(out, s, devs, minSize)
+	if err != nil {
+		return "", err
+	}
+	if sum.Misplaced > 0 {
+		return "", fmt.Errorf("export memory-viz: %d blocks of the rebuilt allocator state fit no segment; the snapshot's trace and segments disagree", sum.Misplaced)
+	}
+	desc := fmt.Sprintf("memory_viz snapshot JSON, %s trace entries, %s segments, %s active blocks", commas(sum.Entries), commas(sum.Segments), commas(sum.Blocks))
+	if windowed {
+		var parts []string
+		for _, d := range devs {
+			parts = append(parts, fmt.Sprintf("device %d entries %d..%d", d.Device, d.Window.Lo, d.Window.Hi))
+		}
+		desc += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if minSize > 0 {
+		desc += ", allocations of at least " + units.Bytes(minSize)
+	}
+	return desc, nil
+}
+
+func resolvePoint(m *export.Memory, flagName, v string) (int, error) {
+	pt, err := export.ParsePoint(v)
+	if err != nil {
+		return 0, usagef("%s: %v", flagName, err)
+	}
+	if pt.Kind == export.AtStep {
+		// a step names its entries: --from its first, --to its last
+		w, err := m.StepWindow(pt.N, pt.N)
+		if err != nil {
+			return 0, usagef("%s: %v", flagName, err)
+		}
+		if flagName == "--from" {
+			return w.Lo, nil
+		}
+		return w.Hi, nil
+	}
+	i, _, err := m.Resolve(pt)
+	if err != nil {
+		return 0, usagef("%s: %v", flagName, err)
+	}
+	return i, nil
+}
+
+// output is where an export goes: stdout, or a temporary file renamed to
+// its name when the export succeeded (a failed export leaves no file).
+type output struct {
+	io.Writer
+	name string
+	file *os.File
+}
+
+func openOutput(e *env, name, format string) (*output, error) {
+	if name == "" || name == "-" {
+		if format == "pprof" && term.IsTerminal(e.stdout) {
+			return nil, usagef("export pprof: the profile is binary; give -o FILE (or pipe it)")
+		}
+		return &output{Writer: e.stdout, name: "stdout"}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes it private
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &output{Writer: f, name: name, file: f}, nil
+}
+
+func (o *output) commit() error {
+	if o.file == nil {
+		return nil
+	}
+	if err := o.file.Close(); err != nil {
+		os.Remove(o.file.Name())
+		return err
+	}
+	if err := os.Rename(o.file.Name(), o.name); err != nil {
+		os.Remove(o.file.Name())
+		return err
+	}
+	return nil
+}
+
+func (o *output) abort() {
+	if o.file != nil {
+		o.file.Close()
+		os.Remove(o.file.Name())
+	}
+}
+
+// commas formats n with thousands separators.
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
