@@ -6,13 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/export"
 	"github.com/ptscope/ptscope/internal/input"
-	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/snapshot"
 	"github.com/ptscope/ptscope/internal/term"
 	"github.com/ptscope/ptscope/internal/units"
@@ -276,31 +277,29 @@ func parseSteps(s string) (int, int, error) {
 func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
 	tuneGC()
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
-	s, err := snapshot.ReadFile(path)
+	o := load.SnapshotOptions{AfterRead: runtime.GC}
+	if f.device >= 0 {
+		o.Devices = []int{f.device}
+	}
+	loaded, err := load.Snapshots(e.ctx, []string{path}, o)
 	p.Stop()
 	if err != nil {
 		return "", err
 	}
-	devs := s.Devices()
-	if f.device >= 0 {
-		found := false
-		for _, d := range devs {
-			found = found || d == f.device
+	in := loaded.Inputs[0]
+	s := in.Snapshot
+	if len(in.Devices) == 0 {
+		if f.device >= 0 {
+			return "", usagef("export: %s has no device %d (devices %v)", path, f.device, s.Devices())
 		}
-		if !found {
-			return "", usagef("export: %s has no device %d (devices %v)", path, f.device, devs)
-		}
-		devs = []int{f.device}
-	}
-	if len(devs) == 0 {
 		return "", fmt.Errorf("%s: the snapshot holds no segments and no trace entries", path)
 	}
-	if len(devs) > 1 && (format == "pprof" || format == "folded") {
-		return "", usagef("export %s: %s has devices %v; give --device", format, path, devs)
+	if len(in.Devices) > 1 && (format == "pprof" || format == "folded") {
+		return "", usagef("export %s: %s has devices %v; give --device", format, path, s.Devices())
 	}
 	var ms []*export.Memory
-	for _, d := range devs {
-		ms = append(ms, memoryModel(s, d, path))
+	for _, a := range in.Devices {
+		ms = append(ms, export.FromAnalysis(a, path))
 	}
 	switch format {
 	case "pprof", "folded":
@@ -311,6 +310,9 @@ func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, se
 			return "", err
 		}
 		s := fmt.Sprintf("Chrome trace JSON, %s counter points, %s slices", commas(sum.Counters), commas(sum.Slices))
+		if sum.Counters == 0 {
+			s += " (the snapshot has no trace entries: nothing to draw over time)"
+		}
 		if sum.Thinned {
 			s += fmt.Sprintf(" (counter tracks thinned to %s points)", commas(f.maxPoints))
 		}
@@ -319,12 +321,6 @@ func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, se
 		return exportMemViz(s, ms, out, f, set)
 	}
 	return "", usagef("export: unknown format %q", format)
-}
-
-// memoryModel replays device d of s and finds its peak, steps and phases.
-func memoryModel(s *snapshot.Snapshot, d int, path string) *export.Memory {
-	a := memory.Analyze(s, d, memory.Options{})
-	return &export.Memory{Snap: s, Device: d, Replay: a.Replay, Phases: a.Phases, Peak: a.Peak.EventIndex, Path: path}
 }
 
 func exportLive(format string, m *export.Memory, out *output, f *exportFlags) (string, error) {

@@ -213,3 +213,12 @@ func TestExportErrors(t *testing.T) {
 		t.Errorf("help export: exit %d\n%s", code, out)
 	}
 }
+
+// TestExportNoHistory: a snapshot taken without memory history exports the
+// blocks alive at the dump.
+func TestExportNoHistory(t *testing.T) {
+	code, out, errs := exportRun(t, "folded", snap("legacy_list_history.pickle.xz"))
+	if code != 0 || out == "" || !strings.Contains(errs, "at the dump (no trace recorded, 413 MiB allocated)") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+}

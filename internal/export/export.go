@@ -34,6 +34,12 @@ type Memory struct {
 	Path string
 }
 
+// FromAnalysis is the Memory of one analysed device of the snapshot at path.
+func FromAnalysis(a *memory.Analysis, path string) *Memory {
+	return &Memory{Snap: a.Snapshot, Device: a.Result.Device, Replay: a.Replay, Phases: a.Phases,
+		Peak: a.Result.Peak.EventIndex, Path: path}
+}
+
 // Entries is the number of trace entries of the device.
 func (m *Memory) Entries() int { return m.Replay.Timeline.Len() }
 
@@ -111,6 +117,9 @@ func ParsePoint(s string) (Point, error) {
 // describes it ("entry 560 (peak)").
 func (m *Memory) Resolve(p Point) (int, string, error) {
 	n := m.Entries()
+	if n == 0 && p.Kind != AtOffset && (p.Kind != AtEvent || p.N == -1) && p.Kind != AtStep {
+		return -1, fmt.Sprintf("the dump (no trace recorded, %s allocated)", units.Bytes(m.AllocatedAt(-1))), nil
+	}
 	switch p.Kind {
 	case AtPeak:
 		return m.Peak, fmt.Sprintf("entry %d (peak, %s allocated)", m.Peak, units.Bytes(m.AllocatedAt(m.Peak))), nil

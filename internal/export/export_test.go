@@ -30,8 +30,7 @@ func loadMemory(t testing.TB, path string, d int) *Memory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := memory.Analyze(s, d, memory.Options{})
-	return &Memory{Snap: s, Device: d, Replay: a.Replay, Phases: a.Phases, Peak: a.Peak.EventIndex, Path: path}
+	return FromAnalysis(memory.Analyze(s, d, memory.Options{}), path)
 }
 
 func fixtureMemory(t testing.TB) *Memory {
