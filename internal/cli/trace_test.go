@@ -32,6 +32,9 @@ func traceFixture(t *testing.T) string {
 // H200, transformer_lm small, bf16, two profiled steps).
 var bundleTrace = filepath.Join("..", "..", "testdata", "bundles", "lm_small_bf16", "rank0", "trace_step4.pt.trace.json.gz")
 
+// synthTrace is a committed synthetic trace (testdata/traces/README.md).
+func synthTrace(name string) string { return filepath.Join("..", "..", "testdata", "traces", name) }
+
 // fits fails when a line of out is wider than width columns.
 func fits(t *testing.T, out string, width int) {
 	t.Helper()
@@ -274,6 +277,13 @@ func TestTraceGolden(t *testing.T) {
 		{"trace_bundle_steps_80.golden", "80", []string{"--view", "steps", bundleTrace}},
 		{"trace_bundle_idle_100.golden", "100", []string{"--view", "idle", bundleTrace}},
 		{"trace_bundle.golden.json", "100", []string{"--json", bundleTrace}},
+		{"trace_fsdp_100.golden", "100", []string{synthTrace("fsdp")}},
+		{"trace_fsdp_80.golden", "80", []string{synthTrace("fsdp")}},
+		{"trace_fsdp_comm_80.golden", "80", []string{"--view", "comm", synthTrace("fsdp")}},
+		{"trace_fsdp.golden.json", "100", []string{"--json", synthTrace("fsdp")}},
+		{"trace_dataloader_100.golden", "100", []string{synthTrace("dataloader.pt.trace.json.gz")}},
+		{"trace_dataloader_steps_all_80.golden", "80", []string{"--view", "steps", "--steps", "all", synthTrace("dataloader.pt.trace.json.gz")}},
+		{"trace_ddp1_80.golden", "80", []string{synthTrace("ddp1.pt.trace.json.gz")}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			t.Setenv("COLUMNS", c.env)

@@ -85,8 +85,8 @@ type devWork struct {
 }
 
 // deviceWork groups the GPU events by device; compute-kernel statistics
-// are clipped to [s, e).
-func deviceWork(g *graph, ro *roles, s, e int64) map[int]*devWork {
+// are clipped to the steps' windows (slots, sorted and disjoint).
+func deviceWork(g *graph, ro *roles, slots spans) map[int]*devWork {
 	ev := g.ev
 	devs := map[int]*devWork{}
 	for k, i := range g.gpu {
@@ -109,22 +109,21 @@ func deviceWork(g *graph, ro *roles, s, e int64) map[int]*devWork {
 			continue
 		}
 		a.compute = append(a.compute, span{ks, ke})
-		cs, ce := max(ks, s), min(ke, e)
-		if cs >= ce {
-			continue
-		}
-		dur := float64(ce - cs)
-		if info.BlocksPerSM > 0 {
-			a.sm = append(a.sm, smEdge{cs, float64(info.BlocksPerSM)}, smEdge{ce, -float64(info.BlocksPerSM)})
-		}
-		if info.Occupancy >= 0 {
-			a.occW += float64(info.Occupancy) / 100 * dur
-			a.occDur += dur
-		}
-		a.kernel += ce - cs
-		if g.isTC(ev.Name[i]) {
-			a.tc += ce - cs
-		}
+		tc := g.isTC(ev.Name[i])
+		slots.clip(ks, ke, func(cs, ce int64) {
+			dur := float64(ce - cs)
+			if info.BlocksPerSM > 0 {
+				a.sm = append(a.sm, smEdge{cs, float64(info.BlocksPerSM)}, smEdge{ce, -float64(info.BlocksPerSM)})
+			}
+			if info.Occupancy >= 0 {
+				a.occW += float64(info.Occupancy) / 100 * dur
+				a.occDur += dur
+			}
+			a.kernel += ce - cs
+			if tc {
+				a.tc += ce - cs
+			}
+		})
 	}
 	for _, a := range devs {
 		a.compute, a.comm, a.copy = union(a.compute), union(a.comm), union(a.copy)
@@ -133,15 +132,16 @@ func deviceWork(g *graph, ro *roles, s, e int64) map[int]*devWork {
 }
 
 // gpuMetrics computes per-device utilisation (the union of compute kernels
-// over [s, e)), idle time, estimated SM efficiency, achieved occupancy and
-// tensor-core share.
-func gpuMetrics(g *graph, devs map[int]*devWork, s, e int64) []GPU {
+// over the steps' windows), idle time, estimated SM efficiency, achieved
+// occupancy and tensor-core share.
+func gpuMetrics(g *graph, devs map[int]*devWork, slots spans) []GPU {
 	var out []GPU
+	total := slots.total()
 	for d, a := range devs {
 		x := GPU{Device: d, KernelNS: a.kernel, Streams: len(a.streams)}
-		if e > s {
-			x.UtilizationRatio = float64(a.compute.overlap(s, e)) / float64(e-s)
-			x.SMEfficiencyRatio = smEfficiency(a.sm) / float64(e-s)
+		if total > 0 {
+			x.UtilizationRatio = float64(intersect(a.compute, slots).total()) / float64(total)
+			x.SMEfficiencyRatio = smEfficiency(a.sm) / float64(total)
 		}
 		if a.occDur > 0 {
 			x.AchievedOccupancyRatio = a.occW / a.occDur
@@ -154,7 +154,7 @@ func gpuMetrics(g *graph, devs map[int]*devWork, s, e int64) []GPU {
 			x.Name, x.MemoryBytes = p.Name, p.TotalGlobalMem
 			x.ComputeCapability = fmt.Sprintf("%d.%d", p.ComputeMajor, p.ComputeMinor)
 		}
-		x.Idle = deviceIdle(g, a, s, e)
+		x.Idle = deviceIdle(g, a, slots)
 		out = append(out, x)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })

@@ -7,8 +7,8 @@ import (
 	"github.com/ptscope/ptscope/internal/kineto"
 )
 
-// Idle splits the time a device runs no compute kernel over the steps'
-// span, so that utilisation + idle ratio = 1. Idle time while communication
+// Idle splits the time a device runs no compute kernel during the steps,
+// so that utilisation + idle ratio = 1. Idle time while communication
 // kernels run (and no compute) is communication; while only copies run,
 // copy; time with nothing on the device is split by HTA's rule on the event
 // that ends the gap: host wait if its launch started after the gap began
@@ -16,7 +16,7 @@ import (
 // 30 us, else other (waits on events or other streams). A gap that no event
 // ends (the span's tail) is host wait.
 type Idle struct {
-	SpanNS          int64   `json:"span_ns"`    // the steps' span
+	SpanNS          int64   `json:"span_ns"`    // the steps' time (their windows' union)
 	ComputeNS       int64   `json:"compute_ns"` // union of compute kernels
 	IdleNS          int64   `json:"idle_ns"`    // span - compute
 	CommunicationNS int64   `json:"communication_ns"`
@@ -63,16 +63,17 @@ type Sync struct {
 
 const kernelWaitNS = 30_000 // HTA's consecutive_kernel_delay, 30 us
 
-func deviceIdle(g *graph, a *devWork, s, e int64) Idle {
+func deviceIdle(g *graph, a *devWork, slots spans) Idle {
 	var out Idle
-	if e <= s {
+	if len(slots) == 0 {
 		return out
 	}
 	ev := g.ev
-	out.SpanNS = e - s
-	out.ComputeNS = a.compute.overlap(s, e)
+	e := slots[len(slots)-1].E
+	out.SpanNS = slots.total()
+	out.ComputeNS = intersect(a.compute, slots).total()
 	out.IdleNS = out.SpanNS - out.ComputeNS
-	gaps := subtract(spans{{s, e}}, a.compute)
+	gaps := subtract(slots, a.compute)
 	out.CommunicationNS = intersect(gaps, a.comm).total()
 	rest := subtract(gaps, a.comm)
 	out.CopyNS = intersect(rest, a.copy).total()

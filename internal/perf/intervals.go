@@ -101,3 +101,13 @@ func (v spans) overlap(s, e int64) int64 {
 	}
 	return t
 }
+
+// clip calls fn with each part of [s, e) inside the disjoint sorted v.
+func (v spans) clip(s, e int64, fn func(s, e int64)) {
+	i := sort.Search(len(v), func(i int) bool { return v[i].E > s })
+	for ; i < len(v) && v[i].S < e; i++ {
+		if a, b := max(v[i].S, s), min(v[i].E, e); a < b {
+			fn(a, b)
+		}
+	}
+}

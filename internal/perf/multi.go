@@ -43,7 +43,7 @@ type CollectiveSkew struct {
 	Index       int    `json:"index"`
 	StartTimeNS int64  `json:"start_ns"`      // the earliest start
 	StartSkewNS int64  `json:"start_skew_ns"` // latest start − earliest start
-	LastRank    int    `json:"last_rank"`     // the rank that started last (the one the others waited for)
+	LastRank    int    `json:"last_rank"`     // the rank that started last (the one the others waited for); -1 on a tie
 	MaxDurNS    int64  `json:"max_duration_ns"`
 	MinDurNS    int64  `json:"min_duration_ns"`
 	SlowestRank int    `json:"slowest_rank"`
@@ -153,7 +153,11 @@ func crossRank(ranks []Rank) *CrossRank {
 			continue
 		}
 		x.StartTimeNS, x.StartSkewNS = first, last-first
-		late[x.LastRank]++
+		if x.StartSkewNS > 0 {
+			late[x.LastRank]++ // a tie has no last rank
+		} else {
+			x.LastRank = -1
+		}
 		c.Collectives = append(c.Collectives, x)
 	}
 	total := len(c.Collectives)

@@ -109,12 +109,12 @@ func overheadFinding(r *Rank) (finding.Finding, bool) {
 	}
 	var why []string
 	if len(opts) > 0 {
-		why = append(why, "recorded with "+strings.Join(opts, ", "))
+		why = append(why, "with "+strings.Join(opts, ", "))
 	}
 	if !p.Schedule {
 		why = append(why, "without a profiler schedule (no ProfilerStep#N: warm-up steps are recorded too)")
 	}
-	msg := fmt.Sprintf("This trace was %s, which slows the profiled steps (host time most); step times here overstate the unprofiled run.", strings.Join(why, " and "))
+	msg := fmt.Sprintf("This trace was recorded %s, which slows the profiled steps (host time most); step times here overstate the unprofiled run.", strings.Join(why, " and "))
 	if p.WithStack && p.PythonFunctionEvents > 0 {
 		msg += fmt.Sprintf(" with_stack's Python tracer added %d python_function events.", p.PythonFunctionEvents)
 	}

@@ -94,8 +94,13 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	if len(steps) > 0 {
 		s0, e0 = steps[0].start, steps[len(steps)-1].end
 	}
-	devs := deviceWork(g, ro, s0, e0)
-	r.GPUs = gpuMetrics(g, devs, s0, e0)
+	slots := make(spans, 0, len(steps))
+	for _, st := range steps {
+		slots = append(slots, span{st.start, st.end})
+	}
+	slots = union(slots)
+	devs := deviceWork(g, ro, slots)
+	r.GPUs = gpuMetrics(g, devs, slots)
 	var primary *devWork
 	for _, x := range r.GPUs {
 		// the rank's headline numbers: the device with the most compute

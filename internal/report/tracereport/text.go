@@ -103,7 +103,9 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 		header(p, r)
 		switch d.View {
 		case Overview, "":
-			stepsTable(p, r, false)
+			if len(rep.Ranks) == 1 {
+				stepsTable(p, r, false)
+			}
 			averages(p, r)
 			p.findings(r.Findings)
 			if len(rep.Ranks) == 1 {
@@ -130,7 +132,7 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 	}
 	if len(rep.Ranks) > 1 && (d.View == Overview || d.View == "") {
 		p.blank()
-		p.para("With several ranks the overview leaves out the operator and kernel tables: --view operators or --view kernels lists them per rank.", "", "")
+		p.para("With several ranks the overview leaves out each rank's steps, operators and kernels: --view steps, --view operators and --view kernels list them per rank.", "", "")
 	}
 	if p.err != nil {
 		return p.err

@@ -84,7 +84,7 @@ func stepsTable(p *printer, r *perf.Rank, phases bool) {
 func stepLabel(r *perf.Rank, i int) string {
 	s := r.Steps[i].Name
 	switch {
-	case i == r.SlowestStep && len(r.Steps) > 2:
+	case i == r.SlowestStep && len(r.Steps) > 2 && float64(r.Steps[i].DurationNS) > 1.05*float64(r.MedianStepNS):
 		s += " (slowest)"
 	case slices.Contains(r.OutlierSteps, i):
 		s += " (outlier)"
@@ -230,12 +230,16 @@ func idle(p *printer, r *perf.Rank) {
 	}
 	for _, g := range r.GPUs {
 		i := g.Idle
-		p.title(fmt.Sprintf("GPU %d over the steps' span (%d streams): compute vs idle; idle split by what the GPU waited for", g.Device, g.Streams))
-		cols := []column{{head: ""}, {head: "time"}, {head: "share of span"}}
+		streams := fmt.Sprintf("%d streams", g.Streams)
+		if g.Streams == 1 {
+			streams = "1 stream"
+		}
+		p.title(fmt.Sprintf("GPU %d during the steps (%s): compute vs idle; idle split by what the GPU waited for", g.Device, streams))
+		cols := []column{{head: ""}, {head: "time"}, {head: "share"}}
 		for _, x := range []struct {
 			n string
 			v int64
-		}{{"span", i.SpanNS}, {"compute", i.ComputeNS}, {"idle", i.IdleNS}, {"  host wait", i.HostWaitNS}, {"  communication only", i.CommunicationNS},
+		}{{"steps", i.SpanNS}, {"compute", i.ComputeNS}, {"idle", i.IdleNS}, {"  host wait", i.HostWaitNS}, {"  communication only", i.CommunicationNS},
 			{"  copies only", i.CopyNS}, {"  kernel wait (< 30 us)", i.KernelWaitNS}, {"  other", i.OtherNS}} {
 			cols[0].cells = append(cols[0].cells, x.n)
 			cols[1].cells = append(cols[1].cells, dur(x.v))
@@ -330,7 +334,18 @@ func cross(p *printer, rep *perf.Report, top int) {
 		}
 	}
 	p.table(cols)
-	if len(c.Steps) > 0 {
+	skewed := 0
+	for _, x := range c.Collectives {
+		if x.StartSkewNS > 0 {
+			skewed++
+		}
+	}
+	if c.MaxSkewNS == 0 && skewed == 0 {
+		p.para(fmt.Sprintf("No skew: every step takes as long on every rank, and the %d matched collectives start together.", len(c.Collectives)), "", "")
+		p.findings(rep.Findings)
+		return
+	}
+	if len(c.Steps) > 0 && c.MaxSkewNS > 0 {
 		// the most skewed steps
 		idx := make([]int, len(c.Steps))
 		for i := range idx {
@@ -353,9 +368,9 @@ func cross(p *printer, rep *perf.Report, top int) {
 		}
 		p.table(sc)
 	}
-	if len(c.Collectives) > 0 {
-		n := min(top, len(c.Collectives))
-		p.title(fmt.Sprintf("Most skewed collectives (%d of %d; start skew on the shared clock)", n, len(c.Collectives)))
+	if skewed > 0 {
+		n := min(top, skewed)
+		p.title(fmt.Sprintf("Most skewed collectives (%d of %d matched; start skew on the shared clock)", n, len(c.Collectives)))
 		cc := []column{{head: "collective"}, {head: "#"}, {head: "start skew"}, {head: "last to join"}, {head: "longest kernel", drop: 1}, {head: "on rank", drop: 1}}
 		for _, x := range c.Collectives[:n] {
 			for k, v := range []string{x.Name, fmt.Sprint(x.Index), dur(x.StartSkewNS), fmt.Sprint(x.LastRank), dur(x.MaxDurNS), fmt.Sprint(x.SlowestRank)} {
