@@ -8,17 +8,15 @@ import (
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/snapshot"
-	"github.com/ptscope/ptscope/internal/testfixture"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
+// fixture reads one of the real fixtures of ../shared/fixtures, committed
+// xz-compressed in testdata/snapshots (their ground truth is in
+// ../shared/fixtures/README.md and testdata/snapshots/facts.jsonl).
 func fixture(t testing.TB, name string) *snapshot.Snapshot {
 	t.Helper()
-	s, err := snapshot.ReadFile(testfixture.Path(t, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testdataSnapshot(t, name+".xz")
 }
 
 // Ground truth from the fixtures README: torch.cuda.max_memory_allocated and

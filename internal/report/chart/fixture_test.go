@@ -2,7 +2,9 @@ package chart
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,10 +18,19 @@ var timelineCategories = []string{"", "parameter", "optimizer state", "input", "
 // 4-layer GPT-2 run as a stacked area: the peak total must survive
 // decimation, and both writers must succeed.
 func TestFixtureMemoryTimeline(t *testing.T) {
-	path := filepath.Join("..", "..", "..", "..", "shared", "fixtures", "gpt2tiny_memory_timeline.json")
-	raw, err := os.ReadFile(path)
+	// The fixture as PyTorch wrote it (../shared/fixtures), gzipped.
+	f, err := os.Open(filepath.Join("testdata", "gpt2tiny_memory_timeline.json.gz"))
 	if err != nil {
-		t.Skipf("fixture not available: %v", err)
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var d [2]json.RawMessage
 	if err := json.Unmarshal(raw, &d); err != nil {

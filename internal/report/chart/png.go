@@ -73,8 +73,39 @@ func pngPath(c *vgimg.Canvas, it *item, h float64) {
 			dash[k] = vg.Length(d)
 		}
 		c.SetLineDash(dash, 0)
-		c.Stroke(p)
+		if it.closed || len(it.dash) > 0 || len(it.pts) <= strokeChunk {
+			c.Stroke(p)
+			return
+		}
+		// The rasteriser's cost grows with the square of a path's cells:
+		// long lines are stroked in pieces (sharing their end points).
+		for lo := 0; lo < len(it.pts)-1; lo += strokeChunk {
+			c.Stroke(pathOf(it.pts[lo:min(lo+strokeChunk+1, len(it.pts))], h))
+		}
 	}
+}
+
+// strokeChunk is the most points stroked as one path.
+const strokeChunk = 64
+
+// pathOf turns points into an open path, breaking it at gaps.
+func pathOf(pts []pt, h float64) vg.Path {
+	var p vg.Path
+	move := true
+	for _, q := range pts {
+		if math.IsNaN(q.x) {
+			move = true
+			continue
+		}
+		v := vg.Point{X: vg.Length(q.x), Y: vg.Length(h - q.y)}
+		if move {
+			p.Move(v)
+			move = false
+		} else {
+			p.Line(v)
+		}
+	}
+	return p
 }
 
 func pngText(c *vgimg.Canvas, f faces, it *item, h float64) {

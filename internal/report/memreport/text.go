@@ -324,25 +324,39 @@ func prefix(i int) string {
 func writeTopAllocations(p *printer, d *memory.Result, at string) {
 	o := p.o
 	p.section("Largest allocations alive " + at)
-	t := &report.Table{Header: []string{"#", "size", "category", "age", "allocated at"}}
+	t := &report.Table{Header: []string{"#", "size", "requested", "category", "group", "age"}}
+	if !d.HasHistory {
+		t.Header = t.Header[:5]
+	}
 	n := min(o.Top, len(d.TopAllocations))
+	stacks := make([][]string, n)
 	for i, a := range d.TopAllocations[:n] {
 		age := units.Duration(a.AgeNS)
 		if a.AgeNS < 0 {
-			age = "before rec."
+			age = "before recording"
 		}
-		var lines []string
+		row := []string{strconv.Itoa(i + 1), units.Bytes(a.Bytes), units.Bytes(a.RequestedBytes), a.Category.String(), a.Group, age}
+		t.Rows = append(t.Rows, row[:len(t.Header)])
 		if a.Stack >= 0 && a.Stack < len(d.Stacks) {
-			lines = stackLines(&d.Stacks[a.Stack].Stack, o.Stacks == report.StacksFull)
+			stacks[i] = stackLines(&d.Stacks[a.Stack].Stack, o.Stacks == report.StacksFull)
 		} else {
-			lines = []string{memory.NoStack}
-		}
-		t.Rows = append(t.Rows, []string{strconv.Itoa(i + 1), units.Bytes(a.Bytes), a.Category.String(), age, lines[0]})
-		for _, l := range lines[1:] {
-			t.Rows = append(t.Rows, []string{"", "", "", "", l})
+			stacks[i] = []string{memory.NoStack}
 		}
 	}
-	p.table(t)
+	// Each row is followed by its stack, indented, at nearly the full
+	// width: frames are the longest text of the report.
+	var b strings.Builder
+	t.MaxWidth = o.Width - 2
+	t.Write(&b)
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	for i, l := range lines {
+		p.line("  " + l)
+		if k := i - 2; k >= 0 && k < n {
+			for _, f := range stacks[k] {
+				p.line(report.CutMiddle("      "+f, o.Width))
+			}
+		}
+	}
 	p.more(len(d.TopAllocations)-n, "allocations")
 }
 
@@ -444,8 +458,7 @@ func writeSteps(p *printer, d *memory.Result) {
 			units.Bytes(l.PerStepBytes), units.Bytes(l.GrowthBytes), l.Steps), "  leak: ", "    ")
 		n := min(len(l.Stacks), 5)
 		for _, s := range l.Stacks[:n] {
-			lines := stackLines(&s.Stack, false)
-			p.line(report.CutMiddle(fmt.Sprintf("    %s in %d allocations  %s", units.Bytes(s.Bytes), s.Count, lines[0]), o.Width))
+			p.line(report.CutMiddle(fmt.Sprintf("    %s in %s allocations from %s", units.Bytes(s.Bytes), comma(int64(s.Count)), s.Source), o.Width))
 		}
 		p.more(len(l.Stacks)-n, "leaking stacks")
 	}
@@ -460,9 +473,10 @@ func writeFragmentation(p *printer, d *memory.Result) {
 	} else {
 		p.f("  efficiency  %s (allocated/reserved)", units.Percent(f.EfficiencyAtEnd))
 	}
-	p.wrap(fmt.Sprintf("reserved %s in %d segments: allocated %s, cached free %s (largest block %s), pending free %s, rounding waste %s",
-		units.Bytes(f.ReservedBytes), f.SegmentCount, units.Bytes(f.AllocatedBytes), units.Bytes(f.CachedFreeBytes),
-		units.Bytes(f.LargestFreeBytes), units.Bytes(f.PendingFreeBytes), units.Bytes(f.RoundingWasteBytes)), "  ", "    ")
+	p.wrap(fmt.Sprintf("reserved %s in %d segments: allocated %s, cached free %s,", units.Bytes(f.ReservedBytes), f.SegmentCount,
+		units.Bytes(f.AllocatedBytes), units.Bytes(f.CachedFreeBytes)), "  ", "    ")
+	p.wrap(fmt.Sprintf("largest free block %s, pending free %s, rounding waste %s", units.Bytes(f.LargestFreeBytes),
+		units.Bytes(f.PendingFreeBytes), units.Bytes(f.RoundingWasteBytes)), "  ", "    ")
 	if len(f.Pools) > 0 {
 		t := &report.Table{Header: []string{"pool", "stream", "type", "reserved", "free", "largest free"}}
 		n := min(len(f.Pools), o.Top)
