@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/ptscope/ptscope/internal/snapshot/snapgen"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -421,5 +424,90 @@ func TestAnalyzeBundlePrecision(t *testing.T) {
 				t.Errorf("the finding should name the 475 MiB of fp32 parameters:\n%s", out)
 			}
 		})
+	}
+}
+
+// A snapshot taken without memory history (segments only) is analysed,
+// not a crash; check works on it too.
+func TestAnalyzeNoHistory(t *testing.T) {
+	code, out, errs := run(t, "analyze", snap("legacy_list_history.pickle.xz"))
+	if code != 0 || !strings.Contains(out, "no allocation history") || !strings.Contains(out, "no-history") {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	if code, _, errs := run(t, "check", "--max-peak", "1GiB", snap("legacy_list_history.pickle.xz")); code != 0 {
+		t.Errorf("check: exit %d: %s", code, errs)
+	}
+}
+
+// Short stacks show the user's .py line and no "??" C++ rows; --stacks full
+// prints every frame.
+func TestAnalyzeStacks(t *testing.T) {
+	cpp := snap("gpt2tiny_train_bf16_cppstacks.pickle.xz")
+	_, short, _ := run(t, "analyze", "--top", "3", cpp)
+	_, full, _ := run(t, "analyze", "--top", "3", "--stacks", "full", cpp)
+	top := func(out string) string {
+		i, j := strings.Index(out, "Largest allocations"), strings.Index(out, "By source location")
+		return out[i:j]
+	}
+	s, f := top(short), top(full)
+	if strings.Contains(s, "??") || strings.Count(s, "fixtures.py:") < 3 || !strings.Contains(s, "backward called at") {
+		t.Errorf("short stacks:\n%s", s)
+	}
+	if n, m := strings.Count(f, "\n"), strings.Count(s, "\n"); n < 5*m || !strings.Contains(f, "torch::unwind::unwind") || strings.Contains(f, "??") {
+		t.Errorf("full stacks (%d lines vs %d short):\n%s", n, m, f)
+	}
+	if code, _, _ := run(t, "analyze", "--stacks", "some", cpp); code != 2 {
+		t.Errorf("--stacks some: exit %d", code)
+	}
+}
+
+// Text fits COLUMNS; steps are summarised unless --steps all.
+func TestAnalyzeWidthAndSteps(t *testing.T) {
+	var buf bytes.Buffer
+	if err := snapgen.Write(&buf, snapgen.Options{Entries: 100_000, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "gen.pickle")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("COLUMNS", "80")
+	code, out, errs := run(t, "analyze", p)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for i, l := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("line %d has %d columns: %q", i+1, n, l)
+		}
+	}
+	if !strings.Contains(out, "more steps (--steps all)") || strings.Count(out, "\n") > 200 {
+		t.Errorf("steps not summarised, or %d lines", strings.Count(out, "\n"))
+	}
+	_, all, _ := run(t, "analyze", "--steps", "all", p)
+	var js struct {
+		Inputs []struct {
+			Devices []struct {
+				Steps []struct {
+					Name string `json:"name"`
+				} `json:"steps"`
+			} `json:"devices"`
+		} `json:"inputs"`
+	}
+	_, doc, _ := run(t, "analyze", "--json", p)
+	if err := json.Unmarshal([]byte(doc), &js); err != nil {
+		t.Fatal(err)
+	}
+	steps := js.Inputs[0].Devices[0].Steps
+	if len(steps) < 20 || strings.Contains(all, "--steps all") {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for _, s := range steps {
+		if !strings.Contains(all, s.Name+" ") {
+			t.Errorf("--steps all lacks %s", s.Name)
+		}
+	}
+	if code, _, _ := run(t, "analyze", "--steps", "some", p); code != 2 {
+		t.Errorf("--steps some: exit %d", code)
 	}
 }

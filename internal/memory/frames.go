@@ -205,13 +205,31 @@ func (c *stacks) source(id snapshot.StackID) (name, module string) {
 // NoStack names memory whose allocation recorded no frames.
 const NoStack = "<no stack recorded>"
 
-// cppName shortens a C++ function signature to its qualified name.
+// cppName shortens a C++ function signature to its qualified name: no
+// parameter list, template arguments collapsed to "<…>", anonymous
+// namespaces kept ("at::{anonymous}::create_out").
 func cppName(n string) string {
 	n = strings.TrimPrefix(n, "void ")
-	if i := strings.IndexByte(n, '('); i > 0 {
-		n = n[:i]
+	n = strings.ReplaceAll(n, "(anonymous namespace)", "{anonymous}")
+	var b strings.Builder
+	depth := 0
+	for _, r := range n {
+		switch {
+		case r == '<':
+			if depth == 0 {
+				b.WriteString("<…>")
+			}
+			depth++
+		case r == '>' && depth > 0:
+			depth--
+		case depth > 0:
+		case r == '(':
+			return b.String()
+		default:
+			b.WriteRune(r)
+		}
 	}
-	return n
+	return b.String()
 }
 
 // ShortFrame renders a frame as "file.py:123 name" with the path trimmed to

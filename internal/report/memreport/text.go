@@ -498,10 +498,20 @@ func writeFragmentation(p *printer, d *memory.Result) {
 	if n := len(f.Segments); n > 0 {
 		show := min(n, max(min(o.Top, 10), 5))
 		p.f("  largest segments (%d of %d):", show, n)
-		t := &report.Table{Header: []string{"address", "size", "type", "stream", "allocated", "free", "largest free", "blocks"}}
+		// Addresses are never cut; narrow terminals lose the type and
+		// stream columns instead.
+		wide := o.Width >= 90
+		t := &report.Table{Header: []string{"address", "size", "allocated", "free", "largest free", "blocks"}, Align: []report.Align{report.Right}}
+		if wide {
+			t.Header = append(t.Header, "type", "stream")
+		}
 		for _, g := range f.Segments[:show] {
-			t.Rows = append(t.Rows, []string{fmt.Sprintf("0x%x", g.Address), units.Bytes(g.SizeBytes), g.Type, strconv.FormatInt(g.Stream, 10),
-				units.Bytes(g.AllocatedBytes), units.Bytes(g.FreeBytes), units.Bytes(g.LargestFreeBytes), comma(int64(g.Blocks))})
+			row := []string{fmt.Sprintf("0x%x", g.Address), units.Bytes(g.SizeBytes), units.Bytes(g.AllocatedBytes), units.Bytes(g.FreeBytes),
+				units.Bytes(g.LargestFreeBytes), comma(int64(g.Blocks))}
+			if wide {
+				row = append(row, g.Type, strconv.FormatInt(g.Stream, 10))
+			}
+			t.Rows = append(t.Rows, row)
 		}
 		p.table(t)
 	}
