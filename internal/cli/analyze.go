@@ -114,6 +114,7 @@ func analyzeCommand() command {
 		mf.register(fs)
 		rf.register(fs)
 		out.register(fs)
+		out.registerHTML(fs)
 		printRules := fs.Bool("print-rules", false, "print the built-in keyword-group rules and exit")
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
@@ -142,6 +143,7 @@ func analyzeCommand() command {
 		if set == nil {
 			return loadErr
 		}
+		out.writeHTML = func(w io.Writer) error { return htmlSnapshots(w, set) }
 		if err := e.emit(memreport.New(set.Report), &out, t); err != nil {
 			return err
 		}

@@ -21,6 +21,9 @@ type outputFlags struct {
 	out   string
 	name  string
 	steps string
+	html  string
+	// writeHTML writes the --html page; commands that offer --html set it
+	writeHTML func(w io.Writer) error
 }
 
 func (o *outputFlags) register(fs *flag.FlagSet) {
@@ -28,6 +31,11 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "out", "", "also write a run folder `DIR`/YYYYMMDD_HHMMSS_NAME/ (report.txt, report.json, README.md, charts)")
 	fs.StringVar(&o.name, "name", "", "`NAME` of the run folder (default: from the first input)")
 	fs.StringVar(&o.steps, "steps", "summary", "steps listed in text: summary (first, last, slowest, largest, outliers) or all")
+}
+
+// registerHTML adds --html FILE (commands whose models the web page shows).
+func (o *outputFlags) registerHTML(fs *flag.FlagSet) {
+	fs.StringVar(&o.html, "html", "", "also write `FILE`: the interactive page of ptscope serve with the data inlined, one offline file (docs/serve.md)")
 }
 
 // text returns the text options for output to w.
@@ -59,6 +67,12 @@ func (e *env) emit(doc report.Document, o *outputFlags, t report.TextOptions) er
 		if err != nil {
 			return err
 		}
+	}
+	if o.html != "" && o.writeHTML != nil {
+		if err := writeHTMLFile(o.html, o.writeHTML); err != nil {
+			return err
+		}
+		defer fmt.Fprintf(e.stderr, "wrote %s\n", o.html)
 	}
 	if o.json {
 		// compact: documents of million-entry inputs are large, and

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -55,6 +56,7 @@ func traceCommand() command {
 		var opt perf.Options
 		fs := newFlagSet(e, c)
 		out.register(fs)
+		out.registerHTML(fs)
 		fs.StringVar(&view, "view", "overview", "text view: overview|operators|kernels|steps|idle|comm|memory")
 		fs.IntVar(&top, "top", 10, "rows of the operator, kernel and collective tables in text (--json holds every row)")
 		fs.BoolVar(&opt.GroupByShape, "group-by-shape", false, "one operator row per (name, input shapes); needs record_shapes=True")
@@ -85,7 +87,7 @@ func traceCommand() command {
 			defer debug.SetGCPercent(debug.SetGCPercent(50))
 		}
 		prog := term.StartProgress(e.stderr, "trace: reading")
-		set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, Progress: func(p string, i, n int) {
+		set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, KeepModels: out.html != "", Progress: func(p string, i, n int) {
 			label := "trace: reading " + filepath.Base(p)
 			if n > 1 {
 				label += fmt.Sprintf(" (%d of %d)", i+1, n)
@@ -101,6 +103,7 @@ func traceCommand() command {
 				fmt.Fprintf(e.stderr, "ptscope: warning: %s: %s\n", r.Path, w)
 			}
 		}
+		out.writeHTML = func(w io.Writer) error { return htmlTraces(w, set) }
 		doc := tracereport.New(set.Report, v)
 		if out.name == "" && len(paths) > 0 {
 			doc.Name = baseName(paths[0])

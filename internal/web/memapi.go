@@ -266,6 +266,9 @@ type BlockDetails struct {
 	AllocatedAfterBytes int64   `json:"allocated_after_alloc_bytes"`
 	Frames              []Frame `json:"frames"`
 	FreeFrames          []Frame `json:"free_frames,omitempty"`
+	// in --html files the frames are shared: stacks[stack_id]
+	StackID     int `json:"stack_id,omitempty"`
+	FreeStackID int `json:"free_stack_id,omitempty"`
 }
 
 var originNames = map[memory.Origin]string{memory.FromTrace: "trace", memory.BeforeUnmatched: "freed_without_recorded_alloc",

@@ -47,9 +47,10 @@ function fromInline(path, p) {
       return best.buf;
     }
     case 'mem/block': {
-      const b = need(mem).blocks[p.id];
+      const m = need(mem);
+      const b = m.blocks[p.id];
       if (!b) throw new ApiError(`block ${p.id} is not in this file`);
-      return b;
+      return { ...b, frames: m.stacks[b.stack_id] || [], free_frames: b.free_stack_id ? m.stacks[b.free_stack_id] : null };
     }
     case 'mem/hit': return { id: -1 };
     case 'mem/state': {
@@ -72,6 +73,7 @@ function fromInline(path, p) {
       for (const v of t.tiles) if (v.t0_ns <= +p.t0 && v.t1_ns >= +p.t1 && v.t1_ns - v.t0_ns < best.t1_ns - best.t0_ns) best = v;
       return best;
     }
+    case 'trace/memory': return need(tr).memory;
     case 'trace/event': throw new ApiError('event details need ptscope serve');
   }
   throw new ApiError(`${path} is not available in an --html file`);

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/ptscope/ptscope/internal/load"
+	"github.com/ptscope/ptscope/internal/web"
+)
+
+// writeHTMLFile writes the --html page to path through a temporary file,
+// so that a failed write leaves no half page.
+func writeHTMLFile(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ptscope-html-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err := write(bw); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// htmlSnapshots writes the page of analyze's inputs (one view per device).
+func htmlSnapshots(w io.Writer, set *load.SnapshotSet) error {
+	var mems []web.HTMLMemory
+	for k, in := range set.Inputs {
+		for _, a := range in.Devices {
+			mems = append(mems, web.HTMLMemory{Path: in.Path, Analysis: a, PhaseRows: set.Report.Inputs[k].Phases})
+		}
+	}
+	return web.WriteHTML(w, "ptscope analyze", mems, nil, web.HTMLOptions{})
+}
+
+// htmlTraces writes the page of trace's inputs (their models were kept).
+func htmlTraces(w io.Writer, set *load.TraceSet) error {
+	var ts []web.HTMLTrace
+	for k := range set.Report.Ranks {
+		if k < len(set.Models) && set.Models[k] != nil {
+			ts = append(ts, web.HTMLTrace{Path: set.Report.Ranks[k].Path, Model: set.Models[k], Result: &set.Report.Ranks[k]})
+		}
+	}
+	return web.WriteHTML(w, "ptscope trace", nil, ts, web.HTMLOptions{})
+}

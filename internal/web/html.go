@@ -1,0 +1,229 @@
+package web
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"strconv"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/perf"
+	"github.com/ptscope/ptscope/internal/timeline"
+)
+
+// HTMLMemory is one snapshot device of an --html file.
+type HTMLMemory struct {
+	Path      string
+	Analysis  *memory.Analysis
+	PhaseRows []memory.PhaseRow
+}
+
+// HTMLTrace is one profiler trace of an --html file.
+type HTMLTrace struct {
+	Path   string
+	Model  *kineto.Trace
+	Result *perf.Rank
+}
+
+// HTMLOptions size an --html file.
+type HTMLOptions struct {
+	// Budget is the bytes of views (before base64) a file may hold per
+	// input; levels of detail are added while they fit (default 5 MB).
+	Budget int
+	// Width and Height are the pixels each inlined view is computed for.
+	Width, Height int
+}
+
+func (o *HTMLOptions) defaults() {
+	if o.Budget <= 0 {
+		o.Budget = 5 << 20
+	}
+	if o.Width <= 0 {
+		o.Width = 1200
+	}
+	if o.Height <= 0 {
+		o.Height = 400
+	}
+}
+
+// htmlData is window.__PTSCOPE_DATA__: what data.js answers from.
+type htmlData struct {
+	Inputs []Input              `json:"inputs"`
+	Mem    map[string]*htmlMem  `json:"mem,omitempty"`
+	Trace  map[string]*htmlTrac `json:"trace,omitempty"`
+}
+
+type htmlTile struct {
+	X0   int    `json:"x0"`
+	X1   int    `json:"x1"`
+	Data string `json:"data"` // base64 of EncodeView
+}
+
+type htmlMem struct {
+	Summary    *MemSummary                `json:"summary"`
+	Tiles      []htmlTile                 `json:"tiles"`
+	Levels     int                        `json:"levels"`
+	Blocks     map[string]*BlockDetails   `json:"blocks"`
+	Stacks     map[string][]Frame         `json:"stacks"`
+	States     map[string]*timeline.State `json:"states"`
+	Breakdowns map[string]any             `json:"breakdowns"`
+}
+
+type htmlTrac struct {
+	Summary *TraceSummary   `json:"summary"`
+	Tiles   []*TraceViewOut `json:"tiles"`
+	Memory  map[string]any  `json:"memory"`
+}
+
+// WriteHTML writes one offline page showing the inputs: the page's script
+// and styles and, per input, views at a few levels of detail (tiles that
+// overlap by half, so any range up to a tile's half fits one tile), the
+// details of every block those views draw, breakdowns and the allocator
+// state at the peak. No request leaves the page.
+func WriteHTML(w io.Writer, title string, mems []HTMLMemory, traces []HTMLTrace, o HTMLOptions) error {
+	o.defaults()
+	d := htmlData{Mem: map[string]*htmlMem{}, Trace: map[string]*htmlTrac{}}
+	for _, hm := range mems {
+		id := len(d.Inputs)
+		a := hm.Analysis
+		tl := timeline.NewMemory(a.Snapshot, a.Result.Device, a.Replay, a.Phases)
+		md := &memDevice{result: a.Result, tl: tl, phases: hm.PhaseRows}
+		mem, err := htmlMemory(md, o)
+		if err != nil {
+			return fmt.Errorf("%s: %w", hm.Path, err)
+		}
+		d.Mem[strconv.Itoa(id)] = mem
+		d.Inputs = append(d.Inputs, Input{ID: id, Path: hm.Path, Kind: "snapshot", Status: statusReady,
+			Devices: []DeviceInfo{{Device: a.Result.Device, Entries: a.Result.Entries, Peak: a.Result.Peak.AllocatedBytes}}})
+	}
+	for _, ht := range traces {
+		id := len(d.Inputs)
+		ti := &traceInput{model: ht.Model, result: ht.Result, tl: timeline.NewTrace(ht.Model)}
+		d.Trace[strconv.Itoa(id)] = htmlTraceData(ti, o)
+		d.Inputs = append(d.Inputs, Input{ID: id, Path: ht.Path, Kind: "trace", Status: statusReady})
+	}
+	js, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return page.Execute(w, pageData{Title: title, Inline: true, CSS: template.CSS(asset("app.css")),
+		JS: template.JS(asset("app.js")), Data: template.JS(js)})
+}
+
+func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
+	m := md.tl
+	out := &htmlMem{Summary: summaryOf(md), Blocks: map[string]*BlockDetails{}, Stacks: map[string][]Frame{},
+		States: map[string]*timeline.State{}, Breakdowns: map[string]any{}}
+	n := m.Len()
+	if n == 0 {
+		return out, nil
+	}
+	used := 0
+	seen := map[int32]bool{}
+	for level := 0; ; level++ {
+		var tiles []htmlTile
+		var ids []int32
+		size := 0
+		span := n
+		step := n
+		if level > 0 {
+			step = max(1, n>>level)
+			span = min(n, 2*step)
+		}
+		for x0 := 0; x0 < n; x0 += step {
+			x1 := min(n, x0+span)
+			v, err := m.View(timeline.ViewQuery{X0: x0, X1: x1, Width: o.Width, Height: o.Height})
+			if err != nil {
+				return nil, err
+			}
+			b := EncodeView(m, v, timeline.ByCategory)
+			size += len(b)
+			tiles = append(tiles, htmlTile{x0, x1, base64.StdEncoding.EncodeToString(b)})
+			for _, bl := range v.Blocks {
+				ids = append(ids, bl.ID)
+			}
+			if x1 == n {
+				break
+			}
+		}
+		newBlocks := 0
+		for _, id := range ids {
+			if !seen[id] {
+				newBlocks++
+			}
+		}
+		// a block's details cost about 200 bytes besides its stack
+		if level > 0 && used+size+200*newBlocks > o.Budget {
+			break
+		}
+		used += size + 200*newBlocks
+		out.Tiles = append(out.Tiles, tiles...)
+		out.Levels = level + 1
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			bd := blockDetails(m, int(id))
+			a := m.Alloc(int(id))
+			out.Stacks[strconv.Itoa(int(a.Stack))] = bd.Frames
+			bd.Frames, bd.StackID = nil, int(a.Stack)
+			if bd.FreeFrames != nil {
+				out.Stacks[strconv.Itoa(int(a.FreeStack))] = bd.FreeFrames
+				bd.FreeFrames, bd.FreeStackID = nil, int(a.FreeStack)
+			}
+			out.Blocks[strconv.Itoa(int(id))] = bd
+		}
+		if span <= o.Width || level >= 16 {
+			break
+		}
+	}
+	peak := md.result.Peak.EventIndex
+	for _, e := range []int{peak, n - 1} {
+		out.States[strconv.Itoa(e)] = m.State(e)
+	}
+	for _, by := range []timeline.By{timeline.ByCategory, timeline.BySource, timeline.ByModuleGroup, timeline.ByModule, timeline.ByStack} {
+		out.Breakdowns[by.String()] = map[string]any{"by": by.String(), "event_index": peak, "rows": m.Breakdown(peak, by)}
+	}
+	return out, nil
+}
+
+func htmlTraceData(ti *traceInput, o HTMLOptions) *htmlTrac {
+	out := &htmlTrac{Summary: traceSummaryOf(ti), Memory: traceMemoryOf(ti, ti.tl.Start, ti.tl.End, 900)}
+	span := ti.tl.End - ti.tl.Start
+	if span <= 0 {
+		return out
+	}
+	used := 0
+	for level := 0; level < 8; level++ {
+		step, w := span, span
+		if level > 0 {
+			step = max(1, span>>level)
+			w = min(span, 2*step)
+		}
+		var tiles []*TraceViewOut
+		size := 0
+		for t0 := ti.tl.Start; t0 < ti.tl.End; t0 += step {
+			t1 := min(ti.tl.End, t0+w)
+			v, err := ti.tl.View(timeline.TraceQuery{T0: t0, T1: t1, Width: o.Width})
+			if err != nil {
+				break
+			}
+			tv := encodeTraceView(ti.model, v)
+			size += 40*len(tv.Slices) + 20*len(tv.Merged)
+			tiles = append(tiles, tv)
+			if t1 == ti.tl.End {
+				break
+			}
+		}
+		if level > 0 && used+size > o.Budget {
+			break
+		}
+		used += size
+		out.Tiles = append(out.Tiles, tiles...)
+	}
+	return out
+}
