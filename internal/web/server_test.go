@@ -331,3 +331,5 @@ func TestLoopbackAddr(t *testing.T) {
 		}
 	}
 }
+
+func testRoot(t *testing.T) string { return testfixture.Root(t) }

@@ -48,9 +48,6 @@ export class MemoryTimeline {
   async refresh() {
     const my = ++this.seq;
     const t0 = performance.now();
-    const { w, h } = this.size();
-    this.canvas.width = w * devicePixelRatio; this.canvas.height = h * devicePixelRatio;
-    this.canvas.style.width = w + 'px'; this.canvas.style.height = h + 'px';
     const pw = Math.max(1, Math.floor(this.plotW()));
     const ph = Math.max(1, Math.floor(this.plotH()));
     const p = { input: this.ctx.input, device: this.ctx.device, x0: this.vp.x0, x1: this.vp.x1, w: pw, h: ph, color: this.color };
@@ -91,7 +88,12 @@ export class MemoryTimeline {
 
   draw() {
     const d = this.data, c = this.canvas.getContext('2d');
-    const W = this.size().w, H = this.plotH();
+    const { w, h } = this.size();
+    if (this.canvas.width !== w * devicePixelRatio || this.canvas.height !== h * devicePixelRatio) {
+      this.canvas.width = w * devicePixelRatio; this.canvas.height = h * devicePixelRatio;
+      this.canvas.style.width = w + 'px'; this.canvas.style.height = h + 'px';
+    }
+    const W = w, H = this.plotH();
     c.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
     c.clearRect(0, 0, W, this.size().h);
     c.save();

@@ -1,0 +1,275 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/ptscope/ptscope/internal/load"
+)
+
+// chromium finds a headless Chromium (PTSCOPE_CHROMIUM, else the Debian
+// packages' names); the browser tests skip without one (.ci/run installs
+// chromium-headless-shell).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PTSCOPE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, n := range []string{"chromium-headless-shell", "chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium installed (apt-get install chromium-headless-shell, or set PTSCOPE_CHROMIUM)")
+	return ""
+}
+
+// browser is one headless page that records every request it makes and
+// every uncaught exception.
+type browser struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	urls   []string
+	errors []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	exe := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.WindowSize(1400, 900), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &browser{}
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			b.urls = append(b.urls, e.Request.URL)
+		case *runtime.EventExceptionThrown:
+			d := e.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			b.errors = append(b.errors, msg)
+		}
+	}))
+	t.Cleanup(func() { cancel(); cancelA() })
+	tctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelT)
+	b.ctx = tctx
+	if err := chromedp.Do(b.ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	return b
+}
+
+// requests returns and forgets the URLs requested so far.
+func (b *browser) requests() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.urls
+	b.urls = nil
+	return u
+}
+
+func (b *browser) checkErrors(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errors) > 0 {
+		t.Fatalf("page errors: %s", strings.Join(b.errors, "; "))
+	}
+}
+
+func (b *browser) open(t *testing.T, u string) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(u)); err != nil {
+		t.Fatalf("%s: %v", u, err)
+	}
+}
+
+// ready waits until the element with data-testid id says data-state="ready".
+func (b *browser) ready(t *testing.T, id string) {
+	t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector('[data-testid=%q]'); return e && e.dataset.state === 'ready'; })()`, id)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		state, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 400)`))
+		t.Fatalf("%s never ready: %v (page: %s)", id, err, state)
+	}
+}
+
+func eval[T any](t *testing.T, b *browser, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+// inkedPixels counts the canvas pixels that are not background.
+const inkedPixels = `(() => { const c = document.querySelector('[data-testid=memory-timeline] canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+  for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; })()`
+
+// blockCenter is the page position of the middle of a drawn block (the
+// widest), from the view the page holds.
+const blockCenter = `(() => { const tl = window.__ptscope.memory, d = tl.data; let best = null;
+  for (const b of d.blocks) { const w = tl.X(Math.min(b.end, tl.vp.x1)) - tl.X(Math.max(b.start, tl.vp.x0)); if (!best || w > best.w) best = {b, w}; }
+  const b = best.b, r = tl.canvas.getBoundingClientRect();
+  const x = (Math.max(tl.X(Math.max(b.start, tl.vp.x0)), 64) + Math.min(tl.X(Math.min(b.end, tl.vp.x1)), tl.size().w)) / 2;
+  const e = tl.vp.x0 + (x - 64) / tl.plotW() * (tl.vp.x1 - tl.vp.x0);
+  let k = 0; for (let j = 0; j < b.cols.length; j++) if (d.x0 + Math.floor(b.cols[j] * (d.x1 - d.x0) / d.cols) <= e) k = j;
+  const y = (tl.Y(b.offs[k]) + tl.Y(b.offs[k] + b.size)) / 2;
+  return [r.left + x, r.top + y, b.id]; })()`
+
+func TestBrowserServe(t *testing.T) {
+	b := newBrowser(t)
+	_, ts, _ := testServer(t)
+	host := strings.TrimPrefix(ts.URL, "http://")
+
+	// / opens the first snapshot's memory timeline
+	b.open(t, ts.URL+"/")
+	b.ready(t, "memory-timeline")
+	if n := eval[int](t, b, inkedPixels); n < 10000 {
+		t.Fatalf("the timeline canvas is nearly blank (%d pixels drawn)", n)
+	}
+	if n := eval[int](t, b, `+document.querySelector('[data-testid=memory-timeline]').dataset.blocks`); n == 0 {
+		t.Fatal("no block drawn on its own")
+	}
+	// zoom: a wheel over the canvas narrows the range; the server answers in a few KB
+	span0 := eval[int](t, b, `window.__ptscope.memory.vp.x1 - window.__ptscope.memory.vp.x0`)
+	for i := 0; i < 6; i++ {
+		eval[bool](t, b, `(() => { const c = document.querySelector('[data-testid=memory-timeline] canvas'), r = c.getBoundingClientRect();
+		  c.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left + r.width / 2, clientY: r.top + 100, bubbles: true, cancelable: true})); return true; })()`)
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](fmt.Sprintf(`window.__ptscope.lastView.x1 - window.__ptscope.lastView.x0 < %d`, span0/3),
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("zoom did not narrow the view: %v", err)
+	}
+	if kb := eval[float64](t, b, `window.__ptscope.lastView.bytes / 1024`); kb > 64 {
+		t.Errorf("a zoomed view took %.1f KB (goal 64)", kb)
+	}
+	// click a drawn block: the panel shows its stack with the user's frame
+	xy := eval[[]float64](t, b, blockCenter)
+	if err := chromedp.Do(b.ctx, chromedp.MouseClickXY(xy[0], xy[1])); err != nil {
+		t.Fatal(err)
+	}
+	b.ready(t, "block-details")
+	if got := eval[string](t, b, `document.querySelector('[data-testid=block-details] h3').textContent`); !strings.HasPrefix(got, fmt.Sprintf("Block %d:", int(xy[2]))) {
+		t.Fatalf("clicked block %d, the panel shows %q", int(xy[2]), got)
+	}
+	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=block-details] ol.stack li').length`); n == 0 {
+		t.Fatal("the block panel shows no frames")
+	}
+
+	// allocator state at an entry
+	b.open(t, ts.URL+"/?view=state&event=1234")
+	b.ready(t, "allocator-state")
+	if ev := eval[string](t, b, `document.querySelector('[data-testid=allocator-state]').dataset.event`); ev != "1234" {
+		t.Fatalf("state view at entry %s, want 1234", ev)
+	}
+	if txt := eval[string](t, b, `document.querySelector('[data-testid=allocator-state]').innerText`); !strings.Contains(txt, "fragmentation") || !strings.Contains(txt, "segments") {
+		t.Fatalf("state view: %.300s", txt)
+	}
+
+	// profiler views
+	b.open(t, ts.URL+"/?view=trace")
+	b.ready(t, "trace-overview")
+	b.ready(t, "trace-timeline")
+	b.open(t, ts.URL+"/?view=operators")
+	b.ready(t, "operator-table")
+	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=operator-table] tbody tr').length`); n != 1 {
+		t.Fatalf("operator table has %d rows, the trace has one operator", n)
+	}
+	b.open(t, ts.URL+"/?view=kernels")
+	b.ready(t, "kernel-table")
+	if txt := eval[string](t, b, `document.querySelector('[data-testid=kernel-table]').innerText`); !strings.Contains(txt, "sm90_gemm") {
+		t.Fatalf("kernel table: %.300s", txt)
+	}
+
+	// the broken input shows its one-line error, in the page, by itself
+	b.open(t, ts.URL+"/?input=2")
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`!!document.querySelector('[data-testid=input-error]')`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatal("the broken input's error is not shown")
+	}
+	b.checkErrors(t)
+	for _, u := range b.requests() {
+		if pu, err := url.Parse(u); err != nil || (pu.Host != host && pu.Scheme != "about" && pu.Scheme != "data") {
+			t.Errorf("request outside the server: %s", u)
+		}
+	}
+}
+
+func TestBrowserHTMLFile(t *testing.T) {
+	b := newBrowser(t)
+	dir := t.TempDir()
+	src := filepath.Join(testRoot(t), "testdata", "snapshots", "validate_gpt2tiny_fp32.pickle.xz")
+	set, err := load.Snapshots(context.Background(), []string{src}, load.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracePath := filepath.Join(dir, "t.json")
+	if err := os.WriteFile(tracePath, []byte(smallTrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tset, err := load.Traces(context.Background(), []string{tracePath}, load.TraceOptions{KeepModels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "report.html")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = WriteHTML(f, "test", []HTMLMemory{{Path: src, Analysis: set.Inputs[0].Devices[0]}},
+		[]HTMLTrace{{Path: tracePath, Model: tset.Models[0], Result: &tset.Report.Ranks[0]}}, HTMLOptions{})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "file://" + page
+	b.requests()
+	b.open(t, u)
+	b.ready(t, "memory-timeline")
+	if n := eval[int](t, b, inkedPixels); n < 10000 {
+		t.Fatalf("the offline timeline is nearly blank (%d pixels)", n)
+	}
+	xy := eval[[]float64](t, b, blockCenter)
+	if err := chromedp.Do(b.ctx, chromedp.MouseClickXY(xy[0], xy[1])); err != nil {
+		t.Fatal(err)
+	}
+	b.ready(t, "block-details")
+	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=block-details] ol.stack li').length`); n == 0 {
+		t.Fatal("the offline block panel shows no frames")
+	}
+	b.open(t, u+"?view=state")
+	b.ready(t, "allocator-state")
+	b.open(t, u+"?view=trace")
+	b.ready(t, "trace-overview")
+	b.ready(t, "trace-timeline")
+	b.open(t, u+"?view=operators")
+	b.ready(t, "operator-table")
+	b.open(t, u+"?view=kernels")
+	b.ready(t, "kernel-table")
+	b.checkErrors(t)
+	for _, r := range b.requests() {
+		if !strings.HasPrefix(r, "file://") && !strings.HasPrefix(r, "data:") {
+			t.Errorf("the offline file made a request: %s", r)
+		}
+	}
+}
