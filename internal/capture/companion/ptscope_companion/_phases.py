@@ -123,9 +123,13 @@ class PhasesMixin:
                 def wrapped(*args, **kwargs):
                     if cap.disabled or cap.finished or cap.is_compiling() or threading.get_ident() != cap.main_ident:
                         return orig(*args, **kwargs)
-                    before, t0 = cap._stats(), _now_us()
-                    if cap.set_metadata is not None:
-                        cap.set_metadata("ptscope:ddp")
+                    try:
+                        before, t0 = cap._stats(), _now_us()
+                        if cap.set_metadata is not None:
+                            cap.set_metadata("ptscope:ddp")
+                    except Exception as err:
+                        log_once("DDP region", "DDP region failed (%r)" % (err,))
+                        return orig(*args, **kwargs)
                     try:
                         return orig(*args, **kwargs)
                     finally:

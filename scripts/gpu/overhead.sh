@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Step-time overhead of `ptscope run` as users see it (issue 15): two unmodified
+# training runs, each with and without ptscope, interleaved (every repetition
+# runs every capture option in turn), printing per option the median step time,
+# the mean step time and the whole run's time, and their ratio to no capture.
+#
+#   hf   scripts/gpu/overhead_hf.py: Hugging Face Trainer, Llama hidden 1024,
+#        8 layers, bf16, batch 8 x 512, 150 steps, 2 data-loader workers, random
+#        init: CPU-bound (~25 ms steps on an H100, the GPU mostly idle);
+#        "run" is the Trainer's train_runtime
+#   lm   examples/transformer_lm.py: GPT-2 small shape, context 1024, batch 8,
+#        bf16, AdamW, 3 warm-up + 40 measured steps: GPU-bound (~41 ms steps);
+#        "run" is the sum of the measured steps
+#
+# Capture options (CONFIGS, default "off default all trace"):
+#   off      plain python, no ptscope
+#   default  ptscope run with its defaults (stacks in windows of steps)
+#   all      --record-steps all: a stack with every allocation of every step
+#   trace    default + --trace --schedule wait=20,warmup=2,active=10,repeat=1;
+#            the table adds the median of the 10 profiled steps against the
+#            same steps without capture
+#   none     --stacks none (history without stacks); live  --memory=false
+#            --phases=false --modules=false (the companion's floor)
+# Goal: default within 3% of off on both workloads (median step time).
+#
+# Usage (the device tool; build the Linux binary here first):
+#   GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -o bin/ptscope-linux-amd64 ./cmd/ptscope
+#   scripts/gpu/overhead.sh                (about 7 minutes on one H100)
+# Environment: PTSCOPE, PYTHON (python3), WORK (/tmp/ptscope-overhead), OUT
+# ($WORK/out; gets overhead.log and overhead.json), REPS (3), CONFIGS, WORKLOADS
+# ("hf lm"), HF_STEPS (150), LM_STEPS (40), DEADLINE (450 s: no run starts after it).
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python3}
+WORK=${WORK:-/tmp/ptscope-overhead}
+OUT=${OUT:-$WORK/out}
+REPS=${REPS:-3}
+CONFIGS=${CONFIGS:-off default all trace}
+WORKLOADS=${WORKLOADS:-hf lm}
+HF_STEPS=${HF_STEPS:-150}
+LM_STEPS=${LM_STEPS:-40}
+DEADLINE=${DEADLINE:-450}
+rm -rf "$WORK"; mkdir -p "$WORK/res" "$OUT"
+if [ -z "${PTSCOPE:-}" ]; then
+  for c in bin/ptscope-linux-amd64 bin/ptscope; do [ -x "$c" ] && PTSCOPE=$PWD/$c && break; done
+fi
+[ -n "${PTSCOPE:-}" ] || { echo "FAIL: no ptscope binary (build bin/ptscope-linux-amd64, see the header)"; exit 2; }
+LOG=$OUT/overhead.log
+: >"$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+say "== $(date -u +%FT%TZ) overhead: reps=$REPS configs=($CONFIGS) workloads=($WORKLOADS)"
+say "   machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $($PYTHON -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())' 2>&1), $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+say "   ptscope $("$PTSCOPE" version 2>/dev/null | head -1)"
+if [[ " $WORKLOADS " == *" hf "* ]] && ! $PYTHON -c 'import transformers' 2>/dev/null; then
+  say "SKIP hf: transformers is not installed"; WORKLOADS=${WORKLOADS//hf/}
+fi
+
+TRACE_SCHED=wait=20,warmup=2,active=10,repeat=1
+flags() {
+  case $1 in
+    off) ;;
+    default) echo "--quiet" ;;
+    all) echo "--quiet --record-steps all" ;;
+    trace) echo "--quiet --trace --schedule $TRACE_SCHED" ;;
+    none) echo "--quiet --stacks none" ;;
+    live) echo "--quiet --memory=false --phases=false --modules=false --snapshot-at none" ;;
+  esac
+}
+cmd() {
+  case $1 in
+    hf) echo "$PYTHON scripts/gpu/overhead_hf.py --steps $HF_STEPS --json-out $2" ;;
+    lm) echo "$PYTHON examples/transformer_lm.py --model-size small --context-length 1024 --batch-size 8 --mixed-precision bf16 --warmup 3 --steps $LM_STEPS --json-out $2" ;;
+  esac
+}
+for rep in $(seq 1 "$REPS"); do
+  for w in $WORKLOADS; do
+    for c in $CONFIGS; do
+      if [ "$SECONDS" -ge "$DEADLINE" ]; then say "SKIP $w/$c/$rep: time budget spent"; continue; fi
+      res=$WORK/res/${w}_${c}_${rep}.json
+      t0=$SECONDS
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      if [ "$c" = off ]; then
+        timeout 200 $(cmd "$w" "$res") >"$WORK/last.out" 2>&1
+      else
+        timeout 200 "$PTSCOPE" run $(flags "$c") --out "$WORK/bundles" -- $(cmd "$w" "$res") >"$WORK/last.out" 2>&1
+      fi
+      rc=$?
+      say "   $w $c rep $rep: exit $rc, $((SECONDS - t0)) s wall, load before $load"
+      [ "$rc" = 0 ] || tail -n 5 "$WORK/last.out" | sed 's/^/   | /' | tee -a "$LOG"
+      rm -rf "$WORK/bundles"
+    done
+  done
+done
+
+$PYTHON - "$WORK/res" "$OUT/overhead.json" "$REPS" "$TRACE_SCHED" <<'PY' | tee -a "$LOG"
+import json, os, statistics as st, sys
+res, out, reps, sched = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+kv = dict(p.split("=") for p in sched.split(","))
+# profiled steps of the trace arm: 1-based optimizer steps wait+warmup+1 .. +active
+lo = int(kv["wait"]) + int(kv["warmup"]) + 1
+hi = lo + int(kv["active"]) - 1
+runs = {}
+for f in sorted(os.listdir(res)):
+    w, c, rep = f[:-5].split("_")
+    try:
+        d = json.load(open(os.path.join(res, f)))
+    except ValueError:
+        continue
+    runs.setdefault((w, c), []).append(d)
+
+def step_index(w, i):
+    # 1-based optimizer step of step_times_ms[i]
+    return i + 2 if w == "hf" else i + 4  # hf: ends after step 1; lm: 3 warm-up steps first
+
+summary = {}
+for (w, c), ds in sorted(runs.items()):
+    med = st.median(st.median(d["step_times_ms"]) for d in ds)
+    mean = st.median(st.mean(d["step_times_ms"]) for d in ds)
+    run = st.median((d.get("train_runtime_s") or sum(d["step_times_ms"]) / 1e3) for d in ds)
+    prof = [t for d in ds for i, t in enumerate(d["step_times_ms"]) if lo <= step_index(w, i) <= hi]
+    summary.setdefault(w, {})[c] = {"runs": len(ds), "median_step_ms": med, "mean_step_ms": mean, "run_s": run,
+                                    "window_median_ms": st.median(prof) if prof else None,
+                                    "loadavg": [d.get("loadavg") for d in ds]}
+ok = True
+for w, cs in summary.items():
+    off = cs.get("off")
+    print("== %s (median over %d interleaved runs of each run's median/mean step)" % (w, reps))
+    print("   %-8s %12s %8s %12s %8s %10s %8s %22s" % ("capture", "median step", "vs off", "mean step", "vs off", "run", "vs off", "profiled steps vs off"))
+    for c, s in cs.items():
+        r = lambda k: ("%+7.1f%%" % ((s[k] / off[k] - 1) * 100)) if off and off.get(k) else "        "
+        pw = ""
+        if c == "trace" and off and s["window_median_ms"] and off["window_median_ms"]:
+            pw = "%.2f vs %.2f ms (%+.1f%%)" % (s["window_median_ms"], off["window_median_ms"], (s["window_median_ms"] / off["window_median_ms"] - 1) * 100)
+        print("   %-8s %9.2f ms %s %9.2f ms %s %8.2f s %s %22s" % (c, s["median_step_ms"], r("median_step_ms"), s["mean_step_ms"], r("mean_step_ms"), s["run_s"], r("run_s"), pw))
+    if off and "default" in cs:
+        d = (cs["default"]["median_step_ms"] / off["median_step_ms"] - 1) * 100
+        good = d <= 3.0
+        ok = ok and good
+        print("%s %s: default capture %+.1f%% median step time (goal <= 3%%)" % ("PASS" if good else "FAIL", w, d))
+json.dump({"reps": reps, "trace_schedule": sched, "workloads": summary}, open(out, "w"), indent=1)
+print("== overhead", "PASS" if ok else "FAIL")
+PY

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Checks one trainer bundle against the facts its process measured.
+
+Usage: check.py BUNDLE NAME EXIT_CODE [ANALYZE_JSON]
+Prints one PASS/FAIL line per check and a `summary NAME pass=N fail=M`
+line; exits 1 when a check failed. Capture-side checks (what the companion
+recorded), each against a number read inside the process:
+  exit      ptscope passed the command's exit code through
+  steps     process.json steps == the trainer's optimizer steps
+  forwards  forward phases == micro-batches (one forward per micro-batch,
+            however many root modules a step calls); none nested in an
+            optimizer phase (closures are written as their own phases)
+  peak      process.json max_allocated and the phases' last
+            max_allocated_after within 1% of max_memory_allocated
+  params, optimizer_state, gradients
+            an inventory's bytes within 1% of the process's own sums
+  windows   stack windows: the set-up and the warm-up were stacked
+  snapshot  an end snapshot (an OOM snapshot for the oom trainer)
+and per trainer: DDP's bucket region, the leak's peak windows, the OOM step.
+With ANALYZE_JSON (ptscope analyze --json of the bundle) it also prints the
+analysis' peak and step count next to the facts (informational)."""
+import json
+import os
+import sys
+
+
+def load_jsonl(path):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a torn last line
+    return out
+
+
+def within(a, b, rel=0.01):
+    return b > 0 and abs(a - b) <= rel * b
+
+
+def summarize(name, doc, facts):
+    """INFO lines: what `ptscope analyze --json` (docs/json.md) made of each
+    snapshot, next to the process's facts: the peak, the steps, how much of
+    the peak has a stack and a module path (what the default's stack
+    windows must keep answerable), categories, the leak, OOMs."""
+    peak = facts["max_memory_allocated_bytes"]
+    for inp in doc.get("inputs", []):
+        snap = os.path.basename(inp.get("path", "?"))
+        if inp.get("error"):
+            print("INFO %s analyze %s: error %s" % (name, snap, inp["error"]))
+        for d in inp.get("devices", []):
+            p = d.get("peak", {})
+            steps = d.get("steps", [])
+            full = [s for s in steps if not s.get("partial")]
+            stacks = d.get("stacks_at_peak", [])
+            total = sum(x["bytes"] for x in stacks) or 1
+            framed = sum(x["bytes"] for x in stacks if x.get("frames"))
+            mods = d.get("modules_at_peak", [])
+            named = sum(m["bytes"] for m in mods if m["name"] and not m["name"].startswith("<"))
+            cats = ", ".join("%s %.0f MiB" % (c["category"], c["bytes"] / 2**20) for c in d.get("categories_at_peak", []))
+            print("INFO %s analyze %s: peak %d (%.2f%% of the process's %d) in %s of step %s; %d steps (%d complete, "
+                  "source %s; optimizer steps %s); at the peak %.0f%% of bytes with frames, %.0f%% with a module; %s"
+                  % (name, snap, p.get("allocated_bytes", 0), 100.0 * p.get("allocated_bytes", 0) / peak, peak,
+                     p.get("phase"), p.get("step"), len(steps), len(full), d.get("step_source"),
+                     facts.get("optimizer_steps"), 100.0 * framed / total, 100.0 * named / max(1, sum(m["bytes"] for m in mods)), cats))
+            if d.get("pattern") == "leak" or facts.get("leaked_bytes_per_step"):
+                lk = d.get("leak") or {}
+                print("INFO %s analyze %s: pattern %s, leak %s bytes/step (the process kept %s), leak stacks with frames %d/%d"
+                      % (name, snap, d.get("pattern"), lk.get("per_step_bytes"), facts.get("leaked_bytes_per_step"),
+                         sum(1 for x in lk.get("stacks", []) if x.get("frames")), len(lk.get("stacks", []))))
+            for o in d.get("ooms", []):
+                fb = ", ".join("%s %.0f MiB" % (c["category"], c["bytes"] / 2**20) for c in o.get("filled_by", []))
+                print("INFO %s analyze %s: OOM requested %s at %s of step %s, verdict %s, filled by %s, frames %d"
+                      % (name, snap, o.get("requested_bytes"), o.get("phase"), o.get("step"), o.get("verdict"), fb,
+                         len(o.get("frames") or [])))
+
+
+def main():
+    bundle, name, want_rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    analyze = sys.argv[4] if len(sys.argv) > 4 else None
+    res = {"pass": 0, "fail": 0}
+
+    def check(what, ok, detail):
+        res["pass" if ok else "fail"] += 1
+        print("%s %s %s: %s" % ("PASS" if ok else "FAIL", name, what, detail))
+
+    man = json.load(open(os.path.join(bundle, "manifest.json")))
+    check("exit", man.get("exit_code") == want_rc, "exit code %s, want %d" % (man.get("exit_code"), want_rc))
+    fpath = os.path.join(bundle, "facts.json")
+    if not os.path.exists(fpath):
+        check("facts", False, "no facts.json (the trainer did not finish)")
+        print("summary %s pass=%d fail=%d" % (name, res["pass"], res["fail"]))
+        sys.exit(1)
+    facts = json.load(open(fpath))
+    rd = os.path.join(bundle, "rank%d" % facts.get("rank", 0))
+    proc = json.load(open(os.path.join(rd, "process.json"))) if os.path.exists(os.path.join(rd, "process.json")) else {}
+    phases = load_jsonl(os.path.join(rd, "phases.jsonl"))
+    roles = load_jsonl(os.path.join(rd, "tensors.jsonl"))
+    invs, regions = [], []
+    for r in roles:
+        if "region" in r:
+            regions.append(r)
+        elif r.get("part", 0) > 0 and invs:
+            invs[-1]["tensors"] += r["tensors"]
+        else:
+            invs.append(r)
+
+    steps = facts.get("optimizer_steps")
+    check("steps", proc.get("steps") == steps, "process.json steps %s, optimizer steps %s" % (proc.get("steps"), steps))
+
+    fwd = [p for p in phases if p["phase"] == "forward"]
+    if facts.get("micro_batches") is not None:
+        check("forwards", len(fwd) == facts["micro_batches"],
+              "%d forward phases, %d micro-batches (roots per forward: %s)" % (
+                  len(fwd), facts["micro_batches"], sorted({p.get("roots", 1) for p in fwd})))
+    if facts.get("forward_roots_per_step"):
+        check("roots", all(p.get("roots", 1) == facts["forward_roots_per_step"] for p in fwd),
+              "roots per forward phase %s, want %d" % (sorted({p.get("roots", 1) for p in fwd}), facts["forward_roots_per_step"]))
+    nested = [p for p in phases if p["phase"] in ("forward", "backward") and p.get("parent") == "optimizer"]
+    check("closures", not nested, "%d forward/backward phases inside an optimizer phase (closure phases: %d)" % (
+        len(nested), sum(1 for p in phases if p.get("closure"))))
+
+    peak = facts["max_memory_allocated_bytes"]
+    pj = proc.get("max_allocated_bytes", 0)
+    ph = max((p.get("max_allocated_after_bytes", 0) for p in phases), default=0)
+    check("peak", within(pj, peak) and (name == "oom" or within(ph, peak)),
+          "process.json %d, phases %d, process max_memory_allocated %d (%.2f%%, %.2f%%)" % (
+              pj, ph, peak, 100.0 * (pj - peak) / peak, 100.0 * (ph - peak) / peak))
+
+    def inv_bytes(inv, kind):
+        seen, n = set(), 0
+        for t in inv["tensors"]:
+            if t["kind"] == kind and t["ptr"] not in seen:
+                seen.add(t["ptr"])
+                n += t["bytes"]
+        return n
+
+    last = invs[-1] if invs else None
+    for kind, fk in (("parameter", "parameter_bytes"), ("optimizer_state", "optimizer_state_bytes")):
+        if facts.get(fk):
+            got = inv_bytes(last, kind) if last else 0
+            check(kind, within(got, facts[fk]), "last inventory (%s) %d bytes, process %d" % (
+                last and last["at"], got, facts[fk]))
+    if facts.get("gradient_bytes"):
+        got = max((inv_bytes(i, "gradient") for i in invs if i["at"] in ("step_end", "backward_end")), default=0)
+        check("gradients", within(got, facts["gradient_bytes"]), "inventories after backward/step %d bytes, process %d" % (
+            got, facts["gradient_bytes"]))
+
+    wins = proc.get("stack_windows") or []
+    reasons = [w["reason"] for w in wins]
+    check("windows", "setup" in reasons and ("warmup" in reasons or name == "oom"),
+          "stack windows %s" % [(w["reason"], w["first_step"], w["last_step"]) for w in wins])
+    snaps = sorted(f for f in os.listdir(rd) if f.startswith("snapshot_"))
+    want_snap = "snapshot_oom.pickle" if name == "oom" else "snapshot_end.pickle"
+    check("snapshot", want_snap in snaps, "snapshots %s" % snaps)
+
+    if name == "ddp":
+        b = [r for r in regions if r["region"] == "ddp_buckets"]
+        got = sum(r["allocated_after_bytes"] - r["allocated_before_bytes"] for r in b)
+        check("ddp_buckets", b and got >= 0.9 * facts["parameter_bytes"],
+              "bucket region %d bytes, parameters %d" % (got, facts["parameter_bytes"]))
+    if name == "leak":
+        check("peak_windows", "peak" in reasons, "a leak raises the peak every step: windows %s" % reasons)
+    if name == "oom":
+        oom = proc.get("oom") or (json.load(open(os.path.join(rd, "oom.json"))) if os.path.exists(os.path.join(rd, "oom.json")) else None)
+        check("oom", oom is not None and oom.get("step") == facts.get("oom_step"),
+              "oom.json %s, the process ran out at step %s requesting %s" % (oom, facts.get("oom_step"), facts.get("oom_requested")))
+        check("oom_inventory", any(i["at"] == "oom" for i in invs), "inventories %s" % [i["at"] for i in invs])
+
+    if analyze and os.path.exists(analyze):
+        try:
+            summarize(name, json.load(open(analyze)), facts)
+        except Exception as err:
+            print("INFO %s analyze: unreadable (%r)" % (name, err))
+    print("summary %s pass=%d fail=%d" % (name, res["pass"], res["fail"]))
+    sys.exit(1 if res["fail"] else 0)
+
+
+if __name__ == "__main__":
+    main()
