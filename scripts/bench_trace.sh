@@ -5,9 +5,12 @@
 #
 #   scripts/bench_trace.sh [TRACE.json]
 #
-# Without an argument it generates a ~360 MB trace (SIZE=360MB) by replicating
-# the real with_stack fixture (../shared/fixtures/gpt2tiny_with_stack.pt.trace.json),
-# which gives the event mix of a real 60-step GPT-2 with_stack trace.
+# Without an argument it generates a ~360 MB trace (SIZE=360MB, or STEPS=N
+# copies) by replicating the real with_stack fixture
+# (../shared/fixtures/gpt2tiny_with_stack.pt.trace.json), which gives the
+# event mix of a real 60-step GPT-2 with_stack trace. It also prints how many
+# lines `COLUMNS=100 ptscope trace` prints and the widest (issue 10's bar:
+# at most 200 lines, none over 100 columns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +29,11 @@ if [ -z "$trace" ]; then
   src=${SRC:-../shared/fixtures/gpt2tiny_with_stack.pt.trace.json}
   [ -f "$src" ] || { echo "no source trace $src (give a trace as argument)" >&2; exit 2; }
   trace="$work/big.pt.trace.json"
-  go run ./internal/kineto/gen/gentrace -src "$src" -size "${SIZE:-360MB}" -o "$trace"
+  if [ -n "${STEPS:-}" ]; then
+    go run ./internal/kineto/gen/gentrace -src "$src" -steps "$STEPS" -o "$trace"
+  else
+    go run ./internal/kineto/gen/gentrace -src "$src" -size "${SIZE:-360MB}" -o "$trace"
+  fi
 fi
 gz="$work/$(basename "$trace").gz"
 gzip -c "$trace" > "$gz"
@@ -55,3 +62,10 @@ awk -v mb="$mb" -v g="$go_s" -v gk="$go_kb" -v z="$gz_s" -v zk="$gz_kb" -v p="$p
   printf "%-34s %8.2f %10.1f %12.1f\n", "python3 json.load (plain)", p, mb / p, pk / 1024
   printf "speedup over json.load: %.1fx (plain), %.1fx (gzip); RSS %.1fx lower\n", p / g, p / z, pk / gk
 }'
+
+COLUMNS=100 "$bin" trace "$trace" > "$work/text.txt"
+python3 - "$work/text.txt" <<'PY'
+import sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")[:-1]
+print("COLUMNS=100 ptscope trace: %d lines, widest %d columns" % (len(lines), max(len(l) for l in lines)))
+PY

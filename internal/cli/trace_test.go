@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ptscope/ptscope/internal/kineto/gen"
 )
 
 func traceRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -317,5 +319,42 @@ func TestTraceGolden(t *testing.T) {
 				t.Errorf("output differs from %s (go test ./internal/cli -run TraceGolden -update after checking):\n%s", golden, out)
 			}
 		})
+	}
+}
+
+// TestTraceSixtySteps: a 60-step trace prints a summary that fits 100
+// columns in at most 200 lines (issue 10's bar, on a generated trace; the
+// 350 MB version is scripts/bench_trace.sh's).
+func TestTraceSixtySteps(t *testing.T) {
+	s := gen.Scenarios(0)["dataloader"]
+	s.Steps = 60
+	s.SlowSteps = map[int]int64{7: 12_000_000, 30: 9_000_000, 31: 20_000_000}
+	p := filepath.Join(t.TempDir(), "sixty.pt.trace.json")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Setenv("COLUMNS", "100")
+	code, out, errs := traceRun(t, p)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	fits(t, out, 100)
+	if n := strings.Count(out, "\n"); n > 200 {
+		t.Errorf("%d lines", n)
+	}
+	// the first, the last, the slowest and the outliers; the rest summarised
+	for _, want := range []string{"ProfilerStep#1 ", "ProfilerStep#60", "ProfilerStep#32 (slowest)", "ProfilerStep#8 (outlier)", "ProfilerStep#31 (outlier)", "55 more steps"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q:\n%s", want, out)
+		}
+	}
+	_, all, _ := traceRun(t, "--steps", "all", "--view", "steps", p)
+	if strings.Count(all, "ProfilerStep#") < 120 {
+		t.Errorf("--steps all lists %d step rows", strings.Count(all, "ProfilerStep#"))
 	}
 }
