@@ -12,7 +12,7 @@ import (
 // op) and record_param_comms ops.
 type Comm struct {
 	Kernels         int          `json:"kernels"`
-	KernelNS        int64        `json:"kernel_ns"`
+	KernelNS        int64        `json:"total_ns"`      // the kernels' durations, summed
 	OverlapRatio    float64      `json:"overlap_ratio"` // |compute ∩ comm| / |comm|
 	ExposedNS       int64        `json:"exposed_ns"`    // comm time not hidden by compute
 	Collectives     []Collective `json:"collectives"`

@@ -138,7 +138,7 @@ func TestUtilizationComputeOnly(t *testing.T) {
 		}
 	}
 	f := findingOf(r.Findings, "low-gpu-utilization")
-	if f == nil || f.Severity != finding.Critical || f.Numbers["communication_ns"] != float64(i.CommunicationNS) {
+	if f == nil || f.Severity != finding.Critical || f.Numbers["communication_wait_ns"] != float64(i.CommunicationNS) {
 		t.Errorf("low utilisation finding %+v", f)
 	}
 	if len(r.GPUs) != 1 || r.GPUs[0].Streams != 2 || r.PrimaryDevice != 0 {

@@ -141,8 +141,8 @@ func findings(g *graph, r *Rank) []finding.Finding {
 			msg += " (" + strings.Join(desc, ", ") + ")"
 		}
 		f := add("low-gpu-utilization", sev, "idle", finding.Numbers{"gpu_utilization_ratio": r.GPUUtilizationRatio, "idle_ratio": i.IdleRatio,
-			"host_wait_ns": float64(i.HostWaitNS), "communication_ns": float64(i.CommunicationNS), "copy_ns": float64(i.CopyNS),
-			"kernel_wait_ns": float64(i.KernelWaitNS), "other_ns": float64(i.OtherNS)}, msg+".", parts[best].rec)
+			"host_wait_ns": float64(i.HostWaitNS), "communication_wait_ns": float64(i.CommunicationNS), "copy_wait_ns": float64(i.CopyNS),
+			"kernel_wait_ns": float64(i.KernelWaitNS), "other_wait_ns": float64(i.OtherNS)}, msg+".", parts[best].rec)
 		f.At.Device = finding.Int(r.PrimaryDevice)
 	}
 	// 6. tensor cores: the cost is half of the eligible kernels' share of

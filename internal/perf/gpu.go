@@ -17,7 +17,7 @@ type GPU struct {
 	MemoryBytes            int64   `json:"memory_bytes,omitempty"`
 	ComputeCapability      string  `json:"compute_capability,omitempty"`
 	Streams                int     `json:"streams"`
-	KernelNS               int64   `json:"kernel_ns"` // compute kernel time, summed over streams
+	KernelNS               int64   `json:"compute_total_ns"` // compute kernels' durations during the steps, summed
 	UtilizationRatio       float64 `json:"utilization_ratio"`
 	SMEfficiencyRatio      float64 `json:"sm_efficiency_ratio"`
 	AchievedOccupancyRatio float64 `json:"achieved_occupancy_ratio"`

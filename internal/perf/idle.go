@@ -19,11 +19,11 @@ type Idle struct {
 	SpanNS          int64   `json:"span_ns"`    // the steps' time (their windows' union)
 	ComputeNS       int64   `json:"compute_ns"` // union of compute kernels
 	IdleNS          int64   `json:"idle_ns"`    // span - compute
-	CommunicationNS int64   `json:"communication_ns"`
-	CopyNS          int64   `json:"copy_ns"`
+	CommunicationNS int64   `json:"communication_wait_ns"`
+	CopyNS          int64   `json:"copy_wait_ns"`
 	HostWaitNS      int64   `json:"host_wait_ns"`
 	KernelWaitNS    int64   `json:"kernel_wait_ns"`
-	OtherNS         int64   `json:"other_ns"`
+	OtherNS         int64   `json:"other_wait_ns"`
 	IdleRatio       float64 `json:"idle_ratio"` // idle / span
 }
 

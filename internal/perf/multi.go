@@ -23,7 +23,7 @@ type RankSummary struct {
 	Steps               int     `json:"steps"`
 	AverageStepNS       int64   `json:"average_step_ns"`
 	GPUUtilizationRatio float64 `json:"gpu_utilization_ratio"`
-	CommunicationNS     int64   `json:"communication_ns"`
+	CommunicationNS     int64   `json:"communication_total_ns"` // its communication kernels' durations, summed
 	// LateArrivals counts the collectives the rank was the last to join.
 	LateArrivals int `json:"late_arrivals"`
 }
