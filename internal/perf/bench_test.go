@@ -31,3 +31,25 @@ func BenchmarkAnalyze(b *testing.B) {
 		Analyze(tr, Options{})
 	}
 }
+
+// BenchmarkAnalyzeSynthetic analyses a generated FSDP trace of 200 steps of
+// 48 layers (no ../shared needed); bytes are the trace's JSON bytes.
+func BenchmarkAnalyzeSynthetic(b *testing.B) {
+	s := gen.Scenarios(0)["fsdp"]
+	s.Steps, s.Layers = 200, 48
+	var buf bytes.Buffer
+	if _, err := s.Write(&buf); err != nil {
+		b.Fatal(err)
+	}
+	n := int64(buf.Len())
+	tr, err := kineto.Read(context.Background(), &buf, kineto.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Analyze(tr, Options{})
+	}
+}
