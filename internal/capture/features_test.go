@@ -95,6 +95,15 @@ func TestFakeTorchStackWindows(t *testing.T) {
 			if h := rk.Info.History; h == nil || h.Context != wantCtx || h.RecordSteps != tt.record.Mode || h.Switchable != (tt.stacks != "none") {
 				t.Errorf("history %+v", h)
 			}
+			// StacksAt agrees with the windows
+			for _, w := range rk.Info.StackWindows {
+				if !rk.Info.StacksAt(w.StartTimeUs) || rk.Info.StacksAt(w.StartTimeUs-1) && w.FirstStep == -1 {
+					t.Errorf("StacksAt around %+v", w)
+				}
+			}
+			if len(rk.Info.StackWindows) > 0 && rk.Info.StacksAt(rk.Info.StackWindows[len(rk.Info.StackWindows)-1].EndTimeUs) {
+				t.Error("StacksAt after the last window")
+			}
 			// every phase of a stacked step says so, no other does
 			stacked := map[int]bool{}
 			for _, w := range tt.wantWindows {

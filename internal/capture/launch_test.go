@@ -301,12 +301,13 @@ s = pickle.load(open(sys.argv[1], "rb"))
 ann = collections.Counter(a["name"] for a in s["external_annotations"])
 allocs = [e for e in s["device_traces"][0] if e["action"] == "alloc"]
 meta = collections.Counter((e.get("user_metadata"), bool(e.get("frames"))) for e in allocs)
+steps = [a["name"] for a in s["external_annotations"] if a["name"].startswith("ptscope:step#") and a["stage"] == "START"]
 print(ann["ptscope:forward"], ann["ptscope:backward"], ann["ptscope:optimizer"], meta[("h0.attn", True)], meta[("h0.attn", False)],
       meta[("h1.attn", True)], meta[("h1.attn", False)], s["fake_history_options"]["stacks"], s["fake_history_options"]["global_record_annotations"],
-      [c["context"] for c in s["fake_history_calls"]])
+      [c["context"] for c in s["fake_history_calls"]], ",".join(x[len("ptscope:step#"):] for x in steps))
 `
 	out, err := exec.Command(py, "-c", check, rk.Snapshots[1]).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "12 12 12 9 3 9 3 python True ['alloc', None]" {
+	if err != nil || strings.TrimSpace(string(out)) != "12 12 12 9 3 9 3 python True ['alloc', None] 0,1,2,3,4,5" {
 		t.Errorf("snapshot content: %q %v", out, err)
 	}
 }

@@ -181,6 +181,17 @@ func (inv *Inventory) Lookup(addr int64) []TensorRef {
 	return out
 }
 
+// StacksAt reports whether allocations recorded a Python stack at timeUs
+// (inside one of the rank's stack windows).
+func (r *RankInfo) StacksAt(timeUs int64) bool {
+	for _, w := range r.StackWindows {
+		if w.StartTimeUs <= timeUs && timeUs < w.EndTimeUs {
+			return true
+		}
+	}
+	return false
+}
+
 // Bytes sums the storage bytes of one kind, counting each storage once.
 func (inv *Inventory) Bytes(kind string) int64 {
 	seen := map[int64]bool{}

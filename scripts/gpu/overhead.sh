@@ -19,8 +19,11 @@
 #   trace    default + --trace --schedule wait=20,warmup=2,active=10,repeat=1;
 #            the table adds the median of the 10 profiled steps against the
 #            same steps without capture
+#   trace_light  trace with --profile-memory=false --record-shapes=false
 #   none     --stacks none (history without stacks); live  --memory=false
 #            --phases=false --modules=false (the companion's floor)
+# e.g. CONFIGS="off trace trace_light" WORKLOADS=hf (about 3 minutes) compares
+# the profiler's options.
 # Goal: default within 3% of off on both workloads (median step time).
 #
 # Usage (the device tool; build the Linux binary here first):
@@ -63,6 +66,7 @@ flags() {
     default) echo "--quiet" ;;
     all) echo "--quiet --record-steps all" ;;
     trace) echo "--quiet --trace --schedule $TRACE_SCHED" ;;
+    trace_light) echo "--quiet --trace --schedule $TRACE_SCHED --profile-memory=false --record-shapes=false" ;;
     none) echo "--quiet --stacks none" ;;
     live) echo "--quiet --memory=false --phases=false --modules=false --snapshot-at none" ;;
   esac
@@ -102,7 +106,8 @@ lo = int(kv["wait"]) + int(kv["warmup"]) + 1
 hi = lo + int(kv["active"]) - 1
 runs = {}
 for f in sorted(os.listdir(res)):
-    w, c, rep = f[:-5].split("_")
+    w, rest = f[:-5].split("_", 1)
+    c, rep = rest.rsplit("_", 1)
     try:
         d = json.load(open(os.path.join(res, f)))
     except ValueError:
@@ -130,7 +135,7 @@ for w, cs in summary.items():
     for c, s in cs.items():
         r = lambda k: ("%+7.1f%%" % ((s[k] / off[k] - 1) * 100)) if off and off.get(k) else "        "
         pw = ""
-        if c == "trace" and off and s["window_median_ms"] and off["window_median_ms"]:
+        if c.startswith("trace") and off and s["window_median_ms"] and off["window_median_ms"]:
             pw = "%.2f vs %.2f ms (%+.1f%%)" % (s["window_median_ms"], off["window_median_ms"], (s["window_median_ms"] / off["window_median_ms"] - 1) * 100)
         print("   %-8s %9.2f ms %s %9.2f ms %s %8.2f s %s %22s" % (c, s["median_step_ms"], r("median_step_ms"), s["mean_step_ms"], r("mean_step_ms"), s["run_s"], r("run_s"), pw))
     if off and "default" in cs:

@@ -97,6 +97,7 @@ class Capture(PhasesMixin):
         self.opt_nested = 0
         self.step_root = None  # id of the first root module called in this step
         self.step_begun = False
+        self.step_rf = None  # the open ptscope:step#N range
         self.snapshot_steps = set(cfg.get("snapshot_steps") or [])
         # stack windows (_history): history context switched per step
         rs = cfg.get("record_steps") or {}
@@ -568,6 +569,7 @@ class Capture(PhasesMixin):
             self.step += 1  # the last forward of a forward-only loop completes a step
         while self.open:
             self._guard("phase end", self._close, self.open.pop(), True)
+        self._close_step()
         self._guard("tensor inventory", self._inventory, "end")
         if self.prof is not None:
             prof, self.prof = self.prof, None

@@ -439,6 +439,8 @@ class PhasesMixin:
         if not self.materialize():
             return
         self._step_begins()
+        if self.step_rf is None:
+            self._open_step()
         if name == "optimizer" and any(p.name == name for p in self.open):
             self.opt_nested += 1  # a wrapping optimizer's step calls the inner one's
             return
@@ -538,8 +540,32 @@ class PhasesMixin:
             self.step_begun = True
             self._guard("stack windows", self._decide_stacks)
 
+    def _open_step(self):
+        """A `ptscope:step#N` range from the start of the step's first phase to
+        its end: snapshots and traces get the steps' bounds, accumulation and
+        closures included (what runs before the first phase, such as loading
+        the batch, falls between steps; no range is left for a step that
+        never began)."""
+        if self.phases is None or self.step_rf is not None:
+            return
+        try:
+            self.step_rf = torch.autograd.profiler.record_function("ptscope:step#%d" % self.step)
+            self.step_rf.__enter__()
+        except Exception as err:
+            self.step_rf = None
+            log_once("record_function", "record_function failed (%r); phases are not annotated" % (err,))
+
+    def _close_step(self):
+        rf, self.step_rf = self.step_rf, None
+        if rf is not None:
+            try:
+                rf.__exit__(None, None, None)
+            except Exception:
+                pass
+
     def _step_done(self):
         self._close_pending(at_root_end=True)
+        self._close_step()
         stacked = self.on_stacks
         self.step += 1
         self.fwd_since = False
