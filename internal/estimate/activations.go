@@ -70,80 +70,246 @@ func (sh shape) mlpTokens() (int64, int64) {
 	return sh.tokens, int64(sh.m.FFN)
 }
 
-// layerSaved lists what one layer keeps for backward (no recompute), per micro-batch.
-func (sh shape) layerSaved(selective bool) []ActItem {
+// kvCacheBytes is the element size of Hugging Face's KV cache: under
+// autocast RoPE makes K fp32 (q·cos with fp32 cos promotes) and the cache
+// stores V in K's dtype; otherwise the compute dtype.
+func (sh shape) kvCacheBytes() int64 {
+	if sh.amp && sh.m.PositionEmbedding == "rope" {
+		return 4
+	}
+	return sh.act
+}
+
+// kvCacheLayer is one layer's KV cache (use_cache=True).
+func (sh shape) kvCacheLayer() int64 {
+	kv := int64(sh.m.KVHeads) * int64(sh.m.HeadDim)
+	return sh.tokens * 2 * kv * sh.kvCacheBytes() / sh.t
+}
+
+func (sh shape) kvCacheFormula() string {
+	return fmt.Sprintf("tokens·2kv·%s/t (use_cache=True: past_key_values holds K and V%s)", dname(sh.kvCacheBytes()),
+		ifStr(sh.kvCacheBytes() != sh.act, ", fp32 under autocast after RoPE", ""))
+}
+
+// consumers is how many matrix products read each norm's output: under
+// autocast each casts it to 16 bits separately, and autograd saves every
+// copy (Hugging Face's separate q, k, v and gate, up projections).
+func (sh shape) consumers() (attn, mlp int64) {
+	m := sh.m
+	attn, mlp = 1, 1
+	if m.SplitLinear {
+		attn = 3
+		if m.MLP == "swiglu" && m.Experts == 0 {
+			mlp = 2
+		}
+	}
+	return attn, mlp
+}
+
+// normSaved is what one norm keeps for backward: its input, what the
+// normalisation saves, and its output as the next matrix products' input.
+//
+// layernorm is a fused kernel (nn.LayerNorm, Megatron/TE RMSNorm with
+// norm "rmsnorm_fused"): the input, fp32 mean/rstd and the output. rmsnorm is
+// Hugging Face's Python RMSNorm: x.to(float32) (saved by pow and by the
+// multiplication with rsqrt: the input itself when it is already fp32, else
+// an fp32 copy), the normalised fp32 tensor (saved by weight * ...; cast
+// to the input dtype first when that is 16-bit), and the output.
+func (sh shape) normSaved(name, group string, consumers int64) []ActItem {
+	T, h, sq := sh.tokens, int64(sh.m.Hidden), sh.seqShard
+	var its []ActItem
+	out := T * h * sh.act / sq
+	outF := fmt.Sprintf("tokens·h·%s (the matrix products' input)", dname(sh.act))
+	if sh.amp {
+		out *= consumers
+		outF = fmt.Sprintf("%d·tokens·h·%s (autocast casts the fp32 output once per matrix product that reads it)", consumers, dname(sh.act))
+	}
+	switch sh.m.Norm {
+	case "rmsnorm":
+		its = append(its, sh.item(name+"_input", group, T*h*4/sq, "tokens·h·4 B: x.to(float32), saved by pow and mul (%s)", ifStr(sh.res == 4, "the fp32 input itself", "an fp32 copy of the 16-bit input")))
+		nb := int64(4)
+		if sh.res < 4 {
+			nb = sh.res
+		}
+		its = append(its, sh.item(name+"_normalized", group, T*h*nb/sq, "tokens·h·%s: x·rsqrt(mean(x²)+eps)%s, saved by weight·(…)", dname(nb), ifStr(nb < 4, " cast to the input dtype", "")))
+		its = append(its, sh.item(name+"_stats", group, T*4/sq, "tokens·4 B (fp32 rsqrt)"))
+		if sh.res == 4 && !sh.amp {
+			// fp32: the output is a third tensor; 16-bit without autocast it is
+			// the matrix products' input as above
+			outF = "tokens·h·4 B (weight·normalized, the matrix products' input)"
+		}
+	default:
+		stats := int64(8)
+		if sh.m.Norm == "rmsnorm_fused" {
+			stats = 4
+		}
+		its = append(its, sh.item(name+"_input", group, T*h*sh.res/sq, "tokens·h·%s/%d = %d·%d·%d/%d", dname(sh.res), sq, T, h, sh.res, sq))
+		its = append(its, sh.item(name+"_stats", group, T*stats/sq, "tokens·%d B (fp32 mean/rstd)", stats))
+	}
+	return append(its, sh.item(name+"_output", group, out, "%s", outF))
+}
+
+// attnBackend is the kernel scaled_dot_product_attention picks: flash for
+// 16-bit inputs; for fp32 the memory-efficient kernel, or the math
+// fallback (which saves the softmax) when keys and values have fewer heads
+// than the queries (GQA).
+func (sh shape) attnBackend() string {
+	switch {
+	case sh.s.Attention == AttentionEager:
+		return "eager"
+	case sh.act < 4:
+		return "flash"
+	case sh.m.KVHeads < sh.m.Heads:
+		return "math"
+	}
+	return "efficient"
+}
+
+// attentionSaved is what self-attention keeps for backward.
+func (sh shape) attentionSaved(selective bool) []ActItem {
+	m, T, t := sh.m, sh.tokens, sh.t
+	q, kv := int64(m.Heads)*int64(m.HeadDim), int64(m.KVHeads)*int64(m.HeadDim)
+	a, s := int64(m.Heads), sh.seqLocal
+	c, cn := sh.act, dname(sh.act)
+	var its []ActItem
+	add := func(name string, b int64, f string, args ...any) {
+		its = append(its, sh.item(name, "attention", b, f, args...))
+	}
+	backend := sh.attnBackend()
+	if selective {
+		backend = "selective"
+	}
+	switch backend {
+	case "flash", "efficient", "selective":
+		add("qkv", T*(q+2*kv)*c/t, "tokens·(q+2kv)·%s/t = %d·%d·%d/%d", cn, T, q+2*kv, c, t)
+		if backend != "selective" {
+			add("attention_logsumexp", T*a*4/t, "tokens·heads·4/t (%s attention saves only the softmax statistics)", backend)
+		}
+	case "math":
+		// fp32 with GQA: SDPA's math path repeats K and V to all heads, scales Q and K and
+		// saves the fp32 softmax
+		add("qkv", T*3*q*c/t, "tokens·3q·%s/t (scaled Q, K and V repeated to every head by SDPA's math fallback)", cn)
+		add("attention_scores", T*a*s*4/t, "tokens·heads·seq·4/t (fp32 softmax saved by the math fallback) = %d·%d·%d·4/%d", T, a, s, t)
+	case "eager":
+		k := kv
+		if m.KVHeads < m.Heads {
+			k = q // repeat_kv copies K and V to every head
+		}
+		add("qkv", T*(q+2*k)*c/t, "tokens·(q+2·%s)·%s/t (eager attention's matmul inputs%s)", ifStr(k == q, "q", "kv"), cn, ifStr(k == q, ", K and V repeated to every head", ""))
+		per, f := sh.eagerScoreBytes()
+		add("attention_scores", T*a*s*per/t, "tokens·heads·seq·%d/t (%s) = %d·%d·%d·%d/%d", per, f, T, a, s, per, t)
+	}
+	add("attention_output", T*q*c/t, "tokens·q·%s/t (output projection input)", cn)
+	if m.HFUseCache {
+		add("kv_cache", sh.kvCacheLayer(), "%s", sh.kvCacheFormula())
+	}
+	return its
+}
+
+// eagerScoreBytes is what eager attention saves per score element. Hugging
+// Face's RoPE models (Llama family) take softmax(dtype=float32) and cast it
+// to the query's dtype, which under autocast is fp32 (q·cos with fp32 cos
+// promotes), then the probabilities-times-V product casts it to 16 bits;
+// GPT-2 takes the softmax in the compute dtype (fp32 under autocast) and
+// casts it to the value's dtype. Dropout adds a mask and its output.
+func (sh shape) eagerScoreBytes() (int64, string) {
+	c := sh.act
+	drop := sh.m.Dropout > 0
+	var per int64
+	var f string
+	if sh.m.PositionEmbedding == "rope" {
+		qd := c
+		if sh.amp {
+			qd = 4
+		}
+		per, f = 4, "fp32 softmax"
+		x := int64(0)
+		if qd != 4 {
+			x = qd
+			f += fmt.Sprintf(" + its %d-byte copy", qd)
+		}
+		if drop {
+			per += 1 + qd
+			f += " + dropout mask and output"
+			x = qd
+		}
+		if sh.amp && qd != c {
+			per += c
+			f += fmt.Sprintf(" + the %d-byte cast for the product with V", c)
+		}
+		return per + boolMul(!drop, x), f
+	}
+	sm := c
+	if sh.amp {
+		sm = 4
+	}
+	per, f = sm, ifStr(sm == 4, "fp32 softmax", "softmax")
+	if sm != c {
+		per += c
+		f += fmt.Sprintf(" + its %d-byte copy", c)
+	}
+	if drop {
+		per += 1 + c
+		f += " + dropout mask and output"
+	}
+	return per, f
+}
+
+// mlpSaved is what the MLP (or the experts) keeps for backward, beyond the
+// norm output it reads.
+func (sh shape) mlpSaved() []ActItem {
 	m, T, t, sq := sh.m, sh.tokens, sh.t, sh.seqShard
 	h := int64(m.Hidden)
-	q, kv := int64(m.Heads)*int64(m.HeadDim), int64(m.KVHeads)*int64(m.HeadDim)
-	a := int64(m.Heads)
-	var its []ActItem
-	add := func(it ActItem) { its = append(its, it) }
-	resName, actName := dname(sh.res), dname(sh.act)
-	stats := int64(8)
-	if m.Norm == "rmsnorm" {
-		stats = 4
-	}
-	add(sh.item("norm1_input", "norm", T*h*sh.res/sq, "tokens·h·%s/%d = %d·%d·%d/%d", resName, sq, T, h, sh.res, sq))
-	add(sh.item("norm1_output", "norm", T*h*sh.act/sq, "tokens·h·%s/%d (matmul input%s)", actName, sq, ampNote(sh.amp)))
-	add(sh.item("norm_stats", "norm", 2*T*stats/sq, "2 norms·tokens·%d B (fp32 mean/rstd)", stats))
-	add(sh.item("qkv", "attention", T*(q+2*kv)*sh.act/t, "tokens·(q+2kv)·%s/t = %d·%d·%d/%d", actName, T, q+2*kv, sh.act, t))
-	if sh.s.Attention == AttentionSDPA {
-		add(sh.item("attention_logsumexp", "attention", T*a*4/t, "tokens·heads·4/t (fused attention saves only the softmax statistics)"))
-	} else if !selective {
-		// eager attention: softmax output, its low-precision copy and dropout
-		per := int64(4)
-		f := "fp32 softmax"
-		switch {
-		case sh.amp:
-			per = 4 + sh.act
-			f = "fp32 softmax + bf16 copy"
-		case sh.act < 4:
-			per = sh.act
-			f = "softmax"
-		}
-		if m.Dropout > 0 {
-			per += 1 + sh.act
-			f += " + dropout mask + dropout output"
-		}
-		add(sh.item("attention_scores", "attention", T*a*sh.seqLocal*per/t, "tokens·heads·seq·%d/t (%s) = %d·%d·%d·%d/%d", per, f, T, a, sh.seqLocal, per, t))
-	}
-	add(sh.item("attention_output", "attention", T*q*sh.act/t, "tokens·q·%s/t", actName))
-	if m.Dropout > 0 {
-		add(sh.item("attention_dropout_mask", "attention", T*h/sq, "tokens·h·1 B"))
-	}
-	if m.HFUseCache {
-		add(sh.item("kv_cache", "attention", T*2*kv*sh.act/t, "tokens·2kv·%s/t (use_cache=True returns K and V copies)", actName))
-	}
-	add(sh.item("norm2_input", "norm", T*h*sh.res/sq, "tokens·h·%s/%d", resName, sq))
-	add(sh.item("norm2_output", "norm", T*h*sh.act/sq, "tokens·h·%s/%d (matmul input%s)", actName, sq, ampNote(sh.amp)))
+	c, cn := sh.act, dname(sh.act)
 	rows, f := sh.mlpTokens()
+	var its []ActItem
+	add := func(name string, b int64, fm string, args ...any) {
+		its = append(its, sh.item(name, "mlp", b, fm, args...))
+	}
 	if m.Experts > 0 {
-		add(sh.item("router_logits", "mlp", T*int64(m.Experts)*4, "tokens·experts·4"))
-		add(sh.item("expert_input", "mlp", rows*h*sh.act/sq, "tokens·top_k·h·%s", actName))
+		add("router_probs", T*int64(m.Experts)*4, "tokens·experts·4 (fp32 routing softmax)")
+		in := rows * h * c / sq
+		add("expert_input", in, "tokens·top_k·h·%s (each expert's gathered input rows)", cn)
+		add("expert_output", rows*h*c/sq, "tokens·top_k·h·%s (expert outputs saved by the routing-weight product)", cn)
 	}
 	switch {
 	case m.MLP == "swiglu":
-		add(sh.item("gate_up_output", "mlp", rows*2*f*sh.act/t, "rows·2ffn·%s/t = %d·%d·%d/%d", actName, rows, 2*f, sh.act, t))
-		add(sh.item("silu_output", "mlp", rows*f*sh.act/t, "rows·ffn·%s/t", actName))
-		add(sh.item("product_output", "mlp", rows*f*sh.act/t, "rows·ffn·%s/t (fc2 input)", actName))
-	default:
-		add(sh.item("fc1_output", "mlp", rows*f*sh.act/t, "rows·ffn·%s/t = %d·%d·%d/%d", actName, rows, f, sh.act, t))
-		if m.Activation == "gelu_tanh_python" {
-			per := 3 * sh.act
-			if sh.amp {
-				// pow is an fp32 autocast op: it saves an fp32 copy of its input, and the chain
-				// after it is promoted, so tanh and 1+tanh are fp32; 0.5·x stays 16-bit (seen in
-				// the fixtures' gpt2tiny_train_bf16 allocator history: 3 fp32 + 1 bf16 per layer)
-				per = 4 + 4 + 4 + sh.act
-			} else if sh.act == 4 {
-				per = 12
-			}
-			add(sh.item("gelu_intermediates", "mlp", rows*f*per/t, "rows·ffn·%d/t (Python tanh-GELU: tanh, 1+tanh, 0.5x%s)", per, ifStr(sh.amp, " and pow's fp32 input copy", "")))
+		add("gate_up_output", rows*2*f*c/t, "rows·2ffn·%s/t = %d·%d·%d/%d (gate and up projections, saved by SiLU and the product)", cn, rows, 2*f, c, t)
+		add("silu_output", rows*f*c/t, "rows·ffn·%s/t", cn)
+		add("product_output", rows*f*c/t, "rows·ffn·%s/t (down projection input)", cn)
+	case m.Activation == "gelu_tanh_python":
+		// Python tanh-GELU 0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))): pow saves its input (under
+		// autocast an fp32 copy, pow being an fp32 op, and the chain after it is promoted to
+		// fp32), tanh saves its output, the last product saves 0.5·x and 1+tanh; its output
+		// (fp32 under autocast) is cast for the down projection
+		i := c
+		if sh.amp {
+			i = 4
 		}
-		add(sh.item("gelu_output", "mlp", rows*f*sh.act/t, "rows·ffn·%s/t (fc2 input)", actName))
+		add("fc1_output", rows*f*i/t, "rows·ffn·%s/t (%s)", dname(i), ifStr(sh.amp, "pow's fp32 copy of the fc1 output", "the fc1 output, saved by pow"))
+		add("gelu_intermediates", rows*f*(2*i+c)/t, "rows·ffn·%d/t (tanh and 1+tanh in %s, 0.5·x in %s)", 2*i+c, dname(i), cn)
+		add("gelu_output", rows*f*c/t, "rows·ffn·%s/t (down projection input%s)", cn, ifStr(sh.amp, ", cast from the fp32 product", ""))
+	default:
+		add("fc1_output", rows*f*c/t, "rows·ffn·%s/t = %d·%d·%d/%d", cn, rows, f, c, t)
+		add("gelu_output", rows*f*c/t, "rows·ffn·%s/t (down projection input)", cn)
 	}
+	return its
+}
+
+// layerSaved lists what one layer keeps for backward (no recompute), per micro-batch.
+func (sh shape) layerSaved(selective bool) []ActItem {
+	m, T, sq := sh.m, sh.tokens, sh.seqShard
+	h := int64(m.Hidden)
+	attnC, mlpC := sh.consumers()
+	its := sh.normSaved("norm1", "norm", attnC)
+	its = append(its, sh.attentionSaved(selective)...)
 	if m.Dropout > 0 {
-		add(sh.item("mlp_dropout_mask", "mlp", T*h/sq, "tokens·h·1 B"))
+		its = append(its, sh.item("attention_dropout_mask", "attention", T*h/sq, "tokens·h·1 B"))
+	}
+	its = append(its, sh.normSaved("norm2", "norm", mlpC)...)
+	its = append(its, sh.mlpSaved()...)
+	if m.Dropout > 0 {
+		its = append(its, sh.item("mlp_dropout_mask", "mlp", T*h/sq, "tokens·h·1 B"))
 	}
 	return its
 }
@@ -153,8 +319,7 @@ func (sh shape) layerCheckpointed() []ActItem {
 	h := int64(sh.m.Hidden)
 	its := []ActItem{sh.item("layer_input", "norm", sh.tokens*h*sh.res/sh.seqShard, "tokens·h·%s (checkpointed block input)", dname(sh.res))}
 	if sh.m.HFUseCache {
-		kv := int64(sh.m.KVHeads) * int64(sh.m.HeadDim)
-		its = append(its, sh.item("kv_cache", "attention", sh.tokens*2*kv*sh.act/sh.t, "tokens·2kv·%s/t", dname(sh.act)))
+		its = append(its, sh.item("kv_cache", "attention", sh.kvCacheLayer(), "%s", sh.kvCacheFormula()))
 	}
 	return its
 }
@@ -170,11 +335,7 @@ func (sh shape) embeddingSaved() []ActItem {
 
 // headSaved is what the last stage keeps for the final norm and output projection.
 func (sh shape) headSaved() []ActItem {
-	h := int64(sh.m.Hidden)
-	return []ActItem{
-		sh.item("final_norm_input", "head", sh.tokens*h*sh.res/sh.seqShard, "tokens·h·%s", dname(sh.res)),
-		sh.item("final_norm_output", "head", sh.tokens*h*sh.act/sh.seqShard, "tokens·h·%s (output projection input)", dname(sh.act)),
-	}
+	return sh.normSaved("final_norm", "head", 1)
 }
 
 // logitsBytes is the logits tensor; lossSavedBytes the fp32 log-softmax cross-entropy keeps.
@@ -211,13 +372,6 @@ func dname(b int64) string {
 		return "2 B"
 	}
 	return fmt.Sprintf("%d B", b)
-}
-
-func ampNote(amp bool) string {
-	if amp {
-		return ", the autocast low-precision copy"
-	}
-	return ""
 }
 
 // KorthikantiPerLayer is Korthikanti et al. 2022 (arXiv:2205.05198) Table 2: activation bytes per

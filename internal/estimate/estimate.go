@@ -126,13 +126,22 @@ func stageTensors(m Model, s Setup, k int) (layer, other []tensor, layers int) {
 		return out
 	}
 	layer = split(m.layerTensors())
+	last := k == s.PP-1
 	if k == 0 {
-		other = append(other, split(m.embeddingTensors())...)
+		for _, t := range split(m.embeddingTensors()) {
+			t.headGrad = last && m.TiedEmbeddings && t.name == "wte" // the output projection's gradient lands in it
+			other = append(other, t)
+		}
 	}
-	if k == s.PP-1 {
-		other = append(other, split(m.headTensors())...)
+	if last {
+		var head []tensor
+		head = append(head, split(m.headTensors())...)
 		if s.PP > 1 && m.TiedEmbeddings {
-			other = append(other, split(m.embeddingTensors()[:1])...) // copy of the tied embedding
+			head = append(head, split(m.embeddingTensors()[:1])...) // copy of the tied embedding
+		}
+		for _, t := range head {
+			t.headGrad = true
+			other = append(other, t)
 		}
 	}
 	return layer, other, m.Layers / s.PP

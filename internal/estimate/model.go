@@ -142,6 +142,7 @@ type tensor struct {
 	cols      int64
 	tpSplit   bool // column/row-parallel weight or vocab-parallel embedding
 	vocab     bool // embedding or output projection: split only by the Megatron plan
+	headGrad  bool // its gradient exists from the head's backward on (final norm, output projection, a tied embedding)
 	matmul    bool // used in a matrix product (autocast makes a low-precision copy)
 	expert    bool // belongs to an MoE expert (split by expert parallelism)
 	expertIdx int

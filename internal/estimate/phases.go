@@ -79,8 +79,7 @@ func (st *stage) activations() (Activations, stageActs) {
 
 // kvCache is Hugging Face's past_key_values over the stage's layers.
 func (st *stage) kvCache() int64 {
-	sh := st.sh
-	return int64(st.L) * sh.tokens * 2 * int64(st.m.KVHeads) * int64(st.m.HeadDim) * sh.act / sh.t
+	return int64(st.L) * st.sh.kvCacheLayer()
 }
 
 // phases builds the allocated memory at the peak of each phase.
@@ -169,13 +168,20 @@ func (st *stage) inference(a stageActs) Phase {
 	}
 	layerTmp := sh.tokens*h*sh.res/sh.seqShard + rows*ffn*2*sh.act/sh.t + sh.tokens*h*sh.act
 	var headTmp, lg int64
+	headF := "the final norm's output, the output projection's input"
 	if st.last {
-		headTmp = sh.tokens * h * (2*sh.res + sh.act) / sh.seqShard
+		// while the logits are written: the final norm's output (fp32 under autocast, with
+		// its 16-bit cast)
+		headTmp = sh.tokens * h * sh.res / sh.seqShard
+		if sh.amp {
+			headTmp += sh.tokens * h * sh.act / sh.seqShard
+			headF += " and its 16-bit cast"
+		}
 		lg = a.logits
 	}
 	tmp, tf := layerTmp, fmt.Sprintf("one layer's MLP in flight: tokens·(h·res + 2·ffn·act + h·act) = %d", layerTmp)
 	if headTmp+lg > layerTmp {
-		tmp, tf = headTmp, "final norm input/output and the matmul input"
+		tmp, tf = headTmp, headF
 	} else {
 		lg = 0
 	}
@@ -183,7 +189,7 @@ func (st *stage) inference(a stageActs) Phase {
 	unsh, _ := st.unsharded()
 	return Phase{Name: Forward, At: ifStr(lg > 0, "logits", "a layer's MLP"), Terms: st.persist(
 		term("autocast_weight_cache", cache, "%s", cacheF),
-		term("activations", kv, "Hugging Face use_cache: layers·tokens·2kv·act"),
+		term("activations", kv, "Hugging Face use_cache: layers · %s", st.sh.kvCacheFormula()),
 		term("unsharded_params", unsh, "gathered parameters (ZeRO-3/FSDP)"),
 		term("logits", lg, "tokens·vocab·%d B", sh.act),
 		term("temporaries", tmp, "%s", tf),
@@ -197,7 +203,7 @@ func (st *stage) training(a stageActs) []Phase {
 	h := int64(m.Hidden)
 	rows, ffn := sh.mlpTokens()
 	full := s.Recompute == RecomputeFull
-	cacheLayer, cacheOther, cacheAll, cacheF := st.weightCache()
+	cacheLayer, _, cacheAll, cacheF := st.weightCache()
 	unsharded, unshardedGrad := st.unsharded()
 	logitsF := fmt.Sprintf("tokens·vocab·%d B/%d = %d·%d·%d/%d", sh.act, sh.vocabShard, sh.tokens, m.Vocab, sh.act, sh.vocabShard)
 	actF := fmt.Sprintf("%.2f micro-batches · %d layers · %d B/layer + embedding %d B + head %d B", a.inflight, L, a.perLayer, a.embTotal, a.headTotal)
@@ -232,7 +238,13 @@ func (st *stage) training(a stageActs) []Phase {
 	)}
 
 	// backward: the loss at its start, then the layers from last to first
-	headGrad := tensorBytes(st.otherTs, 1, sh.gb, st.shardG)
+	var headTs []tensor
+	for _, t := range st.otherTs {
+		if t.headGrad {
+			headTs = append(headTs, t)
+		}
+	}
+	headGrad := tensorBytes(headTs, 1, sh.gb, st.shardG) // the embedding's gradient comes at the end
 	layerGrad := tensorBytes(st.layerTs, 1, sh.gb, st.shardG)
 	var best Phase
 	other := a.layersTotal - int64(L)*a.perLayer // other micro-batches in flight
@@ -262,7 +274,9 @@ func (st *stage) training(a stageActs) []Phase {
 		if g0 == 0 {
 			grads = headGrad + int64(L-1-j)*layerGrad
 		}
-		cache := cacheOther + cacheLayer
+		// the output projection's copy went with its backward; the layers not yet
+		// differentiated keep theirs (with full recompute only the recomputed layer's)
+		cache := cacheLayer
 		if !full {
 			cache += int64(j) * cacheLayer
 		}
@@ -317,7 +331,7 @@ func (st *stage) training(a stageActs) []Phase {
 	step := Phase{Name: OptimizerStep, Terms: st.persist(
 		term("gradients", st.G, "all gradients"),
 		term("logits", keepStep, "held by the caller until the step returns: %s", logitsF),
-		term("temporaries", st.optTemp, "%s", optTempFormula(s.Optimizer)),
+		term("temporaries", st.optTemp, "%s", optTempFormula(s.Optimizer, s)),
 	)}
 	return []Phase{fwd, best, step}
 }

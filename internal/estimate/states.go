@@ -48,7 +48,7 @@ func (st *stage) optimizer() (state, temp int64) {
 	sb := sh.stateBytes
 	switch s.Optimizer {
 	case AdamW, Adam:
-		return 2 * st.all(sb, st.shardO), st.all(sb, st.shardO) // foreach: sqrt(exp_avg_sq) for every parameter at once
+		return 2 * st.all(sb, st.shardO), st.foreachTemp(sb)
 	case SGD:
 		return st.all(sb, st.shardO), 0
 	case AdamW8bit:
@@ -70,6 +70,30 @@ func (st *stage) optimizer() (state, temp int64) {
 		return state, round512(ceilDiv(big, st.shardO) * sb)
 	}
 	return 0, 0
+}
+
+// foreachTemp is the foreach AdamW step's sqrt(exp_avg_sq): one tensor per
+// parameter, all at once. Under the hf tensor-parallel plan the step
+// measured the replicated (plain tensor) parameters at once and the
+// sharded DTensor ones one at a time.
+func (st *stage) foreachTemp(sb int64) int64 {
+	if st.s.TP == 1 || st.s.TPPlan != TPPlanHF {
+		return st.all(sb, st.shardO)
+	}
+	var plain, big int64
+	each := func(ts []tensor, times int64) {
+		for _, t := range ts {
+			b := blockBytes(ceilDiv(t.numel, t.shardOver(st.shardO)) * sb)
+			if t.tpSplit && !t.vocab {
+				big = max(big, b)
+			} else {
+				plain += b * times
+			}
+		}
+	}
+	each(st.layerTs, int64(st.L))
+	each(st.otherTs, 1)
+	return plain + big
 }
 
 // offloadHost lists the host memory of CPU offload: the optimizer runs on
@@ -115,11 +139,13 @@ func optStateFormula(o Optimizer, sb int64) string {
 	return ""
 }
 
-func optTempFormula(o Optimizer) string {
-	switch o {
-	case AdamW, Adam:
+func optTempFormula(o Optimizer, s Setup) string {
+	switch {
+	case (o == AdamW || o == Adam) && s.TP > 1 && s.TPPlan == TPPlanHF:
+		return "foreach AdamW: sqrt(exp_avg_sq) of the replicated parameters at once, of the sharded ones one at a time"
+	case o == AdamW || o == Adam:
 		return "foreach AdamW: sqrt(exp_avg_sq) for all parameters at once (1 · state bytes/param)"
-	case Adafactor:
+	case o == Adafactor:
 		return "one update tensor of the largest parameter"
 	}
 	return "in-place update, no temporaries"

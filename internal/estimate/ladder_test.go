@@ -1,0 +1,190 @@
+package estimate
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+// ladderRow is one line of testdata/hf_ladder.jsonl (scripts/gpu/hf_ladder.py, measured on an
+// H100 with PyTorch 2.11 and transformers 5.17): a Hugging Face model built from hf_config,
+// trained or run as setup says, and what torch.cuda measured.
+type ladderRow struct {
+	Kind     string          `json:"kind"`
+	Row      string          `json:"row"`
+	HFConfig json.RawMessage `json:"hf_config"`
+	Setup    struct {
+		Precision  string `json:"precision"` // amp_bf16 | bf16 | fp32 | fsdp_mp_bf16
+		Mode       string `json:"mode"`      // train | infer
+		Attn       string `json:"attn"`      // sdpa | eager
+		GradCkpt   bool   `json:"grad_ckpt"`
+		MicroBatch int    `json:"micro_batch"`
+		Seq        int    `json:"seq"`
+		Dist       string `json:"dist"` // fsdp2 | tp_hf | tp_megatron
+		World      int    `json:"world"`
+	} `json:"setup"`
+	Measured struct {
+		MaxAllocated        int64            `json:"max_memory_allocated"`
+		MaxReserved         int64            `json:"max_memory_reserved"`
+		Parameters          int64            `json:"parameters"`
+		ParameterBytes      int64            `json:"parameter_bytes"`
+		GradientBytes       int64            `json:"gradient_bytes"`
+		OptimizerStateBytes int64            `json:"optimizer_state_bytes"`
+		LogitsBytes         int64            `json:"logits_bytes"`
+		KVCacheBytes        int64            `json:"kv_cache_bytes"`
+		AtStepStart         int64            `json:"allocated_at_step_start"`
+		AfterForward        int64            `json:"allocated_after_forward"`
+		PhasePeaks          map[string]int64 `json:"phase_peak_allocated"`
+	} `json:"measured"`
+	Error string `json:"error"`
+}
+
+func readLadder(t testing.TB, path string) []ladderRow {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []ladderRow
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r ladderRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if r.Kind == "row" && r.Error == "" && r.Measured.MaxAllocated > 0 {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// modelAndSetup maps a ladder row to the estimator's inputs, as a user would describe the run:
+// the model's config.json and the flags naming the setup.
+func (r ladderRow) modelAndSetup() (Model, Setup, error) {
+	m, err := ReadHFConfig(bytes.NewReader(r.HFConfig), r.Row)
+	if err != nil {
+		return m, Setup{}, err
+	}
+	s := DefaultSetup()
+	st := r.Setup
+	s.Seq, s.MicroBatch = st.Seq, st.MicroBatch
+	switch st.Precision {
+	case "amp_bf16":
+		s.DType = BF16Mixed
+	case "bf16":
+		s.DType = BF16True
+	case "fp32":
+		s.DType = FP32
+	case "fsdp_mp_bf16":
+		s.DType, s.ParamDType, s.ReduceDType = FP32, BF16, F32
+	default:
+		return m, s, fmt.Errorf("precision %q", st.Precision)
+	}
+	s.ForwardOnly = st.Mode == "infer"
+	if st.Attn == "eager" {
+		s.Attention = AttentionEager
+	}
+	if st.GradCkpt {
+		s.Recompute = RecomputeFull
+	}
+	switch st.Dist {
+	case "":
+	case "fsdp2":
+		s.FSDP, s.DP = true, st.World
+	case "tp_hf":
+		s.TP, s.TPPlan = st.World, TPPlanHF
+	case "tp_megatron":
+		s.TP, s.TPPlan = st.World, TPPlanMegatron
+	default:
+		return m, s, fmt.Errorf("dist %q", st.Dist)
+	}
+	// the script holds the model output through backward and drops it before the step
+	s.KeepLogits, s.KeepLogitsStep = true, false
+	return m, s, nil
+}
+
+// TestHFLadder holds every row of the ladder within 5% of torch.cuda.max_memory_allocated.
+func TestHFLadder(t *testing.T) {
+	rows := readLadder(t, "testdata/hf_ladder.jsonl")
+	if len(rows) < 20 {
+		t.Fatalf("only %d ladder rows", len(rows))
+	}
+	dev, _ := GPU("h100-80gb")
+	for _, row := range rows {
+		t.Run(row.Row, func(t *testing.T) {
+			m, s, err := row.modelAndSetup()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Params() != row.Measured.Parameters {
+				t.Errorf("%d params, the measured model has %d", m.Params(), row.Measured.Parameters)
+			}
+			r, err := Estimate(m, s, dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := r.PeakAllocatedBytes, row.Measured.MaxAllocated
+			if e := float64(got)/float64(want) - 1; math.Abs(e) > 0.05 {
+				t.Errorf("estimate %d B, measured %d B (%+.2f%%)", got, want, 100*e)
+			}
+			// each phase's peak too (the script reset the peak before each; it dropped the
+			// model output before backward, which the whole step holds)
+			for _, p := range r.Top().Phases {
+				key := strings.TrimSuffix(p.Name.String(), "_step")
+				meas, ok := row.Measured.PhasePeaks[key]
+				if !ok {
+					continue
+				}
+				if p.Name == Backward {
+					meas += row.Measured.LogitsBytes
+				}
+				if e := float64(p.Bytes)/float64(meas) - 1; math.Abs(e) > 0.05 {
+					t.Errorf("%s peak: estimate %d B, measured %d B (%+.2f%%)", p.Name, p.Bytes, meas, 100*e)
+				}
+			}
+		})
+	}
+}
+
+// TestLadderReport prints the ladder term by term: go test ./internal/estimate -run LadderReport -report -v
+func TestLadderReport(t *testing.T) {
+	if !*printReport {
+		t.Skip("use -report to print the ladder table")
+	}
+	dev, _ := GPU("h100-80gb")
+	var b strings.Builder
+	b.WriteString("| row | measured max_memory_allocated | estimate | error | activations after forward: measured | estimate |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, row := range readLadder(t, "testdata/hf_ladder.jsonl") {
+		m, s, err := row.modelAndSetup()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Estimate(m, s, dev)
+		if err != nil {
+			t.Fatalf("%s: %v", row.Row, err)
+		}
+		mm := row.Measured
+		top := r.Top()
+		// what forward leaves allocated beyond the step's start: activations, logits, loss, autocast cache
+		var estFwd int64
+		if !s.ForwardOnly {
+			estFwd = top.Activations.TotalBytes + termBytes(top.Phases[0].Terms, "autocast_weight_cache")
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %+.2f%% | %d | %d |\n", row.Row, mm.MaxAllocated, r.PeakAllocatedBytes,
+			100*(float64(r.PeakAllocatedBytes)/float64(mm.MaxAllocated)-1), mm.AfterForward-mm.AtStepStart, estFwd)
+		if testing.Verbose() {
+			for _, p := range top.Phases {
+				fmt.Fprintf(&b, "|   %s (%s) | %d | %d | | | |\n", p.Name, p.At, mm.PhasePeaks[strings.TrimSuffix(p.Name.String(), "_step")], p.Bytes)
+			}
+		}
+	}
+	fmt.Print(b.String())
+}
