@@ -68,7 +68,7 @@ func newBrowser(t *testing.T) *browser {
 		}
 	}))
 	t.Cleanup(func() { cancel(); cancelA() })
-	tctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	tctx, cancelT := context.WithTimeout(ctx, 10*time.Minute)
 	t.Cleanup(cancelT)
 	b.ctx = tctx
 	if err := chromedp.Do(b.ctx, chromedp.Navigate("about:blank")); err != nil {
@@ -127,15 +127,18 @@ const inkedPixels = `(() => { const c = document.querySelector('[data-testid=mem
   for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; })()`
 
 // blockCenter is the page position of the middle of a drawn block (the
-// widest), from the view the page holds.
-const blockCenter = `(() => { const tl = window.__ptscope.memory, d = tl.data; let best = null;
-  for (const b of d.blocks) { const w = tl.X(Math.min(b.end, tl.vp.x1)) - tl.X(Math.max(b.start, tl.vp.x0)); if (!best || w > best.w) best = {b, w}; }
-  const b = best.b, r = tl.canvas.getBoundingClientRect();
-  const x = (Math.max(tl.X(Math.max(b.start, tl.vp.x0)), 64) + Math.min(tl.X(Math.min(b.end, tl.vp.x1)), tl.size().w)) / 2;
-  const e = tl.vp.x0 + (x - 64) / tl.plotW() * (tl.vp.x1 - tl.vp.x0);
-  let k = 0; for (let j = 0; j < b.cols.length; j++) if (d.x0 + Math.floor(b.cols[j] * (d.x1 - d.x0) / d.cols) <= e) k = j;
-  const y = (tl.Y(b.offs[k]) + tl.Y(b.offs[k] + b.size)) / 2;
-  return [r.left + x, r.top + y, b.id]; })()`
+// widest of those whose middle is inside the plot), from the view the page
+// holds, and the block's id.
+const blockCenter = `(() => { const tl = window.__ptscope.memory, d = tl.data, r = tl.canvas.getBoundingClientRect(); let best = null;
+  for (const b of d.blocks) {
+    const xa = Math.max(tl.X(Math.max(b.start, tl.vp.x0)), 64), xb = Math.min(tl.X(Math.min(b.end, tl.vp.x1)), tl.size().w);
+    const x = (xa + xb) / 2, e = tl.vp.x0 + (x - 64) / tl.plotW() * (tl.vp.x1 - tl.vp.x0);
+    let k = 0; for (let j = 0; j < b.cols.length; j++) if (d.x0 + Math.floor(b.cols[j] * (d.x1 - d.x0) / d.cols) <= e) k = j;
+    const yt = Math.max(tl.Y(b.offs[k] + b.size), 0), yb = Math.min(tl.Y(b.offs[k]), tl.plotH());
+    if (yb - yt < 1 || xb - xa < 1) continue;
+    if (!best || xb - xa > best.w) best = {w: xb - xa, x, y: (yt + yb) / 2, id: b.id};
+  }
+  return [r.left + best.x, r.top + best.y, best.id]; })()`
 
 func TestBrowserServe(t *testing.T) {
 	b := newBrowser(t)

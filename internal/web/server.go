@@ -162,7 +162,10 @@ func httpError(w http.ResponseWriter, status int, err error) {
 // api wraps a handler that returns a value (JSON), raw bytes, or an error.
 func (s *Server) api(f func(r *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		v, err := f(r)
+		// the time spent answering, for the page and measurements
+		w.Header().Set("Server-Timing", fmt.Sprintf("app;dur=%.3f", float64(time.Since(start).Microseconds())/1000))
 		if err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Measures ptscope serve and --html against the goals in docs/serve.md:
+# a generated 1M-entry snapshot and a ~350 MB trace (or the files given),
+# `analyze --json` beside the server's time to ready, then the browser
+# numbers (headless Chromium: apt-get install chromium-headless-shell).
+# Usage: scripts/bench_serve.sh [SNAPSHOT [TRACE]]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${TMPDIR:-/tmp}/ptscope-bench-serve
+mkdir -p "$work"
+snap=${1:-$work/snap1m.pickle}
+trace=${2:-$work/trace350.json}
+[ -f "$snap" ] || go run ./scripts/gensnapshot -o "$snap"
+if [ ! -f "$trace" ] && [ -f ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json ]; then
+	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 350MB -o "$trace"
+fi
+go build -o "$work/ptscope" ./cmd/ptscope
+bin=$work/ptscope
+echo "machine: $(nproc) cores, $(uname -m); load $(cut -d' ' -f1-3 /proc/loadavg)"
+best() { sort -n | head -1; }
+a=$(for i in 1 2 3; do /usr/bin/time -f %e "$bin" analyze --json "$snap" 2>&1 >/dev/null | tail -1; done | best)
+echo "analyze --json (best of 3):            ${a} s"
+port=18693
+r=$(for i in 1 2 3; do
+	start=$(date +%s.%N)
+	"$bin" serve --addr 127.0.0.1:$port --rescan 0 "$snap" 2>/dev/null &
+	pid=$!
+	until curl -s localhost:$port/api/v1/inputs 2>/dev/null | grep -q '"status":"ready"'; do sleep 0.01; done
+	end=$(date +%s.%N)
+	kill $pid; wait $pid 2>/dev/null || true
+	echo "$end - $start" | bc
+done | best)
+echo "serve: first input ready (best of 3):  ${r} s  ($(echo "scale=2; $r / $a" | bc)x analyze --json; goal <= 2x)"
+PTSCOPE_MEASURE_SNAPSHOT=$snap PTSCOPE_MEASURE_TRACE=$([ -f "$trace" ] && echo "$trace" || true) \
+	go test -count=1 -run TestMeasure -v -timeout 900s ./internal/web | grep -v '^=== \|^--- \|^PASS\|^ok'
