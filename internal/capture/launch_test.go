@@ -331,6 +331,20 @@ func TestFakeTorchOOM(t *testing.T) {
 	if len(rk.Snapshots) != 1 || filepath.Base(rk.Snapshots[0]) != "snapshot_oom.pickle" {
 		t.Errorf("snapshots = %q (end snapshot must be refused by the 1-byte budget)", rk.Snapshots)
 	}
+	// what the tensors were when it ran out: parameters and optimizer state
+	// (the gradients of step 0 were freed by zero_grad)
+	var oomInv *Inventory
+	for i := range rk.Inventories {
+		if rk.Inventories[i].At == "oom" {
+			oomInv = &rk.Inventories[i]
+		}
+	}
+	if oomInv == nil || oomInv.Step != 1 || oomInv.Bytes(KindParameter) != 8<<20 || oomInv.Bytes(KindOptimizerState) != 16<<20 || oomInv.Bytes(KindGradient) != 0 {
+		t.Errorf("oom inventory %+v", oomInv)
+	}
+	if last := rk.Phases[len(rk.Phases)-1]; last.Name != "forward" || last.Step != 1 || !last.Aborted {
+		t.Errorf("last phase %+v, want step 1's forward, aborted", last)
+	}
 	joined := strings.Join(b.Manifest.Warnings, "\n")
 	if !strings.Contains(joined, "ran out of GPU memory at step 1") || !strings.Contains(joined, "companion logged") {
 		t.Errorf("warnings = %q", b.Manifest.Warnings)

@@ -131,13 +131,14 @@ ok = True
 for w, cs in summary.items():
     off = cs.get("off")
     print("== %s (median over %d interleaved runs of each run's median/mean step)" % (w, reps))
-    print("   %-8s %12s %8s %12s %8s %10s %8s %22s" % ("capture", "median step", "vs off", "mean step", "vs off", "run", "vs off", "profiled steps vs off"))
-    for c, s in cs.items():
+    print("   %-11s %12s %8s %12s %8s %10s %8s %22s" % ("capture", "median step", "vs off", "mean step", "vs off", "run", "vs off", "profiled steps vs off"))
+    order = ["off", "live", "none", "default", "all", "trace_light", "trace"]
+    for c, s in sorted(cs.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99):
         r = lambda k: ("%+7.1f%%" % ((s[k] / off[k] - 1) * 100)) if off and off.get(k) else "        "
         pw = ""
         if c.startswith("trace") and off and s["window_median_ms"] and off["window_median_ms"]:
             pw = "%.2f vs %.2f ms (%+.1f%%)" % (s["window_median_ms"], off["window_median_ms"], (s["window_median_ms"] / off["window_median_ms"] - 1) * 100)
-        print("   %-8s %9.2f ms %s %9.2f ms %s %8.2f s %s %22s" % (c, s["median_step_ms"], r("median_step_ms"), s["mean_step_ms"], r("mean_step_ms"), s["run_s"], r("run_s"), pw))
+        print("   %-11s %9.2f ms %s %9.2f ms %s %8.2f s %s %22s" % (c, s["median_step_ms"], r("median_step_ms"), s["mean_step_ms"], r("mean_step_ms"), s["run_s"], r("run_s"), pw))
     if off and "default" in cs:
         d = (cs["default"]["median_step_ms"] / off["median_step_ms"] - 1) * 100
         good = d <= 3.0

@@ -564,7 +564,11 @@ class Capture(PhasesMixin):
             if not used:  # CUDA initialised, nothing allocated: leave no rank folder
                 self.disabled = True
                 return
-        self._guard("phase end", self._close_pending, True)
+        top = self.phase
+        if not (top is not None and top.pending and self.oom is not None and self.oom.get("step") == top.step):
+            # a forward that ran out of memory after its root call (in the
+            # loss) is closed below as aborted; any other ended with its root
+            self._guard("phase end", self._close_pending, True)
         if self.fwd_since and not self.opt_seen and not self.bwd_since and self.phase is None:
             self.step += 1  # the last forward of a forward-only loop completes a step
         while self.open:
