@@ -26,9 +26,10 @@ type Manifest struct {
 	StartTime              time.Time       `json:"start_time"`
 	EndTime                *time.Time      `json:"end_time,omitempty"`
 	DurationNs             int64           `json:"duration_ns"`
-	Status                 string          `json:"status"` // running | finished
+	Status                 string          `json:"status"` // running | finished | failed_to_start
 	ExitCode               int             `json:"exit_code"`
 	Signal                 string          `json:"signal,omitempty"`
+	Signals                []SignalRecord  `json:"signals"` // what ptscope received while the command ran
 	Simulated              bool            `json:"simulated"`
 	Mode                   string          `json:"mode,omitempty"`       // capture | simulate-world | fake
 	Simulation             *Simulation     `json:"simulation,omitempty"` // how a simulated run was made and what it leaves out
@@ -43,6 +44,15 @@ type Manifest struct {
 	Ranks                  []RankInfo      `json:"ranks"`
 	Files                  []string        `json:"files"`
 	Warnings               []string        `json:"warnings"`
+}
+
+// SignalRecord is a signal ptscope received while the command ran
+// (manifest.json "signals").
+type SignalRecord struct {
+	Signal    string    `json:"signal"`    // as the manifest's "signal": "terminated", "interrupt", ...
+	Time      time.Time `json:"time"`      // when ptscope received it
+	ToGroup   bool      `json:"to_group"`  // it reached the command's process group or whole job too
+	Forwarded bool      `json:"forwarded"` // ptscope passed it on to the command
 }
 
 // RankInfo is one captured process: its rankN/process.json as the companion

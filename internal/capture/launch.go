@@ -3,9 +3,9 @@
 package capture
 
 import (
-	"github.com/ptscope/ptscope/internal/report/rundir"
-
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,31 +14,50 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ptscope/ptscope/internal/report/rundir"
 )
 
 // Result is the outcome of Run.
 type Result struct {
-	Dir      string         // the bundle folder
+	Dir      string         // the bundle folder ("" when none could be made: nothing was captured)
 	ExitCode int            // the command's exit code; 128+N when killed by signal N
 	Signal   syscall.Signal // the signal that killed the command, or 0
 	Manifest Manifest
 }
 
-// ErrNotFound wraps a command that could not be started (shells exit 127).
+// ErrNotFound is wrapped by the StartError of a command that is not there
+// (shells exit 127).
 var ErrNotFound = errors.New("command not found")
+
+// groupWindow is how long ptscope waits for the watch to say it received a
+// signal too (a process-group or job-wide signal) before forwarding it.
+const groupWindow = 500 * time.Millisecond
+
+// forwardedSignals are the signals Run handles: all but SIGUSR1 are
+// forwarded to the command unless it already received them.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
 // Run launches argv with the companion on PYTHONPATH, waits for it, and
 // writes the bundle's manifest. The command's stdin, stdout and stderr are
-// opts' streams (inherited as is when they are *os.File). SIGINT, SIGTERM,
-// SIGHUP, SIGQUIT and SIGUSR2 sent to ptscope are forwarded to the command
-// (SIGINT and SIGQUIT only when they did not come from the terminal, which
-// already delivers them to the command); SIGUSR1 asks every captured rank
-// for a snapshot. ctx is not used to stop the command: the command decides.
+// opts' streams (inherited as is when they are *os.File; a pipe as stderr
+// is relayed, see relay). SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2 sent
+// to ptscope are forwarded to the command unless they reached the whole
+// process group or job, which the command is part of (see watch); SIGUSR1
+// asks every captured rank for a snapshot. On Linux the command is killed
+// when ptscope is, and so are its children (the watch). ctx is not used to
+// stop the command: the command decides.
+//
+// A command that cannot be started is a *StartError (with the exit status
+// a shell gives); its bundle, if one was made, is finalised first. When the
+// bundle folder or the companion cannot be made, the command runs anyway,
+// without capture, after one warning.
 func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("no command given")
@@ -47,77 +66,90 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		return nil, err
 	}
 	keepBrokenPipes()
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", argv[0], ErrNotFound)
+	status := opts.Status
+	if status == nil {
+		status = io.Discard
 	}
-	comp, err := InstallCompanion(opts.CacheDir)
+	path, err := lookPath(argv[0])
 	if err != nil {
 		return nil, err
 	}
-	defer comp.Remove()
 	name := opts.Name
 	if name == "" {
 		name = CommandName(argv)
 	}
-	start := time.Now()
-	dir, err := rundir.NewRunDir(opts.OutDir, name)
-	if err != nil {
-		if dir == "" {
-			return nil, fmt.Errorf("--out %s: %w", opts.OutDir, err)
-		}
-		// The bundle folder exists; only OUT/latest could not be updated.
-		fmt.Fprintf(os.Stderr, "ptscope: warning: %v\n", err)
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	if err := os.MkdirAll(filepath.Join(dir, ".ptscope"), 0o755); err != nil {
-		return nil, err
-	}
-	cfg, _ := json.Marshal(opts.config())
-	cwd, _ := os.Getwd()
-	host, _ := os.Hostname()
 	base := opts.Env
 	if base == nil {
 		base = os.Environ()
 	}
+	cfg, _ := json.Marshal(opts.config())
+	start := time.Now()
 	m := Manifest{
-		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv, Cwd: cwd, Host: host,
-		StartTime: start.UTC(), Status: "running", Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{},
+		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv,
+		StartTime: start.UTC(), Status: "running", Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []SignalRecord{},
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
 		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
 	}
-	if comp.Warning != "" {
-		m.Warnings = append(m.Warnings, comp.Warning)
-	}
-	if err := writeManifest(dir, &m); err != nil {
-		return nil, err
+	m.Cwd, _ = os.Getwd()
+	m.Host, _ = os.Hostname()
+	dir, comp, why := prepareCapture(opts, name, &m, status)
+	defer comp.Remove()
+	if why != "" {
+		fmt.Fprintf(status, "ptscope: warning: %s; the command runs without capture\n", why)
 	}
 
+	runID := newRunID()
+	env := withVar(base, runIDEnv, runID)
+	if dir != "" {
+		env = childEnv(env, comp.Dir, dir, string(cfg), opts.Simulate.env()...)
+	}
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
-	cmd.Env = childEnv(base, comp.Dir, dir, string(cfg), opts.Simulate.env()...)
+	cmd.Env = env
+	cmd.SysProcAttr = childSysProcAttr()
+	var rl *relay
+	cmd.Stdout, cmd.Stderr, rl = newRelay(opts.Stdout, opts.Stderr)
+	cmd.Stdin = opts.Stdin
 
+	w := startWatch(runIDEnv + "=" + runID)
+	defer w.close()
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
+	// The parent-death signal fires when the thread that started the
+	// command ends: keep this goroutine on its thread until the command
+	// has been waited for.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: %w", argv[0], err)
+		rl.abort()
+		se := startError(argv[0], err)
+		if dir != "" {
+			end := time.Now()
+			m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
+			m.Status, m.ExitCode = "failed_to_start", se.Code
+			m.Warnings = append(m.Warnings, se.Error())
+			if err := writeManifest(dir, &m); err != nil {
+				fmt.Fprintf(status, "ptscope: warning: %v\n", err)
+			}
+		}
+		return &Result{Dir: dir, ExitCode: se.Code, Manifest: m}, se
 	}
+	rl.started()
+	fw := &forwarder{p: cmd.Process, dir: dir, watch: w, window: groupWindow}
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	wg.Add(1)
-	go func() { defer wg.Done(); forwardSignals(sigs, done, cmd.Process, dir) }()
+	go func() { defer wg.Done(); fw.run(sigs, done) }()
 	tail := newTailer(dir)
-	if opts.StatusTTY && opts.Status != nil && !opts.Quiet {
+	if opts.StatusTTY && opts.Status != nil && !opts.Quiet && dir != "" {
 		wg.Add(1)
 		go func() { defer wg.Done(); showStatus(opts.Status, fdOf(opts.Status), opts.Interval, tail, done) }()
 	}
 	waitErr := cmd.Wait()
 	close(done)
 	wg.Wait()
+	rl.finish(time.Second)
 
 	res := &Result{Dir: dir}
 	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
@@ -136,53 +168,160 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	if res.Signal != 0 {
 		m.Signal = res.Signal.String()
 	}
-	finishManifest(dir, &m, opts.Ranks)
-	finishSimulation(dir, &m, opts.Simulate)
-	if err := writeManifest(dir, &m); err != nil {
-		return nil, err
+	m.Signals = append([]SignalRecord{}, fw.records...)
+	if dir != "" {
+		finishManifest(dir, &m, opts.Ranks)
+		finishSimulation(dir, &m, opts.Simulate)
+		if err := writeManifest(dir, &m); err != nil {
+			return nil, err
+		}
 	}
 	res.Manifest = m
-	if opts.Status != nil {
-		for _, w := range m.Warnings {
-			if opts.Quiet && strings.HasPrefix(w, noCapturePrefix) {
-				continue // asked for quiet: it stays in the manifest
-			}
-			fmt.Fprintf(opts.Status, "ptscope: warning: %s\n", w)
+	w.close() // before ptscope's own exit: its leftovers are the command's business
+
+	// ptscope's lines start on a line of their own
+	out := &lineStarter{w: status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
+	for _, warn := range m.Warnings {
+		if opts.Quiet && strings.HasPrefix(warn, noCapturePrefix) {
+			continue // asked for quiet: it stays in the manifest
 		}
-		if !opts.Quiet {
-			tail.poll()
-			writeSummary(opts.Status, res, tail)
-		} else if res.Signal != 0 && res.Signal != syscall.SIGINT && res.Signal != syscall.SIGPIPE {
-			// what a shell says of a job killed by a signal (it says
-			// nothing for SIGINT and SIGPIPE); ptscope's own status is
-			// 128+N and tells the shell nothing of the kind
-			fmt.Fprintf(opts.Status, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
-		}
+		fmt.Fprintf(out, "ptscope: warning: %s\n", warn)
+	}
+	if !opts.Quiet {
+		tail.poll()
+		writeSummary(out, res, tail)
+	} else if res.Signal != 0 && res.Signal != syscall.SIGINT && res.Signal != syscall.SIGPIPE {
+		// what a shell says of a job killed by a signal (it says nothing
+		// for SIGINT and SIGPIPE); ptscope's own status is 128+N and
+		// tells the shell nothing of the kind
+		fmt.Fprintf(out, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
 	}
 	return res, nil
 }
 
-// forwardSignals passes signals on to the command until done is closed;
-// SIGUSR1 becomes a snapshot request for the companion instead.
-func forwardSignals(sigs <-chan os.Signal, done <-chan struct{}, p *os.Process, dir string) {
-	requests := 0
+// prepareCapture unpacks the companion and makes the bundle folder with its
+// first manifest; why says, when either failed, why nothing will be
+// captured (dir is then "").
+func prepareCapture(opts Options, name string, m *Manifest, status io.Writer) (dir string, comp *Companion, why string) {
+	comp, err := InstallCompanion(opts.CacheDir)
+	if err != nil {
+		return "", nil, err.Error()
+	}
+	if comp.Warning != "" {
+		m.Warnings = append(m.Warnings, comp.Warning)
+	}
+	dir, err = rundir.NewRunDir(opts.OutDir, name)
+	if err != nil {
+		if dir == "" {
+			return "", comp, fmt.Sprintf("cannot create a bundle folder in %s: %v", opts.OutDir, errors.Unwrap(err))
+		}
+		// The bundle folder exists; only OUT/latest could not be updated.
+		fmt.Fprintf(status, "ptscope: warning: %v\n", err)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if err := os.Mkdir(filepath.Join(dir, ".ptscope"), 0o755); err != nil {
+		return "", comp, fmt.Sprintf("cannot write in the bundle folder %s: %v", dir, err)
+	}
+	if err := writeManifest(dir, m); err != nil {
+		return "", comp, fmt.Sprintf("cannot write in the bundle folder %s: %v", dir, err)
+	}
+	return dir, comp, ""
+}
+
+// newRunID is the marker the command's processes carry in their
+// environment (PTSCOPE_RUN_ID), unique to this run.
+func newRunID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// withVar is env with key set to value (any earlier value removed).
+func withVar(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+// lineStarter writes prefix() before its first write.
+type lineStarter struct {
+	w       io.Writer
+	prefix  func() string
+	started bool
+}
+
+func (l *lineStarter) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		if s := l.prefix(); s != "" {
+			if _, err := io.WriteString(l.w, s); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return l.w.Write(p)
+}
+
+// maxSignalRecords bounds the manifest's "signals" under a signal storm.
+const maxSignalRecords = 100
+
+// forwarder passes signals on to the command.
+type forwarder struct {
+	p        *os.Process
+	dir      string // the bundle ("" = none: SIGUSR1 is dropped)
+	watch    *watch // nil = none: a terminal's SIGINT/SIGQUIT is assumed to reach the command
+	window   time.Duration
+	records  []SignalRecord
+	requests int
+}
+
+func (f *forwarder) run(sigs <-chan os.Signal, done <-chan struct{}) {
 	for {
 		select {
 		case <-done:
 			return
 		case s := <-sigs:
-			sig := s.(syscall.Signal)
-			switch {
-			case sig == syscall.SIGUSR1:
-				requests++
-				_ = writeFileAtomic(filepath.Join(dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(requests)))
-			case (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && terminalForeground():
-				// the terminal sent it to the whole foreground group, the command included
-			default:
-				_ = p.Signal(sig)
-			}
+			f.handle(s.(syscall.Signal), time.Now())
 		}
 	}
+}
+
+// handle passes sig on to the command unless the command got it already;
+// SIGUSR1 becomes a snapshot request for the companion instead.
+func (f *forwarder) handle(sig syscall.Signal, at time.Time) {
+	rec := SignalRecord{Signal: sig.String(), Time: at.UTC()}
+	switch {
+	case sig == syscall.SIGUSR1:
+		if f.dir != "" {
+			f.requests++
+			_ = writeFileAtomic(filepath.Join(f.dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(f.requests)))
+		}
+	case f.watch != nil:
+		rec.ToGroup = f.watch.sawToo(sig, at, f.window)
+		// the watch shares ptscope's process group; the command, unless it
+		// left it, too
+		if !rec.ToGroup || !inMyProcessGroup(f.p.Pid) {
+			rec.Forwarded = f.p.Signal(sig) == nil
+		}
+	case (sig == syscall.SIGINT || sig == syscall.SIGQUIT) && terminalForeground():
+		rec.ToGroup = true // the terminal sent it to the whole foreground group, the command included
+	default:
+		rec.Forwarded = f.p.Signal(sig) == nil
+	}
+	if len(f.records) < maxSignalRecords {
+		f.records = append(f.records, rec)
+	}
+}
+
+func inMyProcessGroup(pid int) bool {
+	pg, err := syscall.Getpgid(pid)
+	return err == nil && pg == syscall.Getpgrp()
 }
 
 // showStatus keeps the live status line on the terminal's bottom row until

@@ -42,7 +42,12 @@ func writeSummary(w io.Writer, res *Result, t *tailer) {
 	if res.Signal != 0 {
 		how = fmt.Sprintf("killed by signal %d, %s", int(res.Signal), res.Signal)
 	}
-	fmt.Fprintf(w, "ptscope: bundle %s (%s, %s)\n", res.Dir, how, units.Duration(time.Duration(m.DurationNs).Nanoseconds()))
+	took := units.Duration(time.Duration(m.DurationNs).Nanoseconds())
+	if res.Dir == "" {
+		fmt.Fprintf(w, "ptscope: no bundle (%s, %s)\n", how, took)
+		return
+	}
+	fmt.Fprintf(w, "ptscope: bundle %s (%s, %s)\n", res.Dir, how, took)
 	if line := m.SimulationSummary(); line != "" {
 		fmt.Fprintf(w, "ptscope: %s\n", line)
 	}

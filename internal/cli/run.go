@@ -35,9 +35,13 @@ first 3 steps, one step whenever the last stacked one is about to leave the
 history ring (--max-entries), and the step after one that raised the peak.
 --record-steps all records one for every step, --free-stacks for frees too.
 
-CMD's exit code, stdout, stderr and signals pass through unchanged. Send
-SIGUSR1 to ptscope to take a snapshot in every captured rank. Without torch or
-CUDA the command still runs and ptscope prints one warning.
+CMD's stdout, stderr and signals pass through unchanged (a signal sent to the
+whole process group or job reaches CMD once), and ptscope exits as a shell
+would: CMD's exit code, 128+N when signal N killed it, 126/127 when it cannot
+start. If ptscope is killed, so are CMD and the processes it started (Linux).
+Send SIGUSR1 to ptscope to take a snapshot in every captured rank. Without
+torch or CUDA, or without a writable --out, the command still runs and ptscope
+prints one warning.
 
 Traces follow torch.profiler.schedule, one step per optimizer step (without an
 optimizer, per call of the step's first root module), e.g.
@@ -152,12 +156,14 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	o.StatusTTY = *live && isTerminal(e.stderr)
 	o.Version = Version
 	res, err := capture.Run(e.ctx, o, argv)
+	var se *capture.StartError
+	if errors.As(err, &se) {
+		// as a shell: 127 not found, 126 found but not executable
+		fmt.Fprintf(e.stderr, "ptscope: %v\n", se)
+		exit(&capture.Result{ExitCode: se.Code})
+		return nil
+	}
 	if err != nil {
-		if errors.Is(err, capture.ErrNotFound) {
-			fmt.Fprintf(e.stderr, "ptscope: %v\n", err)
-			exit(&capture.Result{ExitCode: 127})
-			return nil
-		}
 		return usagef("run: %v", err)
 	}
 	if res.ExitCode != 0 || res.Signal != 0 {

@@ -6,11 +6,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/ptscope/ptscope/internal/capture"
 )
 
 // TestRunHelperProcess is not a test: it is ptscope's main when the tests
@@ -28,7 +35,38 @@ func TestRunHelperProcess(t *testing.T) {
 			break
 		}
 	}
+	if len(args) == 3 && args[0] == "countsig" {
+		os.Exit(countSignals(args[1], args[2]))
+	}
 	os.Exit(Main(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// countSignals is a command for ptscope run to start: it writes ready,
+// counts the SIGTERM, SIGINT, SIGHUP and SIGUSR2 it receives until 1 s
+// after the first (longer than ptscope waits before forwarding), writes the
+// count to count and exits 0.
+func countSignals(ready, count string) int {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR2)
+	if err := os.WriteFile(ready, []byte("r"), 0o644); err != nil {
+		return 2
+	}
+	n := 0
+	var end <-chan time.Time
+	for {
+		select {
+		case <-sigs:
+			n++
+			if end == nil {
+				end = time.After(time.Second)
+			}
+		case <-end:
+			if os.WriteFile(count, []byte(strconv.Itoa(n)), 0o644) != nil {
+				return 2
+			}
+			return 0
+		}
+	}
 }
 
 func ptscopeProcess(t *testing.T, args ...string) *exec.Cmd {
@@ -44,6 +82,11 @@ func ptscopeProcess(t *testing.T, args ...string) *exec.Cmd {
 func TestRunProcessExit(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
+	bin := t.TempDir()
+	noexec, badInterp := filepath.Join(bin, "noexec.sh"), filepath.Join(bin, "badinterp")
+	if os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644) != nil || os.WriteFile(badInterp, []byte("#!/no/such/interpreter\n"), 0o755) != nil {
+		t.Fatal("cannot write the test scripts")
+	}
 	tests := []struct {
 		name   string
 		cmd    []string
@@ -70,6 +113,8 @@ func TestRunProcessExit(t *testing.T) {
 		{"SIGPIPE", []string{"sh", "-c", "kill -PIPE $$"}, 141, 0, "", ""},
 		{"SIGINT", []string{"sh", "-c", "kill -INT $$"}, -1, syscall.SIGINT, "", ""},
 		{"not found", []string{"no-such-command-ptscope"}, 127, 0, "", "ptscope: no-such-command-ptscope: command not found"},
+		{"not executable", []string{noexec}, 126, 0, "", "ptscope: " + noexec + ": permission denied (not executable)"},
+		{"bad interpreter", []string{badInterp}, 127, 0, "", "ptscope: " + badInterp + ": cannot execute: required file not found (the #! interpreter or the program's loader is missing)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,5 +168,116 @@ func TestRunProcessBrokenPipe(t *testing.T) {
 	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if ws.Signaled() || ws.ExitStatus() != 3 {
 		t.Errorf("ptscope ended with %v (signal %v), want exit 3", ws.ExitStatus(), ws.Signal())
+	}
+}
+
+// waitForFile waits until path exists.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A signal sent to the whole process group (Slurm, `kill -- -PGID`,
+// timeout(1), a terminal's Ctrl-C) reaches the command once: ptscope does
+// not forward what the command already got. One sent to ptscope alone is
+// forwarded, once. Each case runs several ptscope processes at the same
+// time: the old forwarding delivered a group SIGTERM twice in most runs.
+func TestRunProcessGroupSignal(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		sig   syscall.Signal
+		group bool
+		runs  int
+	}{
+		{"SIGTERM to the group", syscall.SIGTERM, true, 6},
+		{"SIGINT to the group", syscall.SIGINT, true, 3},
+		{"SIGHUP to the group", syscall.SIGHUP, true, 3},
+		{"SIGTERM to ptscope", syscall.SIGTERM, false, 2},
+		{"SIGUSR2 to ptscope", syscall.SIGUSR2, false, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			errs := make(chan error, tt.runs)
+			for range tt.runs {
+				go func() { errs <- signalOnce(t.TempDir(), tt.sig, tt.group) }()
+			}
+			for range tt.runs {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// signalOnce runs ptscope in a process group of its own with countsig as
+// the command, sends sig to the group or to ptscope, and checks that the
+// command got it once and that the manifest says how it went.
+func signalOnce(tmp string, sig syscall.Signal, group bool) error {
+	ready, count, out := filepath.Join(tmp, "ready"), filepath.Join(tmp, "count"), filepath.Join(tmp, "out")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunHelperProcess$", "--", "run", "--quiet", "--out", out, "--",
+		os.Args[0], "-test.run=^TestRunHelperProcess$", "--", "countsig", ready, count)
+	cmd.Env = append(os.Environ(), "PTSCOPE_TEST_MAIN=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, as a shell's job
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer cmd.Process.Kill()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the command never started")
+		}
+	}
+	target := cmd.Process.Pid
+	if group {
+		target = -target
+	}
+	if err := syscall.Kill(target, sig); err != nil {
+		return err
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("ptscope: %v\n%s", err, stderr.String())
+	}
+	n, err := os.ReadFile(count)
+	if err != nil || string(n) != "1" {
+		return fmt.Errorf("the command received %v %s times (%v), want once", sig, n, err)
+	}
+	b, err := capture.ReadBundle(out)
+	if err != nil {
+		return err
+	}
+	if s := b.Manifest.Signals; len(s) != 1 || s[0].Signal != sig.String() || s[0].ToGroup != group || s[0].Forwarded == group || s[0].Time.IsZero() {
+		return fmt.Errorf("manifest signals %+v, want one %v with to_group %v, forwarded %v", s, sig, group, !group)
+	}
+	return nil
+}
+
+// ptscope's lines after the run start on a line of their own, also when the
+// command's last output did not end one (`... 2>&1 | tee log`).
+func TestRunProcessOwnLine(t *testing.T) {
+	t.Parallel()
+	cmd := ptscopeProcess(t, "run", "--out", t.TempDir(), "--", "sh", "-c", "echo start; printf 'step 3/10' >&2; exit 1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out // one pipe, as 2>&1
+	_ = cmd.Run()
+	want := "start\nstep 3/10\nptscope: warning: nothing was captured: "
+	if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), "\nptscope: bundle ") {
+		t.Errorf("output %q, want it to start with %q", out.String(), want)
 	}
 }
