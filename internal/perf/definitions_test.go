@@ -60,10 +60,10 @@ func TestStepsFromOptimizerSteps(t *testing.T) {
 	}
 }
 
-// TestStepsFromOptimizerStepsFixture: the real with_stack fixture, three
-// training steps recorded without a schedule (fixtures README).
-func TestStepsFromOptimizerStepsFixture(t *testing.T) {
-	r := Analyze(readTrace(t, "gpt2tiny_with_stack.pt.trace.json"), Options{})
+// checkWithStackSteps: the real with_stack fixture, three training steps
+// recorded without a schedule (fixtures README).
+func checkWithStackSteps(t *testing.T, tr *kineto.Trace) {
+	r := Analyze(tr, Options{})
 	if r.StepSource != StepsOptimizer || len(r.Steps) != 3 {
 		t.Fatalf("source %s, %d steps", r.StepSource, len(r.Steps))
 	}

@@ -2,11 +2,7 @@ package perf
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/finding"
@@ -32,10 +28,21 @@ func within(got, want int64, rel float64) bool {
 	return math.Abs(float64(got-want)) <= rel*float64(want)
 }
 
-// TestKeyAveragesGroundTruth checks the operator and kernel tables against
-// prof.key_averages() printed in the training process (fixtures README).
-func TestKeyAveragesGroundTruth(t *testing.T) {
+// TestSharedTraceFixtures checks the analysis against the ground truth of
+// the real traces in ../shared/fixtures (skipped, once, without them): each
+// fixture is read once and its facts checked in subtests.
+func TestSharedTraceFixtures(t *testing.T) {
 	tr := readTrace(t, gpt2Trace)
+	t.Run("key_averages", func(t *testing.T) { checkKeyAverages(t, tr) })
+	t.Run("steps_and_findings", func(t *testing.T) { checkStepsAndFindings(t, tr) })
+	t.Run("user_ranges", func(t *testing.T) { checkUserRanges(t, tr) })
+	t.Run("step_start_memory", func(t *testing.T) { checkStepStartMemory(t, tr) })
+	t.Run("with_stack_steps", func(t *testing.T) { checkWithStackSteps(t, readTrace(t, "gpt2tiny_with_stack.pt.trace.json")) })
+}
+
+// checkKeyAverages checks the operator and kernel tables against
+// prof.key_averages() printed in the training process (fixtures README).
+func checkKeyAverages(t *testing.T, tr *kineto.Trace) {
 	r := Analyze(tr, Options{Annotations: true})
 	ops := map[string]Operator{}
 	for _, o := range r.Operators {
@@ -120,8 +127,7 @@ func TestKeyAveragesGroundTruth(t *testing.T) {
 	_ = ks
 }
 
-func TestStepsAndFindings(t *testing.T) {
-	tr := readTrace(t, gpt2Trace)
+func checkStepsAndFindings(t *testing.T, tr *kineto.Trace) {
 	r := Analyze(tr, Options{})
 	if len(r.Steps) != 3 {
 		t.Fatalf("%d steps, want 3", len(r.Steps))
@@ -191,32 +197,8 @@ func TestStepsAndFindings(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-// TestReportGolden pins the whole JSON report of the fixture.
-func TestReportGolden(t *testing.T) {
-	r := AnalyzeTraces([]*kineto.Trace{readTrace(t, gpt2Trace)}, Options{MemoryPoints: 90})
-	r.Ranks[0].Path = gpt2Trace
-	got, err := json.MarshalIndent(r, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden := filepath.Join("testdata", "gpt2_6l_report.golden.json")
-	if *update {
-		os.MkdirAll("testdata", 0o755)
-		os.WriteFile(golden, got, 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("report differs from %s (go test ./internal/perf -run ReportGolden -update after checking)", golden)
-	}
-}
-
-func TestUserRanges(t *testing.T) {
-	r := Analyze(readTrace(t, gpt2Trace), Options{})
+func checkUserRanges(t *testing.T, tr *kineto.Trace) {
+	r := Analyze(tr, Options{})
 	got := map[string]Operator{}
 	for _, u := range r.UserRanges {
 		got[u.Name] = u
@@ -241,8 +223,8 @@ func TestUserRanges(t *testing.T) {
 	}
 }
 
-func TestStepStartMemory(t *testing.T) {
-	r := Analyze(readTrace(t, gpt2Trace), Options{})
+func checkStepStartMemory(t *testing.T, tr *kineto.Trace) {
+	r := Analyze(tr, Options{})
 	// the recording starts with ProfilerStep#2: no [memory] event precedes it
 	if r.Steps[0].StartAllocatedBytes != -1 {
 		t.Errorf("first step: %d", r.Steps[0].StartAllocatedBytes)
