@@ -234,7 +234,11 @@ class PhasesMixin:
                 if m is module:
                     break
             if self.bw_attr:
-                self._attribute(module, output)
+                try:
+                    self._attribute(module, output)
+                except Exception as err:
+                    self.bw_attr = False  # until the next stacked step
+                    log_once("backward attribution", "backward module attribution failed (%r)" % (err,))
             if self.set_metadata is not None:
                 self.set_metadata(self._module_name(stack[-1]) if stack else "")
             if not stack:
