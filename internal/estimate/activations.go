@@ -118,6 +118,14 @@ func (sh shape) consumers() (attn, mlp int64) {
 func (sh shape) normSaved(name, group string, consumers int64) []ActItem {
 	T, h, sq := sh.tokens, int64(sh.m.Hidden), sh.seqShard
 	var its []ActItem
+	if sh.s.Compile {
+		// torch.compile's partitioner saves the input and the statistics and recomputes
+		// the normalisation, the output and its casts in backward
+		return []ActItem{
+			sh.item(name+"_input", group, T*h*sh.res/sq, "tokens·h·%s (compiled: the input; the output is recomputed)", dname(sh.res)),
+			sh.item(name+"_stats", group, T*4/sq, "tokens·4 B (fp32 rsqrt or mean/rstd)"),
+		}
+	}
 	out := T * h * sh.act / sq
 	outF := fmt.Sprintf("tokens·h·%s (the matrix products' input)", dname(sh.act))
 	if sh.amp {
@@ -273,6 +281,10 @@ func (sh shape) mlpSaved() []ActItem {
 		add("expert_output", rows*h*c/sq, "tokens·top_k·h·%s (expert outputs saved by the routing-weight product)", cn)
 	}
 	switch {
+	case sh.s.Compile && m.MLP == "swiglu":
+		add("gate_up_output", rows*2*f*c/t, "rows·2ffn·%s/t (compiled: gate and up; SiLU and the product are recomputed)", cn)
+	case sh.s.Compile:
+		add("fc1_output", rows*f*c/t, "rows·ffn·%s/t (compiled: the activation is recomputed)", cn)
 	case m.MLP == "swiglu":
 		add("gate_up_output", rows*2*f*c/t, "rows·2ffn·%s/t = %d·%d·%d/%d (gate and up projections, saved by SiLU and the product)", cn, rows, 2*f, c, t)
 		add("silu_output", rows*f*c/t, "rows·ffn·%s/t", cn)
@@ -301,14 +313,15 @@ func (sh shape) layerSaved(selective bool) []ActItem {
 	m, T, sq := sh.m, sh.tokens, sh.seqShard
 	h := int64(m.Hidden)
 	attnC, mlpC := sh.consumers()
+	masks := m.Dropout > 0 && !sh.s.Compile // compiled dropout regenerates its mask from the RNG seed
 	its := sh.normSaved("norm1", "norm", attnC)
 	its = append(its, sh.attentionSaved(selective)...)
-	if m.Dropout > 0 {
+	if masks {
 		its = append(its, sh.item("attention_dropout_mask", "attention", T*h/sq, "tokens·h·1 B"))
 	}
 	its = append(its, sh.normSaved("norm2", "norm", mlpC)...)
 	its = append(its, sh.mlpSaved()...)
-	if m.Dropout > 0 {
+	if masks {
 		its = append(its, sh.item("mlp_dropout_mask", "mlp", T*h/sq, "tokens·h·1 B"))
 	}
 	return its
@@ -327,7 +340,7 @@ func (sh shape) layerCheckpointed() []ActItem {
 // embeddingSaved is what the first stage keeps per micro-batch outside the layers.
 func (sh shape) embeddingSaved() []ActItem {
 	its := []ActItem{sh.item("token_ids", "embedding", 16*sh.tokens, "tokens·(8 B ids + 8 B labels)")}
-	if sh.m.Dropout > 0 {
+	if sh.m.Dropout > 0 && !sh.s.Compile {
 		its = append(its, sh.item("embedding_dropout_mask", "embedding", sh.tokens*int64(sh.m.Hidden)/sh.seqShard, "tokens·h·1 B"))
 	}
 	return its

@@ -25,8 +25,9 @@ type ladderRow struct {
 		GradCkpt   bool   `json:"grad_ckpt"`
 		MicroBatch int    `json:"micro_batch"`
 		Seq        int    `json:"seq"`
-		Dist       string `json:"dist"` // fsdp2 | tp_hf | tp_megatron
+		Dist       string `json:"dist"` // fsdp2 | fsdp2_offload | tp_hf | tp_megatron | ddp | ddp_bucket_view
 		World      int    `json:"world"`
+		Compile    bool   `json:"compile"`
 	} `json:"setup"`
 	Measured struct {
 		MaxAllocated        int64            `json:"max_memory_allocated"`
@@ -40,8 +41,30 @@ type ladderRow struct {
 		AtStepStart         int64            `json:"allocated_at_step_start"`
 		AfterForward        int64            `json:"allocated_after_forward"`
 		PhasePeaks          map[string]int64 `json:"phase_peak_allocated"`
+		Host                *struct {
+			ParameterBytes      int64 `json:"parameter_bytes"`
+			GradientBytes       int64 `json:"gradient_bytes"`
+			OptimizerStateBytes int64 `json:"optimizer_state_bytes"`
+		} `json:"host"`
 	} `json:"measured"`
 	Error string `json:"error"`
+}
+
+// ladderFiles are the measured ladders: hf_ladder.jsonl (scripts/gpu/hf_ladder.sh) and, once
+// measured, estimate_setups.jsonl (scripts/gpu/estimate_tp.sh: TP plans, DDP, CPU offload,
+// torch.compile).
+var ladderFiles = []string{"testdata/hf_ladder.jsonl", "testdata/estimate_setups.jsonl"}
+
+func readLadders(t testing.TB) []ladderRow {
+	t.Helper()
+	var rows []ladderRow
+	for i, p := range ladderFiles {
+		if _, err := os.Stat(p); err != nil && i > 0 {
+			continue
+		}
+		rows = append(rows, readLadder(t, p)...)
+	}
+	return rows
 }
 
 func readLadder(t testing.TB, path string) []ladderRow {
@@ -95,10 +118,17 @@ func (r ladderRow) modelAndSetup() (Model, Setup, error) {
 	if st.GradCkpt {
 		s.Recompute = RecomputeFull
 	}
+	s.Compile = st.Compile
 	switch st.Dist {
 	case "":
 	case "fsdp2":
 		s.FSDP, s.DP = true, st.World
+	case "fsdp2_offload":
+		s.FSDP, s.DP, s.Offload = true, st.World, OffloadParams
+	case "ddp":
+		s.DP = st.World
+	case "ddp_bucket_view":
+		s.DP, s.DDPBucketView = st.World, true
 	case "tp_hf":
 		s.TP, s.TPPlan = st.World, TPPlanHF
 	case "tp_megatron":
@@ -113,7 +143,7 @@ func (r ladderRow) modelAndSetup() (Model, Setup, error) {
 
 // TestHFLadder holds every row of the ladder within 5% of torch.cuda.max_memory_allocated.
 func TestHFLadder(t *testing.T) {
-	rows := readLadder(t, "testdata/hf_ladder.jsonl")
+	rows := readLadders(t)
 	if len(rows) < 20 {
 		t.Fatalf("only %d ladder rows", len(rows))
 	}
@@ -137,6 +167,12 @@ func TestHFLadder(t *testing.T) {
 			}
 			// each phase's peak too (the script reset the peak before each; it dropped the
 			// model output before backward, which the whole step holds)
+			if h := row.Measured.Host; h != nil {
+				want := h.ParameterBytes + h.GradientBytes + h.OptimizerStateBytes
+				if e := float64(r.HostBytes)/float64(want) - 1; math.Abs(e) > 0.05 {
+					t.Errorf("host memory: estimate %d B, measured %d B of parameters, gradients and optimizer state (%+.2f%%)", r.HostBytes, want, 100*e)
+				}
+			}
 			for _, p := range r.Top().Phases {
 				key := strings.TrimSuffix(p.Name.String(), "_step")
 				meas, ok := row.Measured.PhasePeaks[key]
@@ -162,7 +198,7 @@ func TestLadderReport(t *testing.T) {
 	dev, _ := GPU("h100-80gb")
 	var b strings.Builder
 	b.WriteString("| row | measured max_memory_allocated | estimate | error | activations after forward: measured | estimate |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, row := range readLadder(t, "testdata/hf_ladder.jsonl") {
+	for _, row := range readLadders(t) {
 		m, s, err := row.modelAndSetup()
 		if err != nil {
 			t.Fatal(err)

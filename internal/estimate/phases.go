@@ -117,7 +117,8 @@ func term(name string, b int64, f string, a ...any) Term {
 // weights, held until autocast exits and, in training, saved by autograd
 // until each layer's backward. perLayer is one layer's, all the stage's.
 func (st *stage) weightCache() (perLayer, other, all int64, formula string) {
-	if !st.sh.amp {
+	if !st.sh.amp || st.s.Compile {
+		// compiled, the casts are part of the graph and recomputed from the parameters
 		return 0, 0, 0, ""
 	}
 	var n int64
@@ -138,8 +139,9 @@ func (st *stage) weightCache() (perLayer, other, all int64, formula string) {
 	return perLayer, other, all, formula
 }
 
-// unsharded is what FSDP / ZeRO-3 hold gathered: parameters and one layer's
-// unsharded gradient.
+// unsharded is what FSDP / ZeRO-3 hold gathered: parameters and, in
+// backward, one layer's unsharded gradients with the reduce-scatter input
+// they are copied into.
 func (st *stage) unsharded() (params, grad int64) {
 	s, sh := st.s, st.sh
 	switch {
@@ -148,7 +150,9 @@ func (st *stage) unsharded() (params, grad int64) {
 		// projection) stays gathered from forward through backward, and one layer is gathered
 		// at a time (its prefetch overlaps the previous layer's reshard).
 		params = tensorBytes(st.otherTs, 1, sh.ub, 1) + tensorBytes(st.layerTs, 1, sh.ub, 1)
-		grad = tensorBytes(st.layerTs, 1, sh.gb, 1)
+		// foreach_reduce: the layer's unsharded gradients (param dtype) are copied into one
+		// flat reduce-scatter input in the reduce dtype before they are freed
+		grad = tensorBytes(st.layerTs, 1, sh.ub, 1) + blockBytes(rawBytes(st.layerTs, 1, s.ReduceDType.Bytes(), 1))
 	case s.Zero >= 3 && s.DP*s.CP > 1:
 		params = 2 * tensorBytes(st.layerTs, 1, sh.pb, 1) // current + prefetched layer
 		grad = tensorBytes(st.layerTs, 1, sh.gb, 1)
@@ -246,6 +250,9 @@ func (st *stage) training(a stageActs) []Phase {
 	}
 	headGrad := tensorBytes(headTs, 1, sh.gb, st.shardG) // the embedding's gradient comes at the end
 	layerGrad := tensorBytes(st.layerTs, 1, sh.gb, st.shardG)
+	if s.Offload == OffloadParams {
+		headGrad, layerGrad = 0, 0 // sharded gradients go to the host
+	}
 	var best Phase
 	other := a.layersTotal - int64(L)*a.perLayer // other micro-batches in flight
 	if st.last {

@@ -15,6 +15,9 @@ func (st *stage) modelStates() {
 	}
 	st.note("parameters", Allocated, st.W, "%s · %d B%s", pdesc, sh.pb, shardNote(st.shardP, "params"))
 	st.G = st.all(sh.gb, st.shardG)
+	if offParams {
+		st.G = 0 // the sharded gradients are copied to the host as they are reduced
+	}
 	if !s.ForwardOnly {
 		st.note("gradients", Allocated, st.G, "%s · %d B (%s)%s", pdesc, sh.gb, s.GradDType, shardNote(st.shardG, "grads"))
 		if s.MasterWeights {
