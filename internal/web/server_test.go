@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // testServer serves a committed real snapshot, a generated trace and a
 // file that is not an input, and waits until all are loaded.
-func testServer(t *testing.T) (*Server, *httptest.Server, string) {
+func testServer(t testing.TB) (*Server, *httptest.Server, string) {
 	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(testfixture.Root(t), "testdata", "snapshots", "validate_gpt2tiny_fp32.pickle.xz")
@@ -62,8 +62,9 @@ func testServer(t *testing.T) (*Server, *httptest.Server, string) {
 	return s, ts, dir
 }
 
-func link(t *testing.T, src, dst string) {
+func link(t testing.TB, src, dst string) {
 	t.Helper()
+	os.MkdirAll(filepath.Dir(dst), 0o755)
 	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -333,3 +334,52 @@ func TestLoopbackAddr(t *testing.T) {
 }
 
 func testRoot(t *testing.T) string { return testfixture.Root(t) }
+
+// A folder is searched again: a file written later is added once its size
+// has settled, and loads.
+func TestRescanFindsNewFiles(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(testfixture.Root(t), "testdata", "snapshots", "oom_capacity.pickle.xz")
+	link(t, src, filepath.Join(dir, "first.pickle.xz"))
+	s, err := New(Options{Roots: []string{dir}, Rescan: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start(t.Context())
+	link(t, src, filepath.Join(dir, "run2", "later.pickle.xz"))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list := s.inputs.snapshot()
+		if len(list) == 2 && list[1].Status == statusReady {
+			if !strings.HasSuffix(list[1].Path, "later.pickle.xz") {
+				t.Fatalf("second input %s", list[1].Path)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new file was not picked up: %+v", list)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Any query on any endpoint is answered without a panic (a 500).
+func FuzzAPI(f *testing.F) {
+	for _, q := range []string{"mem/view?input=0&x0=0&x1=10&w=5&h=5", "mem/state?input=0&event=-1", "mem/hit?input=0&event=3&y=-5",
+		"mem/view?input=0&hl=stack:99999999", "mem/breakdown?input=0&by=module_group&event=7", "trace/view?input=1&t0=-9&t1=99999999999&w=1",
+		"trace/memory?input=1&t0=0&t1=1&w=16384", "mem/event?input=0&event=0", "mem/block?input=0&id=0", "mem/view?input=0&x0=1&x1=2&w=16384&h=1"} {
+		f.Add(q)
+	}
+	s, ts, _ := testServer(f)
+	_ = s
+	f.Fuzz(func(t *testing.T, q string) {
+		resp, err := http.Get(ts.URL + "/api/v1/" + q)
+		if err != nil {
+			return // not a URL
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusInternalServerError {
+			t.Fatalf("%s: 500", q)
+		}
+	})
+}
