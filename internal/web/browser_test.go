@@ -199,6 +199,8 @@ func TestBrowserServe(t *testing.T) {
 	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=operator-table] tbody tr').length`); n != 1 {
 		t.Fatalf("operator table has %d rows, the trace has one operator", n)
 	}
+	b.open(t, ts.URL+"/?view=distributed")
+	b.ready(t, "rank-table")
 	b.open(t, ts.URL+"/?view=kernels")
 	b.ready(t, "kernel-table")
 	if txt := eval[string](t, b, `document.querySelector('[data-testid=kernel-table]').innerText`); !strings.Contains(txt, "sm90_gemm") {

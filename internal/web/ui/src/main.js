@@ -8,7 +8,7 @@ import { MemoryTimeline, blockPanel } from './memview.js';
 import { table } from './table.js';
 import { stateView } from './state.js';
 import { findingsList } from './findings.js';
-import { traceOverview, traceTimeline, operatorTable, kernelTable } from './trace.js';
+import { traceOverview, traceTimeline, operatorTable, kernelTable, distributedView } from './trace.js';
 
 window.__ptscope = { timings: { start: performance.now() }, errors: [] };
 
@@ -30,7 +30,7 @@ async function main() {
     return;
   }
   const view = params.get('view') || '';
-  const traceViews = ['trace', 'operators', 'kernels'];
+  const traceViews = ['trace', 'operators', 'kernels', 'distributed'];
   let id = params.has('input') ? +params.get('input') : NaN;
   if (isNaN(id)) {
     const want = traceViews.includes(view) ? 'trace' : 'snapshot';
@@ -81,7 +81,7 @@ function renderNav(inputs, cur, view) {
     if (run) sel.append(parent);
   }
   const tabs = cur && cur.kind === 'trace'
-    ? [['trace', 'Overview & timeline'], ['operators', 'Operators'], ['kernels', 'Kernels']]
+    ? [['trace', 'Overview & timeline'], ['operators', 'Operators'], ['kernels', 'Kernels'], ['distributed', 'Distributed']]
     : [['memory', 'Memory timeline'], ['state', 'Allocator state']];
   const nav = el('nav', {}, el('b', {}, 'ptscope'), sel,
     tabs.map(([v, label]) => el('a', { href: `?input=${cur ? cur.id : 0}&view=${v}`, class: (view || tabs[0][0]) === v ? 'on' : null }, label)));
@@ -159,6 +159,19 @@ async function showMemory(it, view, body) {
     if (ev != null) tl.zoomTo(ev - summary.entries / 200, ev + summary.entries / 200);
   }));
   right.append(await breakdowns(it.id, device, (hl) => tl.setHighlight(hl)));
+  if (res.steps && res.steps.length) {
+    right.append(el('h3', {}, `Steps (${res.steps.length})`), table(res.steps.map((s) => ({ ...s, flag: (s.outlier ? 'outlier ' : '') + (s.partial ? 'partial' : '') })), [
+      { key: 'name', label: 'step' }, { key: 'peak_allocated_bytes', label: 'peak', num: true, fmt: bytes },
+      { key: 'end_allocated_bytes', label: 'at end', num: true, fmt: bytes }, { key: 'duration_ns', label: 'duration', num: true, fmt: dur },
+      { key: 'flag', label: '' }], { sort: 'index', desc: false, testid: 'step-table', onRow: (r) => r && tl.zoomTo(r.start_index, r.end_index) }));
+  }
+  if (summary.phase_rows && summary.phase_rows.length) {
+    right.append(el('h3', {}, 'Phases (ptscope run)'), table(summary.phase_rows.map((p) => ({ ...p, peak_bytes: p.peak_bytes < 0 ? null : p.peak_bytes })), [
+      { key: 'step', label: 'step', num: true }, { key: 'phase', label: 'phase' }, { key: 'rank', label: 'rank', num: true },
+      { key: 'allocated_before_bytes', label: 'before', num: true, fmt: bytes }, { key: 'allocated_after_bytes', label: 'after', num: true, fmt: bytes },
+      { key: 'delta_bytes', label: 'delta', num: true, fmt: bytes }, { key: 'peak_bytes', label: 'peak', num: true, fmt: bytes }],
+    { sort: 'step', desc: false, testid: 'phase-table' }));
+  }
 }
 
 async function breakdowns(input, device, highlight) {
@@ -188,6 +201,7 @@ async function breakdowns(input, device, highlight) {
 async function showTrace(it, view, body) {
   const s = await get('trace/summary', { input: it.id });
   window.__ptscope.trace = s;
+  if (view === 'distributed') return distributedView(body, await get('inputs'), it);
   if (view === 'operators') return body.append(operatorTable(s.result));
   if (view === 'kernels') return body.append(kernelTable(s.result));
   body.append(traceOverview(s.result, it.id, s));

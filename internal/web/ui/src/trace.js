@@ -30,7 +30,12 @@ export function traceOverview(r, input, s) {
       { key: 'gpu_events', label: 'GPU events', num: true, fmt: exact }], { sort: 'name', desc: false, testid: 'step-table' }));
   }
   if (input != null) node.append(memoryCurve(input, s));
-  node.append(findingsList(r.findings || [], null));
+  node.append(findingsList(r.findings || [], (f) => {
+    const v = f.at && f.at.view;
+    const q = new URLSearchParams(location.search);
+    if (v === 'operators' || v === 'kernels') { q.set('view', v); location.search = '?' + q; }
+    else document.querySelector('[data-testid=trace-timeline]')?.scrollIntoView();
+  }));
   return node;
 }
 
@@ -169,4 +174,50 @@ export function traceTimeline(body, input, s) {
     }
   });
   refresh();
+}
+
+// distributedView puts the ranks (every trace input) side by side: step
+// time and its spread, the slowest rank, GPU utilisation, communication
+// and how much of it compute hides, and per step the spread across ranks.
+export async function distributedView(body, list, cur) {
+  // the ranks of the current input's run (bundle), or every trace outside runs
+  const traces = list.inputs.filter((i) => i.kind === 'trace' && i.status === 'ready' && (i.run || '') === (cur.run || ''));
+  const ranks = [];
+  for (const i of traces) {
+    const s = await get('trace/summary', { input: i.id });
+    ranks.push({ input: i.id, path: i.path, ...s.result });
+  }
+  const node = el('div', { 'data-testid': 'distributed', 'data-state': 'ready' });
+  if (ranks.length < 2) node.append(el('p', { class: 'muted' }, `${ranks.length} trace loaded: give one trace per rank (a folder or a bundle) to compare ranks.`));
+  const steps = ranks.map((r) => r.average_step_ns || 0);
+  const med = steps.slice().sort((a, b) => a - b)[Math.floor(steps.length / 2)] || 1;
+  const rows = ranks.map((r) => ({
+    rank: r.rank, path: r.path.split('/').slice(-2).join('/'), step: r.average_step_ns, vs: (r.average_step_ns || 0) / med - 1,
+    util: r.gpu_utilization_ratio, comm: r.communication ? r.communication.total_ns : 0,
+    overlap: r.communication ? r.communication.overlap_ratio : 0, exposed: r.communication ? r.communication.exposed_ns : 0,
+    data: r.dataloader_ratio, straggler: (r.average_step_ns || 0) > med * 1.05 ? 'straggler' : '',
+  }));
+  node.append(el('h3', {}, `Ranks (${ranks.length})`), table(rows, [
+    { key: 'rank', label: 'rank', num: true }, { key: 'path', label: 'trace' }, { key: 'step', label: 'avg step', num: true, fmt: dur },
+    { key: 'vs', label: 'vs median', num: true, fmt: pct }, { key: 'util', label: 'GPU util', num: true, fmt: pct },
+    { key: 'comm', label: 'communication', num: true, fmt: dur }, { key: 'overlap', label: 'overlapped', num: true, fmt: pct },
+    { key: 'exposed', label: 'exposed comm', num: true, fmt: dur }, { key: 'data', label: 'dataloader', num: true, fmt: pct },
+    { key: 'straggler', label: '' }], { sort: 'rank', desc: false, testid: 'rank-table' }));
+  // per step number: the spread across ranks
+  const byStep = new Map();
+  for (const r of ranks) for (const s of r.steps || []) {
+    if (!byStep.has(s.number)) byStep.set(s.number, []);
+    byStep.get(s.number).push({ rank: r.rank, d: s.duration_ns });
+  }
+  const skew = [...byStep.entries()].filter(([, v]) => v.length > 1).map(([n, v]) => {
+    const ds = v.map((x) => x.d), mx = Math.max(...ds), mn = Math.min(...ds);
+    return { step: n, ranks: v.length, min: mn, max: mx, skew: mx - mn, slowest: v.find((x) => x.d === mx).rank };
+  });
+  if (skew.length) {
+    node.append(el('h3', {}, 'Step time across ranks'), table(skew, [
+      { key: 'step', label: 'step', num: true }, { key: 'ranks', label: 'ranks', num: true }, { key: 'min', label: 'fastest', num: true, fmt: dur },
+      { key: 'max', label: 'slowest', num: true, fmt: dur }, { key: 'skew', label: 'skew', num: true, fmt: dur }, { key: 'slowest', label: 'slowest rank', num: true }],
+    { sort: 'skew', testid: 'skew-table' }));
+  }
+  body.append(node);
 }
