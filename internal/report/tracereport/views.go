@@ -313,8 +313,14 @@ func memory(p *printer, r *perf.Rank) {
 		if d.CapacityBytes > 0 {
 			capS = size(d.CapacityBytes)
 		}
-		for k, v := range []string{d.Device, count(d.Events), size(d.PeakAllocatedBytes), dur(d.PeakAllocatedTimeNS - t0),
-			size(d.PeakReservedBytes), dur(d.PeakReservedTimeNS - t0), capS} {
+		at := func(b, ns int64) string {
+			if b <= 0 {
+				return "-" // never above 0: no peak to place
+			}
+			return dur(ns - t0)
+		}
+		for k, v := range []string{d.Device, count(d.Events), size(d.PeakAllocatedBytes), at(d.PeakAllocatedBytes, d.PeakAllocatedTimeNS),
+			size(d.PeakReservedBytes), at(d.PeakReservedBytes, d.PeakReservedTimeNS), capS} {
 			cols[k].cells = append(cols[k].cells, v)
 		}
 	}
