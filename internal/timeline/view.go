@@ -156,6 +156,17 @@ func (m *Memory) layout(v *View, drawn []int32) {
 		v.Blocks[p].Edges = append(v.Blocks[p].Edges, Edge{int32(col), off})
 		active = append(active, p)
 	}
+	if len(drawn) == 0 {
+		return
+	}
+	// the sweep ends with the last drawn block; frees of blocks allocated
+	// after every drawn one are above all of them and move none
+	end, top := int32(v.X1), drawn[len(drawn)-1]
+	lastEnd := int32(0)
+	for _, id := range drawn {
+		lastEnd = max(lastEnd, m.Blocks[id].End)
+	}
+	end = min(end, lastEnd)
 	ids, offs := m.AllocatedLiveAt(x0)
 	k, next := 0, 0 // next: the first drawn position not started yet
 	for p, id := range drawn {
@@ -172,13 +183,14 @@ func (m *Memory) layout(v *View, drawn []int32) {
 			start(p, 0, offs[k])
 		}
 	}
-	c := 0
-	for i := x0 + 1; i < v.X1; i++ {
-		boundary := c+1 < W && v.Col(c+1) == i
+	c, nextCol := 0, v.Col(1)
+	for i := x0 + 1; i < int(end); i++ {
+		boundary := c+1 < W && nextCol == i
 		if boundary {
 			c++
+			nextCol = v.Col(c + 1)
 		}
-		if f := m.freeAt[i]; f >= 0 {
+		if f := m.freeAt[i]; f >= 0 && f < top {
 			if p := sort.Search(len(drawn), func(k int) bool { return drawn[k] > f }); p < len(drawn) {
 				add(p, -m.Blocks[f].Size)
 			}
@@ -224,7 +236,7 @@ func (m *Memory) highlighted(v *View, accept func(m *Memory, id int) bool) []int
 	}
 	out[0] = cur
 	next := sort.Search(len(m.Blocks), func(k int) bool { return m.Blocks[k].Start > int32(v.X0) })
-	c := 0
+	c, nextCol := 0, v.Col(1)
 	for i := v.X0 + 1; i < v.X1; i++ {
 		if f := m.freeAt[i]; f >= 0 && m.Blocks[f].Start <= int32(i) && accept(m, int(f)) {
 			cur -= m.Blocks[f].Size
@@ -235,9 +247,10 @@ func (m *Memory) highlighted(v *View, accept func(m *Memory, id int) bool) []int
 			}
 			next++
 		}
-		if c+1 < v.Columns && v.Col(c+1) == i {
+		if c+1 < v.Columns && nextCol == i {
 			c++
 			out[c] = cur
+			nextCol = v.Col(c + 1)
 		}
 	}
 	return out
