@@ -11,8 +11,9 @@ import (
 // analysis names them, for views that look at blocks one by one (the web
 // UI's block panel and breakdowns at any entry). Safe for concurrent use.
 type StackInfo struct {
-	mu sync.Mutex
-	c  *stacks
+	mu    sync.Mutex
+	c     *stacks
+	rules []Rule
 }
 
 // NewStackInfo classifies the frames of s.
@@ -31,4 +32,16 @@ func (x *StackInfo) Source(id snapshot.StackID) (name, module string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.c.source(id)
+}
+
+// Group returns the keyword group (the default rules) of an allocation
+// from its stack and module path (meta, "" when none recorded), as
+// Result.Groups names it for allocations without a bundle label.
+func (x *StackInfo) Group(id snapshot.StackID, meta string) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.rules == nil {
+		x.rules = DefaultRules()
+	}
+	return groupOf(x.c.s, id, x.rules, meta)
 }

@@ -21,9 +21,10 @@ const (
 	BySource         // the user's source line (memory.SourceFrame)
 	ByModule         // the module path (ptscope run bundles), exact
 	ByModuleGroup    // the module path with numbers as "*" (layers.*.mlp)
+	ByGroup          // the keyword group (memory.DefaultRules)
 )
 
-var byNames = [...]string{"category", "stack", "source", "module", "module_group"}
+var byNames = [...]string{"category", "stack", "source", "module", "module_group", "group"}
 
 func (b By) String() string { return byNames[b] }
 
@@ -34,7 +35,7 @@ func ParseBy(s string) (By, error) {
 			return By(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown breakdown %q (category, stack, source, module, module_group)", s)
+	return 0, fmt.Errorf("unknown breakdown %q (category, stack, source, module, module_group, group)", s)
 }
 
 // Row is one group of a breakdown: blocks allocated after an entry whose
@@ -54,6 +55,8 @@ type keys struct {
 	sourceNames []string
 	moduleGroup []int32 // per string id: index into groupNames
 	groupNames  []string
+	group       []int32 // per block: index into keywordNames
+	keywords    []string
 }
 
 var digits = regexp.MustCompile(`(^|\.)\d+(\.|$)`)
@@ -97,6 +100,24 @@ func (m *Memory) keys() *keys {
 			}
 			k.moduleGroup[id] = intern(&k.groupNames, name)
 		}
+		clear(idx)
+		type pair struct{ stack, meta uint32 }
+		seen := map[pair]int32{}
+		k.group = make([]int32, len(m.Blocks))
+		for id := range m.Blocks {
+			a := m.Alloc(id)
+			p := pair{a.Stack, a.Metadata}
+			g, ok := seen[p]
+			if !ok {
+				meta := ""
+				if a.Metadata > 0 && int(a.Metadata) < len(s.Strings) {
+					meta = s.Strings[a.Metadata]
+				}
+				g = intern(&k.keywords, m.Stacks.Group(a.Stack, meta))
+				seen[p] = g
+			}
+			k.group[id] = g
+		}
 	})
 	return k
 }
@@ -115,6 +136,8 @@ func (m *Memory) Key(by By, id int) int32 {
 		return int32(a.Metadata)
 	case ByModuleGroup:
 		return m.keys().moduleGroup[a.Metadata]
+	case ByGroup:
+		return m.keys().group[id]
 	}
 	return 0
 }
@@ -136,6 +159,8 @@ func (m *Memory) KeyName(by By, key int32) string {
 		return m.Snap.Strings[key]
 	case ByModuleGroup:
 		return m.keys().groupNames[key]
+	case ByGroup:
+		return m.keys().keywords[key]
 	}
 	return ""
 }

@@ -386,6 +386,20 @@ func TestBreakdownAtPeakMatchesAnalysis(t *testing.T) {
 		if total != a.Peak.AllocatedBytes {
 			t.Fatalf("%s: breakdown total %d, peak %d", in.name, total, a.Peak.AllocatedBytes)
 		}
+		// keyword groups: analyze's (none of these inputs has bundle labels)
+		grp := m.Breakdown(a.Peak.EventIndex, ByGroup)
+		wantGrp := map[string]int64{}
+		for _, g := range a.Groups {
+			wantGrp[g.Name] = g.Bytes
+		}
+		if len(grp) != len(wantGrp) {
+			t.Fatalf("%s: %d groups, analyze %d", in.name, len(grp), len(wantGrp))
+		}
+		for _, r := range grp {
+			if wantGrp[r.Name] != r.Bytes {
+				t.Fatalf("%s: group %s %d bytes, analyze %d", in.name, r.Name, r.Bytes, wantGrp[r.Name])
+			}
+		}
 		// sources: analyze's names and bytes (stacks without a module path)
 		src := m.Breakdown(a.Peak.EventIndex, BySource)
 		wantSrc := map[string]int64{}

@@ -185,7 +185,7 @@ func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
 	for _, e := range []int{peak, n - 1} {
 		out.States[strconv.Itoa(e)] = m.State(e)
 	}
-	for _, by := range []timeline.By{timeline.ByCategory, timeline.BySource, timeline.ByModuleGroup, timeline.ByModule, timeline.ByStack} {
+	for _, by := range []timeline.By{timeline.ByCategory, timeline.ByGroup, timeline.BySource, timeline.ByModuleGroup, timeline.ByModule, timeline.ByStack} {
 		out.Breakdowns[by.String()] = map[string]any{"by": by.String(), "event_index": peak, "rows": m.Breakdown(peak, by)}
 	}
 	return out, nil

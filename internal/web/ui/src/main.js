@@ -127,7 +127,7 @@ async function showMemory(it, view, body) {
   body.append(grid);
   const panel = el('div', { class: 'panel', 'data-testid': 'block-details', 'data-state': 'empty' }, el('p', { class: 'muted' }, 'Click a block to see its stack.'));
   const colorSel = el('select', { onchange: (e) => tl.setColor(e.target.value) },
-    ['category', 'stack', 'source', 'module', 'module_group'].map((c) => el('option', { value: c }, 'colour by ' + c.replace('_', ' '))));
+    ['category', 'group', 'source', 'module_group', 'module', 'stack'].map((c) => el('option', { value: c }, 'colour by ' + c.replace('_', ' '))));
   const legend = el('div', { class: 'legend' }, Object.entries(categoryColors).map(([k, c]) => el('span', {}, el('i', { style: `background:${c}` }), k)),
     colorSel, el('span', { class: 'muted' }, 'wheel: zoom · shift+wheel: zoom bytes · drag: pan · double-click: reset'));
   left.append(legend);
@@ -178,7 +178,7 @@ async function breakdowns(input, device, highlight) {
   const box = el('div', { class: 'breakdowns', 'data-testid': 'breakdowns' });
   const tabs = el('div', { class: 'tabs' });
   const holder = el('div');
-  const kinds = [['category', 'Categories'], ['source', 'Sources'], ['module_group', 'Modules (grouped)'], ['module', 'Modules'], ['stack', 'Stacks']];
+  const kinds = [['category', 'Categories'], ['group', 'Groups'], ['source', 'Sources'], ['module_group', 'Modules (grouped)'], ['module', 'Modules'], ['stack', 'Stacks']];
   async function show(by) {
     tabs.querySelectorAll('button').forEach((b) => b.classList.toggle('on', b.dataset.by === by));
     try {
