@@ -75,7 +75,7 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	switch {
 	case len(head) == 0:
 		return nil, errors.New("offset 0: empty file, expected a pickle or JSON snapshot")
-	case head[0] == 0x80:
+	case head[0] == 0x80 && len(head) == 2:
 		b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
 		root, err = pickle.Decode(br, pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend})
 	default:
