@@ -311,3 +311,26 @@ func TestCppName(t *testing.T) {
 		}
 	}
 }
+
+// categoriesAt's lookup table gives what a binary search gives.
+func TestCategoriesAtLookup(t *testing.T) {
+	an := Analyze(fixture(t, "leak_gpt2_2l.pickle"), 0, Options{})
+	r := an.Replay
+	n := r.Timeline.Len()
+	for _, xs := range [][]int{{0}, {n - 1}, {0, 1, 2, 3}, {5, 5, 9, 700, 701, n - 1}, {3, 1000, 4000}} {
+		got := r.categoriesAt(xs)
+		for c := range got {
+			for k, x := range xs {
+				var want int64
+				for _, a := range r.LiveAt(x) {
+					if a.Category == Category(c) {
+						want += a.Size
+					}
+				}
+				if got[c][k] != want {
+					t.Fatalf("xs %v: category %v at %d: %d, want %d", xs, Category(c), x, got[c][k], want)
+				}
+			}
+		}
+	}
+}

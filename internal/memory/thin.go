@@ -125,18 +125,39 @@ func minMax(v []int64) (lo, hi int64) {
 // before recording count from the start.
 func (r *Replay) categoriesAt(xs []int) (layers [numCategories][]int64) {
 	n := len(xs)
-	// bucket(i) = first sample index whose entry is >= i.
-	bucket := func(i int32) int {
-		lo, hi := 0, n
-		for lo < hi {
-			m := (lo + hi) / 2
-			if xs[m] >= int(i) {
-				hi = m
-			} else {
-				lo = m + 1
-			}
+	// bucket(i) = first sample index whose entry is >= i, found from a
+	// coarse table (about 4 slots per sample) and a short scan: a binary
+	// search per allocation cost more than the rest of the thinning.
+	shift := 0
+	if n > 0 {
+		for xs[n-1]>>shift > 4*n {
+			shift++
 		}
-		return lo
+	}
+	var coarse []int32
+	if n > 0 {
+		coarse = make([]int32, xs[n-1]>>shift+2)
+		m := 0
+		for c := range coarse {
+			for m < n && xs[m] < c<<shift {
+				m++
+			}
+			coarse[c] = int32(m)
+		}
+	}
+	bucket := func(i int32) int {
+		if i < 0 {
+			return 0
+		}
+		c := int(i) >> shift
+		if c >= len(coarse) {
+			return n
+		}
+		m := int(coarse[c])
+		for m < n && xs[m] < int(i) {
+			m++
+		}
+		return m
 	}
 	var delta [numCategories][]int64
 	for c := range delta {
