@@ -76,6 +76,8 @@ type inputs struct {
 	byKey map[string]int // path -> id
 	queue chan *Input
 	opts  memory.Options
+	// afterRead runs between decoding and analysing a snapshot
+	afterRead func()
 }
 
 func newInputs() *inputs {
@@ -171,7 +173,7 @@ func (in *inputs) setStatus(it *Input, status, msg string) {
 }
 
 func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
-	set, err := load.Snapshots(ctx, []string{it.Path}, load.SnapshotOptions{Memory: in.opts})
+	set, err := load.Snapshots(ctx, []string{it.Path}, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	// Rescan is how often folders are searched for new files (0: never).
 	Rescan time.Duration
 	Memory memory.Options
+	// AfterRead, when set, runs after each snapshot is decoded and before it
+	// is analysed (the CLI collects the decoder's garbage there).
+	AfterRead func()
 	// Log receives one line per failed request and per scan error (nil: none).
 	Log io.Writer
 }
@@ -48,6 +51,7 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, inputs: newInputs(), mux: http.NewServeMux(), seen: map[string]int64{}}
 	s.inputs.opts = opts.Memory
+	s.inputs.afterRead = opts.AfterRead
 	if opts.Log != nil {
 		s.logger = log.New(opts.Log, "ptscope serve: ", 0)
 	}
