@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Profiles model sizes x context lengths x precision (forward vs full training
-# step) under `ptscope run`, one bundle per configuration, and ends with one
-# table of peaks.
+# step) under `ptscope run`, one bundle per configuration, and ends with the
+# seed's tables of measured peaks beside `ptscope estimate --sweep` for the same
+# grid (the estimate's counterpart: ptscope estimate --sweep model=lm-small,lm-medium
+# seq=256,512,1024 dtype=fp32,bf16 --micro-batch 4).
 #
 #   SIZES="small medium" CONTEXTS="256 512 1024" examples/memory_sweep.sh
 #
@@ -42,30 +44,59 @@ for size in $SIZES; do
     done
   done
 done
-# One table: peak allocated (as the script measured it) for forward vs full
-# training step, fp32 ("none") vs bf16.
-"$PYTHON" - "$RESULTS" <<'PY'
-import csv, sys
+# The seed's tables, measured: model size x context length per precision, for the forward pass
+# and the full training step, each cell torch.cuda.max_memory_allocated and, beside it, what
+# `ptscope estimate` predicts for the same configuration (presets lm-<size>) and its error.
+est_json() { # profile -> the estimate sweep's JSON
+  local extra=()
+  [ "$1" = forward ] && extra=(--forward-only)
+  local models=() seqs=() dts=()
+  for size in $SIZES; do models+=("lm-$size"); done
+  for ctx in $CONTEXTS; do seqs+=("$ctx"); done
+  for prec in $PRECISIONS; do [ "$prec" = none ] && dts+=(fp32) || dts+=("$prec"); done
+  local IFS=,
+  "$PTSCOPE" estimate --micro-batch "$BATCH" "${extra[@]}" --json \
+    --sweep "model=${models[*]}" "seq=${seqs[*]}" "dtype=${dts[*]}" 2>/dev/null
+}
+est_json training >"$SWEEP_OUT/estimate_training.json" || true
+est_json forward >"$SWEEP_OUT/estimate_forward.json" || true
+"$PYTHON" - "$RESULTS" "$SWEEP_OUT" <<'PY'
+import csv, json, os, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-def gib(v):
-    try: return "%.2f GiB" % (int(v) / 2**30)
-    except ValueError: return "?"
-cols = []
+est = {}
+for profile in ("training", "forward"):
+    path = os.path.join(sys.argv[2], "estimate_%s.json" % profile)
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        continue
+    for r in doc.get("rows", []):
+        v = r["values"]
+        if not r.get("error"):
+            est[(v["model"][3:], str(v["seq"]), v["dtype"], profile)] = r["peak_allocated_bytes"]
+gib = lambda b: "%.2f GiB" % (b / 2**30)
+sizes, ctxs = [], []
 for r in rows:
-    c = (r["precision"], r["profile"])
-    if c not in cols: cols.append(c)
-cell = {(r["size"], r["context"], r["precision"], r["profile"]): r["max_memory_allocated"] for r in rows}
-keys = []
-for r in rows:
-    k = (r["size"], r["context"])
-    if k not in keys: keys.append(k)
-hdr = ["size", "context"] + ["%s %s" % ("fp32" if p == "none" else p, t) for p, t in cols]
-w = [max(len(h), 10) for h in hdr]
-print("peak allocated (torch.cuda.max_memory_allocated) per configuration:")
-print("  ".join(h.ljust(x) for h, x in zip(hdr, w)))
-for s, c in keys:
-    vals = [s, c] + [gib(cell.get((s, c, p, t), "?")) for p, t in cols]
-    print("  ".join(v.ljust(x) for v, x in zip(vals, w)))
+    if r["size"] not in sizes: sizes.append(r["size"])
+    if r["context"] not in ctxs: ctxs.append(r["context"])
+for profile in ("training", "forward"):
+    for prec in sorted({r["precision"] for r in rows}):
+        dt = "fp32" if prec == "none" else prec
+        print("\npeak allocated, %s, %s (measured | estimate, error)" % (profile, dt))
+        print("  %-8s" % "size" + "".join("%-34s" % ("seq " + c) for c in ctxs))
+        for size in sizes:
+            cells = []
+            for c in ctxs:
+                m = [r for r in rows if (r["size"], r["context"], r["precision"], r["profile"]) == (size, c, prec, profile)]
+                try:
+                    meas = int(m[0]["max_memory_allocated"])
+                except (IndexError, ValueError):
+                    cells.append("%-34s" % "-")
+                    continue
+                e = est.get((size, c, dt, profile))
+                cell = gib(meas) + (" | %s %+.1f%%" % (gib(e), 100 * (e / meas - 1)) if e else "")
+                cells.append("%-34s" % cell)
+            print("  %-8s" % size + "".join(cells))
 PY
 # The same bundles through ptscope's analyzer (one table of peaks per bundle folder).
 if "$PTSCOPE" help analyze >/dev/null 2>&1; then

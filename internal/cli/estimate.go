@@ -38,7 +38,8 @@ Examples:
   ptscope estimate --model llama3-70b --dtype bf16-true --master-weights --grad-dtype fp32 --tp 8 \
       --tp-plan megatron --sp --pp 4 --dp 8 --zero 1 --seq 8192 --recompute selective --gpu h100
   ptscope estimate --model llama3-8b --zero 2 --dp 8 --offload optimizer --gpu 4090
-  ptscope estimate --gpu h100 --sweep model=gpt2-xl,llama3-8b,lm-2.7B seq=1024,2048,4096 dtype=fp32,bf16
+  ptscope estimate --gpu h100 --sweep model=gpt2-medium,gpt2-large,gpt2-xl seq=256,512,1024 dtype=fp32,bf16
+  ptscope estimate --gpu h100 --fsdp --dp 8 --sweep model=llama2-7b,llama3-8b seq=2048,4096,8192 recompute=none,full
   ptscope estimate --model lm-2.7B --gpu 4090 --sweep micro-batch=1..64 seq=512,1024 --json
   ptscope estimate --model lm-small --seq 512 --micro-batch 8 --calibrate runs/latest
 `

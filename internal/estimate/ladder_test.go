@@ -190,14 +190,15 @@ func TestHFLadder(t *testing.T) {
 	}
 }
 
-// TestLadderReport prints the ladder term by term: go test ./internal/estimate -run LadderReport -report -v
+// TestLadderReport prints the ladder table of docs/estimate.md:
+// go test ./internal/estimate -run LadderReport -report -v
 func TestLadderReport(t *testing.T) {
 	if !*printReport {
 		t.Skip("use -report to print the ladder table")
 	}
 	dev, _ := GPU("h100-80gb")
 	var b strings.Builder
-	b.WriteString("| row | measured max_memory_allocated | estimate | error | activations after forward: measured | estimate |\n|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| row | setup | measured peak | estimate | error | worst phase | measured reserved | estimate | error |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range readLadders(t) {
 		m, s, err := row.modelAndSetup()
 		if err != nil {
@@ -208,19 +209,40 @@ func TestLadderReport(t *testing.T) {
 			t.Fatalf("%s: %v", row.Row, err)
 		}
 		mm := row.Measured
-		top := r.Top()
-		// what forward leaves allocated beyond the step's start: activations, logits, loss, autocast cache
-		var estFwd int64
-		if !s.ForwardOnly {
-			estFwd = top.Activations.TotalBytes + termBytes(top.Phases[0].Terms, "autocast_weight_cache")
-		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %+.2f%% | %d | %d |\n", row.Row, mm.MaxAllocated, r.PeakAllocatedBytes,
-			100*(float64(r.PeakAllocatedBytes)/float64(mm.MaxAllocated)-1), mm.AfterForward-mm.AtStepStart, estFwd)
-		if testing.Verbose() {
-			for _, p := range top.Phases {
-				fmt.Fprintf(&b, "|   %s (%s) | %d | %d | | | |\n", p.Name, p.At, mm.PhasePeaks[strings.TrimSuffix(p.Name.String(), "_step")], p.Bytes)
+		worst, wname := 0.0, "-"
+		for _, p := range r.Top().Phases {
+			meas, ok := mm.PhasePeaks[strings.TrimSuffix(p.Name.String(), "_step")]
+			if !ok {
+				continue
+			}
+			if p.Name == Backward {
+				meas += mm.LogitsBytes
+			}
+			if e := float64(p.Bytes)/float64(meas) - 1; math.Abs(e) >= math.Abs(worst) {
+				worst, wname = e, p.Name.String()
 			}
 		}
+		ws := "-"
+		if wname != "-" {
+			ws = fmt.Sprintf("%s %+.1f%%", wname, 100*worst)
+		}
+		st := row.Setup
+		setup := fmt.Sprintf("%s %s, %d x %d", st.Precision, st.Mode, st.MicroBatch, st.Seq)
+		if st.Attn == "eager" {
+			setup += ", eager"
+		}
+		if st.GradCkpt {
+			setup += ", checkpointing"
+		}
+		if st.Compile {
+			setup += ", compile"
+		}
+		if st.Dist != "" {
+			setup += fmt.Sprintf(", %s rank of %d", st.Dist, st.World)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %+.2f%% | %s | %d | %d | %+.1f%% |\n", row.Row, setup, mm.MaxAllocated, r.PeakAllocatedBytes,
+			100*(float64(r.PeakAllocatedBytes)/float64(mm.MaxAllocated)-1), ws, mm.MaxReserved, r.PeakReservedBytes,
+			100*(float64(r.PeakReservedBytes)/float64(mm.MaxReserved)-1))
 	}
 	fmt.Print(b.String())
 }

@@ -31,10 +31,11 @@ type SweepResult struct {
 	Device Device      `json:"device"`
 	Axes   []SweepAxis `json:"axes"`
 	Rows   []SweepRow  `json:"rows"`
-	// Best is the index of the fitting row with the most tokens per
-	// optimizer step (micro-batch x seq x grad-accum; the later row on
-	// ties), absent when nothing fits or no device memory is known.
-	Best *int `json:"best,omitempty"`
+	// Best holds, per model (in the order of the model axis), the index of
+	// its fitting row with the most tokens per optimizer step (micro-batch x
+	// seq x grad-accum; the later row on ties); models with no fitting row
+	// (or no device memory known) have none.
+	Best []int `json:"best"`
 }
 
 // sweepAxis sets one setup field from a value's text.
@@ -189,7 +190,7 @@ func Sweep(models []Model, base Setup, dev Device, axes []SweepAxis) (*SweepResu
 	}
 	res := &SweepResult{Header: report.NewHeader("estimate"), Device: dev, Axes: axes}
 	idx := make([]int, len(axes))
-	var bestTokens int64
+	bestOf := map[string]int{} // model -> row index
 	for i := 0; i < n; i++ {
 		s, m := base, models[0]
 		row := SweepRow{Values: map[string]any{}}
@@ -213,9 +214,10 @@ func Sweep(models []Model, base Setup, dev Device, axes []SweepAxis) (*SweepResu
 			var r *Result
 			if r, err = Estimate(m, s, dev); err == nil {
 				row.Params, row.Setup, row.Summary = r.Params, r.Setup, r.Summary
-				if t := tokens(r.Setup); row.Verdict.Fit() && (res.Best == nil || t >= bestTokens) {
-					b := len(res.Rows)
-					res.Best, bestTokens = &b, t
+				if row.Verdict.Fit() {
+					if b, ok := bestOf[m.Name]; !ok || tokens(r.Setup) >= tokens(res.Rows[b].Setup) {
+						bestOf[m.Name] = len(res.Rows)
+					}
 				}
 			}
 		}
@@ -229,6 +231,13 @@ func Sweep(models []Model, base Setup, dev Device, axes []SweepAxis) (*SweepResu
 				break
 			}
 			idx[j] = 0
+		}
+	}
+	res.Best = []int{}
+	for _, m := range models {
+		if b, ok := bestOf[m.Name]; ok {
+			res.Best = append(res.Best, b)
+			delete(bestOf, m.Name)
 		}
 	}
 	return res, nil

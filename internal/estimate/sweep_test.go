@@ -40,10 +40,10 @@ func TestSweepBest(t *testing.T) {
 	s := DefaultSetup()
 	s.Seq = 512
 	res, err := Sweep([]Model{m}, s, dev, []SweepAxis{ax})
-	if err != nil || res.Best == nil {
+	if err != nil || len(res.Best) != 1 {
 		t.Fatalf("best %v, %v", res, err)
 	}
-	rows, best := res.Rows, *res.Best
+	rows, best := res.Rows, res.Best[0]
 	if !rows[best].Verdict.Fit() || (best+1 < len(rows) && rows[best+1].Verdict.Fit()) {
 		t.Errorf("best row %d (%+v) is not the last fitting one", best, rows[best])
 	}

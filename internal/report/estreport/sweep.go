@@ -60,7 +60,7 @@ func writeSweep(w io.Writer, r *estimate.SweepResult, o report.TextOptions) erro
 	if r.Device.MemoryBytes > 0 {
 		dev = fmt.Sprintf("on %s (%s)", r.Device.Name, units.Bytes(r.Device.MemoryBytes))
 	}
-	p.para("", "  ", fmt.Sprintf("%d points %s; sizes per GPU of the most loaded rank", len(r.Rows), dev))
+	p.para("", "  ", fmt.Sprintf("%d points %s, %s; sizes per GPU of the most loaded rank", len(r.Rows), dev, Layout(base)))
 
 	rowAx, colAx := -1, -1
 	for i, a := range r.Axes {
@@ -111,10 +111,12 @@ func writeSweep(w io.Writer, r *estimate.SweepResult, o report.TextOptions) erro
 			markFits, markTight, markNo))
 	}
 	writeSweepErrors(p, r)
-	if r.Best != nil {
-		b := r.Rows[*r.Best]
+	if len(r.Best) > 0 {
 		p.blank()
-		p.para("", "  ", fmt.Sprintf("largest setting that fits: %s (device total %s)", describeRow(r.Axes, b), units.Bytes(b.DeviceTotalBytes)))
+		for _, i := range r.Best {
+			b := r.Rows[i]
+			p.para("", "  ", fmt.Sprintf("largest setting that fits: %s (device total %s)", describeRow(r.Axes, b), units.Bytes(b.DeviceTotalBytes)))
+		}
 	} else if r.Device.MemoryBytes > 0 {
 		p.blank()
 		p.line("nothing in the sweep fits")
