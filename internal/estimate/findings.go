@@ -11,7 +11,7 @@ import (
 // would make the most loaded rank fit (largest saving first), and notes on
 // the setup that change what the numbers mean.
 func findings(r *Result) []finding.Finding {
-	var fs []finding.Finding
+	fs := []finding.Finding{}
 	s, top := r.Setup, r.Top()
 	nums := finding.Numbers{"device_total_bytes": float64(top.DeviceTotalBytes), "device_memory_bytes": float64(r.Device.MemoryBytes)}
 	if r.HeadroomBytes != nil {

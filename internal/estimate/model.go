@@ -51,6 +51,10 @@ type Model struct {
 	SplitLinear bool `json:"split_linear,omitempty"`
 	// QKVBias: q, k and v projections have biases even when other linears do not (Qwen2).
 	QKVBias bool `json:"qkv_bias,omitempty"`
+	// HoldsFinalNormInput: the forward keeps the last layer's output alive while the output
+	// projection runs, as the example LM does (F.linear(self.ln_f(x), ...)); Hugging Face's
+	// models rebind it and free it.
+	HoldsFinalNormInput bool `json:"holds_final_norm_input,omitempty"`
 }
 
 // Limits on model dimensions: beyond any published model, small enough

@@ -117,9 +117,11 @@ func term(name string, b int64, f string, a ...any) Term {
 // weights, held until autocast exits and, in training, saved by autograd
 // until each layer's backward. perLayer is one layer's, all the stage's.
 func (st *stage) weightCache() (perLayer, other, all int64, formula string) {
-	if !st.sh.amp || st.s.Compile {
-		// compiled, the casts are part of the graph and recomputed from the parameters
-		return 0, 0, 0, ""
+	if !st.sh.amp {
+		return 0, 0, 0, "no autocast: no weight copies"
+	}
+	if st.s.Compile {
+		return 0, 0, 0, "compiled: the casts are part of the graph and recomputed from the parameters"
 	}
 	var n int64
 	for _, t := range st.layerTs {
@@ -180,6 +182,10 @@ func (st *stage) inference(a stageActs) Phase {
 		if sh.amp {
 			headTmp += sh.tokens * h * sh.act / sh.seqShard
 			headF += " and its 16-bit cast"
+		}
+		if m.HoldsFinalNormInput {
+			headTmp += sh.tokens * h * sh.res / sh.seqShard
+			headF += ", and the last layer's output the forward still holds"
 		}
 		lg = a.logits
 	}
@@ -258,7 +264,7 @@ func (st *stage) training(a stageActs) []Phase {
 	if st.last {
 		best = sumPhase(Phase{Name: Backward, At: "loss", Terms: st.persist(
 			term("gradients", g0, "present at the start of backward"),
-			term("autocast_weight_cache", cacheAll-boolMul(full, int64(L)*cacheLayer), "%s (saved for backward)", cacheF),
+			term("autocast_weight_cache", cacheAll-boolMul(full, int64(L)*cacheLayer), "%s", cacheF),
 			term("unsharded_params", unsharded, "gathered layers (ZeRO-3/FSDP)"),
 			term("activations", saved, "%s", actF),
 			term("logits", keep, "held by the caller: %s", logitsF),
