@@ -32,4 +32,4 @@ r=$(for i in 1 2 3; do
 done | best)
 echo "serve: first input ready (best of 3):  ${r} s  ($(echo "scale=2; $r / $a" | bc)x analyze --json; goal <= 2x)"
 PTSCOPE_MEASURE_SNAPSHOT=$snap PTSCOPE_MEASURE_TRACE=$([ -f "$trace" ] && echo "$trace" || true) \
-	go test -count=1 -run TestMeasure -v -timeout 900s ./internal/web | grep -v '^=== \|^--- \|^PASS\|^ok'
+	go test -tags measure -count=1 -run TestMeasure -v -timeout 900s ./internal/web | grep -v '^=== \|^--- \|^PASS\|^ok'

@@ -71,6 +71,13 @@ func synthTrace(t *testing.T, seed uint64) *kineto.Trace {
 func TestTraceViewBruteForce(t *testing.T) {
 	t.Parallel()
 	traces := []*kineto.Trace{synthTrace(t, 1), synthTrace(t, 2)}
+	for _, name := range []string{"bundles/lm_small_bf16/rank0/trace_step4.pt.trace.json.gz", "traces/fsdp/rank0.pt.trace.json.gz"} {
+		tr, err := kineto.ReadFile(context.Background(), filepath.Join(testfixture.Root(t), "testdata", name), kineto.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		traces = append(traces, tr)
+	}
 	// the real trace with stacks (python_function nesting), when present
 	if p := filepath.Join(testfixture.Root(t), "..", "shared", "fixtures", "gpt2tiny_with_stack.pt.trace.json"); p != "" {
 		if _, err := os.Stat(p); err == nil {
@@ -141,10 +148,8 @@ func TestTraceViewBruteForce(t *testing.T) {
 
 func TestMemCurveBruteForce(t *testing.T) {
 	t.Parallel()
-	p := filepath.Join(testfixture.Root(t), "..", "shared", "fixtures", "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz")
-	if _, err := os.Stat(p); err != nil {
-		t.Skip("shared fixture not present")
-	}
+	// a real trace of the committed bundle (profile_memory=True)
+	p := filepath.Join(testfixture.Root(t), "testdata", "bundles", "lm_small_bf16", "rank0", "trace_step4.pt.trace.json.gz")
 	kt, err := kineto.ReadFile(context.Background(), p, kineto.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,5 @@
+//go:build measure
+
 package web
 
 import (
@@ -19,7 +21,8 @@ import (
 // real headless Chromium: PTSCOPE_MEASURE_SNAPSHOT (a 1M-entry snapshot)
 // and PTSCOPE_MEASURE_TRACE (a ~350 MB trace); scripts/bench_serve.sh
 // makes both and runs it. It asserts nothing about time (the numbers go to
-// docs/validation.md); it is skipped without those variables.
+// docs/validation.md). Built only with -tags measure (it needs those
+// variables and takes a minute).
 func TestMeasure(t *testing.T) {
 	snap := os.Getenv("PTSCOPE_MEASURE_SNAPSHOT")
 	if snap == "" {

@@ -16,6 +16,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -58,11 +59,21 @@ func New(opts Options) (*Server, error) {
 	if err := s.inputs.scan(opts.Roots, s.seen, true); err != nil {
 		return nil, err
 	}
-	if len(s.inputs.snapshot()) == 0 {
+	if len(s.inputs.snapshot()) == 0 && !(opts.Rescan > 0 && anyDir(opts.Roots)) {
 		return nil, fmt.Errorf("no snapshots or traces found in %s", strings.Join(opts.Roots, ", "))
 	}
 	s.routes()
 	return s, nil
+}
+
+// anyDir reports whether a root is a folder (a capture may still fill it).
+func anyDir(roots []string) bool {
+	for _, r := range roots {
+		if st, err := os.Stat(r); err == nil && st.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // Start loads the inputs and rescans the folders until ctx ends.

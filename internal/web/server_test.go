@@ -383,3 +383,19 @@ func FuzzAPI(f *testing.F) {
 		}
 	})
 }
+
+// An empty folder is served when it is rescanned (a capture about to
+// write); without rescans it is an error.
+func TestEmptyFolder(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := New(Options{Roots: []string{dir}}); err == nil {
+		t.Fatal("an empty folder without rescans was accepted")
+	}
+	s, err := New(Options{Roots: []string{dir}, Rescan: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.inputs.snapshot()); n != 0 {
+		t.Fatalf("%d inputs", n)
+	}
+}

@@ -29,6 +29,12 @@ async function main() {
     app.append(el('p', { class: 'error' }, 'cannot list inputs: ' + e.message));
     return;
   }
+  if (!inputs.length) {
+    // a folder a capture has not written to yet: wait for its first file
+    app.append(el('p', { class: 'muted', 'data-testid': 'waiting' }, 'No snapshot or trace yet: waiting for the folder to fill…'));
+    const t = setInterval(async () => { if ((await get('inputs')).inputs.length) { clearInterval(t); location.reload(); } }, 1000);
+    return;
+  }
   const view = params.get('view') || '';
   const traceViews = ['trace', 'operators', 'kernels', 'distributed'];
   let id = params.has('input') ? +params.get('input') : NaN;
