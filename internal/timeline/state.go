@@ -367,3 +367,10 @@ func (m *Memory) BlockAt(i int) int {
 	}
 	return -1
 }
+
+// EntryAt returns the last entry whose time is at or before t (Unix ns),
+// -1 when t is before the first entry.
+func (m *Memory) EntryAt(t int64) int {
+	ts := m.Replay.Timeline.TimeUS
+	return sort.Search(len(ts), func(i int) bool { return ts[i]*1000 > t }) - 1
+}

@@ -325,8 +325,19 @@ func (s *Server) memBlock(r *http.Request) (any, error) {
 	return blockDetails(md.tl, int(id)), nil
 }
 
-// eventParam reads the "event" parameter: an entry index in range.
+// eventParam reads the "event" parameter (an entry index in range) or,
+// without it, "time" (Unix ns: the last entry at or before it).
 func eventParam(r *http.Request, m *timeline.Memory) (int, error) {
+	if r.URL.Query().Get("event") == "" && r.URL.Query().Get("time") != "" {
+		t, err := intParam(r, "time", 0, true)
+		if err != nil {
+			return 0, err
+		}
+		if m.Time(0) == 0 {
+			return 0, badRequest("the snapshot records no times: give event=N")
+		}
+		return m.EntryAt(t), nil
+	}
 	i, err := intParam(r, "event", 0, true)
 	if err != nil {
 		return 0, err

@@ -279,6 +279,7 @@ func TestBadRequests(t *testing.T) {
 		{"/api/v1/mem/view?input=0&device=3", 404, "no device 3"},
 		{"/api/v1/mem/view?input=1", 400, "is a trace"},
 		{"/api/v1/trace/view?input=1&t0=5&t1=5", 400, "empty"},
+		{"/api/v1/mem/state?input=0&time=1", 200, ""},
 		{"/api/v1/trace/event?input=1&event=1000", 404, "no event"},
 		{"/api/v1/mem/view?input=2", 422, "c_broken.pickle"},
 		{"/api/v1/nothing", 404, "no such endpoint"},

@@ -79,24 +79,35 @@ func encodeTraceView(t *kineto.Trace, v *timeline.TraceView) *TraceViewOut {
 	return out
 }
 
+// traceRange reads a trace viewport: t0, t1 (ns of the trace's time base;
+// default its whole span) and w (pixels).
+func traceRange(r *http.Request, ti *traceInput) (t0, t1 int64, w int, err error) {
+	if t0, err = intParam(r, "t0", ti.tl.Start, false); err != nil {
+		return
+	}
+	if t1, err = intParam(r, "t1", ti.tl.End, false); err != nil {
+		return
+	}
+	var w64 int64
+	if w64, err = intParam(r, "w", 1000, false); err != nil {
+		return
+	}
+	if t1 <= t0 || w64 < 1 || w64 > 1<<14 {
+		err = badRequest("time range [%d, %d) is empty or width %d pixels is out of range (1..16384)", t0, t1, w64)
+	}
+	return t0, t1, int(w64), err
+}
+
 func (s *Server) traceView(r *http.Request) (any, error) {
 	ti, err := s.traceOf(r)
 	if err != nil {
 		return nil, err
 	}
-	t0, err := intParam(r, "t0", ti.tl.Start, false)
+	t0, t1, w, err := traceRange(r, ti)
 	if err != nil {
 		return nil, err
 	}
-	t1, err := intParam(r, "t1", ti.tl.End, false)
-	if err != nil {
-		return nil, err
-	}
-	w, err := intParam(r, "w", 1000, false)
-	if err != nil {
-		return nil, err
-	}
-	v, err := ti.tl.View(timeline.TraceQuery{T0: t0, T1: t1, Width: int(w)})
+	v, err := ti.tl.View(timeline.TraceQuery{T0: t0, T1: t1, Width: w})
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
@@ -174,22 +185,11 @@ func (s *Server) traceMemory(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t0, err := intParam(r, "t0", ti.tl.Start, false)
+	t0, t1, w, err := traceRange(r, ti)
 	if err != nil {
 		return nil, err
 	}
-	t1, err := intParam(r, "t1", ti.tl.End, false)
-	if err != nil {
-		return nil, err
-	}
-	w, err := intParam(r, "w", 1000, false)
-	if err != nil {
-		return nil, err
-	}
-	if t1 <= t0 || w < 1 || w > 1<<14 {
-		return nil, badRequest("bad range t0=%d t1=%d w=%d", t0, t1, w)
-	}
-	return traceMemoryOf(ti, t0, t1, int(w)), nil
+	return traceMemoryOf(ti, t0, t1, w), nil
 }
 
 func traceMemoryOf(ti *traceInput, t0, t1 int64, w int) map[string]any {

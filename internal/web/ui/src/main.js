@@ -123,8 +123,9 @@ async function showMemory(it, view, body) {
       it.devices.map((d) => el('option', { value: d.device, selected: d.device === device }, `cuda:${d.device}`))) : null);
   body.append(head);
   if (view === 'state') {
-    const ev = params.has('event') ? +params.get('event') : res.peak.event_index;
-    return stateView(body, { input: it.id, device, summary, event: ev, setParams });
+    const time = params.has('time') ? params.get('time') : null;
+    const ev = params.has('event') ? +params.get('event') : time != null ? null : res.peak.event_index;
+    return stateView(body, { input: it.id, device, summary, event: ev, time, setParams });
   }
   const grid = el('div', { class: 'memgrid' });
   const left = el('div', { class: 'memleft' });

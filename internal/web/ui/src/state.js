@@ -3,11 +3,12 @@
 import { get, htmlMode } from './data.js';
 import { el, bytes, exact, pct, categoryColors } from './fmt.js';
 import { stackList } from './memview.js';
+import { table } from './table.js';
 
 export function stateView(body, ctx) {
   const n = ctx.summary.entries;
   const node = el('div', { class: 'state', 'data-testid': 'allocator-state', 'data-state': 'loading' });
-  const num = el('input', { type: 'number', min: -1, max: n - 1, value: ctx.event });
+  const num = el('input', { type: 'number', min: -1, max: n - 1, value: ctx.event ?? '' });
   const go = (e) => { e = Math.max(-1, Math.min(n - 1, e)); num.value = e; load(e); };
   const bar = el('div', { class: 'stepper' }, 'after entry ', num,
     ...[[-1000, '−1000'], [-100, '−100'], [-1, '−1'], [1, '+1'], [100, '+100'], [1000, '+1000']].map(([d, l]) => el('button', { onclick: () => go(+num.value + d) }, l)),
@@ -17,7 +18,8 @@ export function stateView(body, ctx) {
   const nums = el('div', { class: 'nums' });
   const canvas = el('canvas', { class: 'segments' });
   const ev = el('div', { class: 'panel' });
-  node.append(bar, nums, canvas, ev);
+  const cats = el('div');
+  node.append(bar, nums, canvas, cats, ev);
   body.append(node);
   let seq = 0;
   async function load(e) {
@@ -26,7 +28,7 @@ export function stateView(body, ctx) {
     const t0 = performance.now();
     let st;
     try {
-      st = await get('mem/state', { input: ctx.input, device: ctx.device, event: e });
+      st = await get('mem/state', e == null ? { input: ctx.input, device: ctx.device, time: ctx.time } : { input: ctx.input, device: ctx.device, event: e });
     } catch (err) {
       node.dataset.state = 'error';
       nums.replaceChildren(el('p', { class: 'error' }, err.message));
@@ -50,6 +52,13 @@ export function stateView(body, ctx) {
     node.dataset.event = st.event_index;
     window.__ptscope.timings.allocatorState = performance.now();
     window.__ptscope.lastState = { ms: performance.now() - t0, event: st.event_index };
+    if (!htmlMode) {
+      get('mem/breakdown', { input: ctx.input, device: ctx.device, by: 'category', event: st.event_index }).then((b) => {
+        if (my !== seq) return;
+        cats.replaceChildren(el('h4', {}, 'Allocated after this entry, by category'), table(b.rows, [{ key: 'name', label: 'category' },
+          { key: 'bytes', label: 'bytes', num: true, fmt: bytes }, { key: 'count', label: 'blocks', num: true, fmt: exact }], { sort: 'bytes', testid: 'state-breakdown' }));
+      }).catch(() => {});
+    }
     if (!htmlMode && st.event_index >= 0) {
       get('mem/event', { input: ctx.input, device: ctx.device, event: st.event_index }).then((x) => {
         if (my !== seq) return;
@@ -57,7 +66,7 @@ export function stateView(body, ctx) {
       }).catch(() => {});
     }
   }
-  load(ctx.event);
+  load(ctx.time != null && ctx.event == null ? null : ctx.event);
 }
 
 // drawSegments lays the segments end to end, by address, in rows of equal
