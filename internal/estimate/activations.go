@@ -22,7 +22,6 @@ type shape struct {
 	seqShard   int64 // t with sequence parallelism, else 1 (LayerNorm/dropout regions)
 	vocabShard int64 // t when the logits are split over the vocabulary (Megatron plan), else 1
 	amp        bool  // torch.autocast over fp32 weights: weight casts cached, residual stream fp32
-	training   bool
 	pb, gb     int64 // stored parameter and gradient bytes
 	ub         int64 // bytes of an unsharded (gathered) parameter: FSDP's param dtype
 	stateBytes int64 // optimizer state element size
@@ -38,7 +37,7 @@ func newShape(m Model, s Setup) shape {
 		compute, amp, ub = s.ParamDType, false, s.ParamDType.Bytes()
 	}
 	sh := shape{m: m, s: s, act: compute.Bytes(), t: int64(s.TP), seqShard: 1, vocabShard: 1, amp: amp,
-		training: !s.ForwardOnly, pb: s.DType.Weights().Bytes(), gb: s.GradDType.Bytes(), ub: ub}
+		pb: s.DType.Weights().Bytes(), gb: s.GradDType.Bytes(), ub: ub}
 	sh.res = sh.act
 	if amp {
 		sh.res = 4 // embeddings, residual adds and LayerNorm run in fp32 under autocast

@@ -55,6 +55,8 @@ var (
 		"deepseek_v3": true, "smollm3": true, "ministral": true}
 	plainMLP = map[string]bool{"gpt2": true, "gpt_neox": true, "opt": true, "gpt_bigcode": true, "starcoder2": true,
 		"phi": true, "falcon": true, "gptj": true, "bloom": true}
+	// model types whose attention has one fused query_key_value projection
+	fusedQKV = map[string]bool{"gpt_neox": true, "falcon": true, "bloom": true, "gpt_bigcode": true}
 )
 
 // ReadHFConfig reads a Hugging Face config.json into a Model. Errors are one
@@ -222,7 +224,7 @@ func (c hfConfig) model(name string) (Model, error) {
 		if c.ModelType == "opt" {
 			m.PositionEmbedding = "learned"
 		}
-		m.SplitLinear = true
+		m.SplitLinear = !fusedQKV[c.ModelType]
 		m.Bias = c.AttentionBias != nil && *c.AttentionBias
 		m.QKVBias = c.ModelType == "qwen2" || c.ModelType == "qwen2_moe"
 	}

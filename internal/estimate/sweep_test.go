@@ -102,3 +102,23 @@ func TestSweepModelsContextsPrecisions(t *testing.T) {
 		}
 	}
 }
+
+// Sweep specs come from the command line: any text gives an axis or an error, never a panic or
+// an unbounded list.
+func FuzzParseSweepAxis(f *testing.F) {
+	for _, s := range []string{"micro-batch=1..64", "seq=512,1024", "dtype=fp32,bf16", "model=gpt2", "zero=0..3", "seq=0..1073741824", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		ax, err := ParseSweepAxis(spec)
+		if err != nil {
+			return
+		}
+		if len(ax.Values) == 0 || len(ax.Values) > 4096 {
+			t.Fatalf("%q: %d values", spec, len(ax.Values))
+		}
+		if _, ok := sweepFields[ax.Name]; !ok {
+			t.Fatalf("%q: unknown axis %q accepted", spec, ax.Name)
+		}
+	})
+}
