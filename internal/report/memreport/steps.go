@@ -109,6 +109,9 @@ func writeSteps(p *printer, d *memory.Result) {
 		n := min(len(l.Stacks), 5)
 		for _, s := range l.Stacks[:n] {
 			p.line(report.CutMiddle(fmt.Sprintf("    %s in %s allocations from %s", units.Bytes(s.Bytes), comma(int64(s.Count)), s.Source), o.Width))
+			if _, user := s.Short(1); user != nil && memory.ShortFrame(*user) != s.Source {
+				p.line(report.CutMiddle("      … "+memory.ShortFrame(*user), o.Width))
+			}
 		}
 		p.more(len(l.Stacks)-n, "leaking stacks")
 	}
