@@ -30,8 +30,10 @@ type HTMLTrace struct {
 
 // HTMLOptions size an --html file.
 type HTMLOptions struct {
-	// Budget is the bytes of views (before base64) a file may hold per
-	// input; levels of detail are added while they fit (default 5 MB).
+	// Budget is the bytes of memory views (as stored: base64) and block
+	// details a file may hold per input; levels of detail are added while
+	// they fit (default 6 MB, which keeps a 1M-entry snapshot's file under
+	// 10 MB with its result, breakdowns and states).
 	Budget int
 	// Width and Height are the pixels each inlined view is computed for.
 	Width, Height int
@@ -39,7 +41,7 @@ type HTMLOptions struct {
 
 func (o *HTMLOptions) defaults() {
 	if o.Budget <= 0 {
-		o.Budget = 5 << 20
+		o.Budget = 6 << 20
 	}
 	if o.Width <= 0 {
 		o.Width = 1200
@@ -139,9 +141,9 @@ func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
 			if err != nil {
 				return nil, err
 			}
-			b := EncodeView(m, v, timeline.ByCategory)
-			size += len(b)
-			tiles = append(tiles, htmlTile{x0, x1, base64.StdEncoding.EncodeToString(b)})
+			enc := base64.StdEncoding.EncodeToString(EncodeView(m, v, timeline.ByCategory))
+			size += len(enc)
+			tiles = append(tiles, htmlTile{x0, x1, enc})
 			for _, bl := range v.Blocks {
 				ids = append(ids, bl.ID)
 			}
@@ -155,11 +157,11 @@ func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
 				newBlocks++
 			}
 		}
-		// a block's details cost about 200 bytes besides its stack
-		if level > 0 && used+size+200*newBlocks > o.Budget {
+		// a block's details cost about 500 bytes of JSON besides its stack (measured)
+		if level > 0 && used+size+500*newBlocks > o.Budget {
 			break
 		}
-		used += size + 200*newBlocks
+		used += size + 500*newBlocks
 		out.Tiles = append(out.Tiles, tiles...)
 		out.Levels = level + 1
 		for _, id := range ids {
