@@ -227,6 +227,9 @@ func writeSweepTable(p *printer, r *estimate.SweepResult, rowAx, colAx int, tabl
 	}
 	per := max(1, (p.o.Width-2-leadW)/(cellW+2))
 	for start := 0; start < len(colVals); start += per {
+		if start > 0 {
+			p.blank()
+		}
 		cols := colVals[start:min(len(colVals), start+per)]
 		hdr := append([]string{}, lead...)
 		for _, cv := range cols {
