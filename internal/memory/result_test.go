@@ -15,6 +15,7 @@ import (
 // trace (the legacy test file, and a generated one): it is analysed from
 // its blocks at dump time instead of panicking.
 func TestNoHistory(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	if err := snapgen.Write(&buf, snapgen.Options{Entries: 0, Seed: 3}); err != nil {
 		t.Fatal(err)
@@ -72,6 +73,7 @@ func TestNoHistory(t *testing.T) {
 // maximum of every bucket, and allocated/reserved there is the efficiency
 // at the peak.
 func TestThinTimeline(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"gpt2s_train_fp32_b4_ctx512.pickle", "gpt2tiny_train_bf16_cppstacks.pickle", "leak_gpt2_2l.pickle"} {
 		an := Analyze(fixture(t, name), 0, Options{})
 		a, tl := an.Result, &an.Result.Timeline
@@ -128,6 +130,7 @@ func TestThinTimeline(t *testing.T) {
 // PyTorch for forward allocations, the .backward() call for the backward
 // ones, never a "??" frame.
 func TestCppStacks(t *testing.T) {
+	t.Parallel()
 	a := Analyze(fixture(t, "gpt2tiny_train_bf16_cppstacks.pickle"), 0, Options{}).Result
 	for _, s := range a.Sources {
 		if strings.HasPrefix(s.Name, "??") || strings.Contains(s.Name, "at::meta::") {
@@ -228,6 +231,7 @@ func TestStackShort(t *testing.T) {
 // Exact labels (the seam for a bundle's tensor records) override the
 // categories and modules guessed from stacks.
 func TestLabels(t *testing.T) {
+	t.Parallel()
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
 	base := Analyze(s, 0, Options{}).Result
 	top := base.TopAllocations[0]
@@ -314,6 +318,7 @@ func TestCppName(t *testing.T) {
 
 // categoriesAt's lookup table gives what a binary search gives.
 func TestCategoriesAtLookup(t *testing.T) {
+	t.Parallel()
 	an := Analyze(fixture(t, "leak_gpt2_2l.pickle"), 0, Options{})
 	r := an.Replay
 	n := r.Timeline.Len()

@@ -64,6 +64,7 @@ func firstDiff(got, want []byte) string {
 var goldenInputs = []string{"oom_capacity", "leak_gpt2_2l", "legacy_list_history", "gpt2tiny_train_bf16_cppstacks"}
 
 func TestGoldenText(t *testing.T) {
+	t.Parallel()
 	for _, name := range goldenInputs {
 		rep := analyzed(t, name+".pickle.xz")
 		for _, width := range []int{80, 100} {
@@ -101,6 +102,7 @@ func checkWidth(t *testing.T, name, out string, width int) {
 }
 
 func TestGoldenComparisonAndMarkdown(t *testing.T) {
+	t.Parallel()
 	rep := analyzed(t, "leak_gpt2_2l.pickle.xz", "oom_fragmentation.pickle.xz")
 	golden(t, "leak_and_oom_fragmentation.md", []byte(Markdown(rep, report.DefaultText())))
 	for _, width := range []int{80, 100} {
@@ -115,6 +117,7 @@ func TestGoldenComparisonAndMarkdown(t *testing.T) {
 
 // The JSON of the document is the result: golden on small inputs.
 func TestGoldenJSON(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"oom_capacity", "legacy_list_history"} {
 		rep := analyzed(t, name+".pickle.xz")
 		js, err := json.MarshalIndent(New(rep), "", "  ")
@@ -134,6 +137,7 @@ func TestGoldenJSON(t *testing.T) {
 }
 
 func TestGoldenSVG(t *testing.T) {
+	t.Parallel()
 	rep := analyzed(t, "oom_capacity.pickle.xz")
 	files, err := Charts(rep)
 	if err != nil {
@@ -153,6 +157,7 @@ func TestGoldenSVG(t *testing.T) {
 // text reports, the peak marker sits on that bucket, the efficiency line
 // there is the efficiency at the peak, and step markers stay few.
 func TestChartsAgreeWithText(t *testing.T) {
+	t.Parallel()
 	rep := analyzed(t, "gpt2s_train_fp32_b4_ctx512.pickle.xz")
 	in, d := rep.Inputs[0], rep.Inputs[0].Devices[0]
 	byName := map[string]chart.Chart{}
