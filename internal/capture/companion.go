@@ -244,11 +244,8 @@ func verifyCompanion(dir string, files map[string][]byte, dirs map[string]bool) 
 			if !ok {
 				return fmt.Errorf("%s: not a companion file", p)
 			}
-			got, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if !bytes.Equal(got, want) {
+			got, err := readSideFile(p, int64(len(want)))
+			if err != nil || !bytes.Equal(got, want) {
 				return fmt.Errorf("%s: content differs from this ptscope's companion", p)
 			}
 			seen++
