@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/finding"
@@ -244,6 +245,36 @@ func TestCrossRankSynthetic(t *testing.T) {
 			if f.At == nil || f.At.Rank == nil || *f.At.Rank != r.Rank {
 				t.Errorf("rank %d finding %s at %+v", r.Rank, f.ID, f.At)
 			}
+		}
+	}
+}
+
+// TestOverheadFinding: measured overhead warns from 10%; unmeasured, the
+// options that cost step time are named as info; light profiling says nothing.
+func TestOverheadFinding(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    Rank
+		want finding.Severity
+		none bool
+		says string
+	}{
+		{"measured", Rank{Profiler: Profiler{RecordShapes: true, Schedule: true}, Overhead: &Overhead{ProfiledStepNS: 73e6, UnprofiledStepNS: 40e6, UnprofiledSteps: []int{4, 5}, SlowdownRatio: 0.825}},
+			finding.Warning, false, "82.5% more than"},
+		{"measured small", Rank{Profiler: Profiler{WithStack: true, Schedule: true}, Overhead: &Overhead{ProfiledStepNS: 41e6, UnprofiledStepNS: 40e6, SlowdownRatio: 0.025}},
+			0, true, ""},
+		{"with_stack", Rank{Profiler: Profiler{WithStack: true, Schedule: true, PythonFunctionEvents: 8378}}, finding.Info, false, "8378 python_function events"},
+		{"shapes and memory", Rank{Profiler: Profiler{RecordShapes: true, ProfileMemory: true, Schedule: true}}, finding.Info, false, "record_shapes=True, profile_memory=True"},
+		{"no schedule", Rank{Profiler: Profiler{}}, finding.Info, false, "without a profiler schedule"},
+		{"light", Rank{Profiler: Profiler{RecordShapes: true, Schedule: true}}, 0, true, ""},
+	} {
+		f, ok := overheadFinding(&c.r)
+		if ok == c.none {
+			t.Errorf("%s: finding %v, want %v", c.name, ok, !c.none)
+			continue
+		}
+		if ok && (f.Severity != c.want || !strings.Contains(f.Message, c.says) || f.Recommendation == "" || f.ID != "profiling-overhead") {
+			t.Errorf("%s: %+v", c.name, f)
 		}
 	}
 }
