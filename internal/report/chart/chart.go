@@ -59,6 +59,10 @@ type Line struct {
 	XUnit                 Unit
 	Series                []Series
 	Markers               []Marker
+	// YMin and YMax, when YMax > YMin, are the least the Y axis spans (0
+	// and 1 for a utilisation that must not look like a swing when it moves
+	// between 28% and 33%); by default the axis fits the data.
+	YMin, YMax float64
 }
 
 // StackedArea stacks Layers (Layers[0] at the bottom) over X. Every

@@ -32,6 +32,9 @@ func (l Line) plan() (*scene, error) {
 		xlo, xhi, ylo, yhi = 0, 1, 0, 1
 	}
 	ylo, yhi = valueRange(ylo, yhi)
+	if l.YMax > l.YMin {
+		ylo, yhi = math.Min(ylo, l.YMin), math.Max(yhi, l.YMax)
+	}
 
 	fr := newFrame(f, canvasW, canvasH, l.Title)
 	fr.legend(names, pad, canvasW-pad, true)

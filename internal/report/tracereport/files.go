@@ -84,7 +84,8 @@ func Charts(r *perf.Rank) []namedChart {
 	}
 	if len(r.UtilTimeline) > 0 && len(r.Steps) > 0 {
 		t0 := r.Steps[0].StartTimeNS
-		l := chart.Line{Title: "GPU compute utilization over time", XLabel: "time from the first step", XUnit: chart.UnitDuration, YLabel: "compute busy", YUnit: chart.UnitPercent}
+		l := chart.Line{Title: "GPU compute utilization over time", XLabel: "time from the first step", XUnit: chart.UnitDuration,
+			YLabel: "compute busy", YUnit: chart.UnitPercent, YMin: 0, YMax: 1}
 		byDev := map[int]int{}
 		for _, p := range r.UtilTimeline {
 			k, ok := byDev[p.Device]
