@@ -87,6 +87,7 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	a.peak()
 	a.atPeak()
 	a.steps()
+	res.PhaseStats = a.phaseStats()
 	res.Pattern, res.Leak = a.pattern()
 	f := NewFragmentation(s, d)
 	if p := res.Peak; p.ReservedAtPeakBytes > 0 {

@@ -39,6 +39,9 @@ type Result struct {
 	Steps      []StepRow  `json:"steps"`
 	Pattern    Pattern    `json:"pattern"`
 	Leak       *Leak      `json:"leak,omitempty"` // Pattern == PatternLeak only
+	// PhaseStats are each step's phases with allocated memory before,
+	// after and at their peak (phasestats.go).
+	PhaseStats []PhaseStat `json:"phase_stats"`
 
 	Fragmentation Fragmentation `json:"fragmentation"`
 	OOMs          []OOM         `json:"ooms"`
