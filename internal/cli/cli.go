@@ -48,6 +48,7 @@ func commands() []command {
 		serveCommand(),
 		traceCommand(),
 		exportCommand(),
+		diffCommand(),
 	}
 }
 
