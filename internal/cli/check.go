@@ -22,6 +22,8 @@ Examples:
   ptscope check --max-peak 70GiB snapshot.pickle
   ptscope check --max-peak 20GiB --min-efficiency 0.9 --no-leak run_bundle/
   ptscope check --min-gpu-util 80% --max-dataloader 10% rank0.pt.trace.json.gz
+  ptscope check --baseline base.pickle --max-peak-increase 5% new.pickle
+  ptscope check --baseline base_bundle/ --max-step-time-increase 10% new_bundle/
 `
 
 func checkCommand() command {
@@ -37,6 +39,8 @@ func checkCommand() command {
 		noOOM := fs.Bool("no-oom", false, "fail when the trace holds an out-of-memory event")
 		var tc traceChecks
 		tc.register(fs)
+		var bc baselineChecks
+		bc.register(fs)
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -62,11 +66,21 @@ func checkCommand() command {
 		if err := tc.parse(); err != nil {
 			return err
 		}
+		if err := bc.parse(); err != nil {
+			return err
+		}
 		memChecks := peak >= 0 || reserved >= 0 || eff >= 0 || *noLeak || *noOOM
-		if !memChecks && !tc.any() {
-			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom, --min-gpu-util, --max-dataloader)")
+		if !memChecks && !tc.any() && !bc.any() {
+			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom, --min-gpu-util, --max-dataloader, --baseline with --max-peak-increase or --max-step-time-increase)")
 		}
 		var fails []string
+		if bc.any() {
+			bf, err := bc.check(e, paths)
+			if err != nil {
+				return err
+			}
+			fails = append(fails, bf...)
+		}
 		if tc.any() {
 			tf, err := tc.check(e, paths)
 			if err != nil {
