@@ -503,3 +503,47 @@ func TestNoTrace(t *testing.T) {
 		t.Errorf("memory-viz %+v", vs)
 	}
 }
+
+// TestMemVizReadBack: ptscope's own snapshot reader reads the export (a
+// JSON snapshot) and its analysis finds the original's peak, entries and
+// segments; a window's export analyses to the replay's state there.
+func TestMemVizReadBack(t *testing.T) {
+	m := testMemory(t)
+	b, _ := writeViz(t, m, FullWindow(m), 0)
+	s, err := snapshot.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := memory.Analyze(s, 0, memory.Options{})
+	orig := memory.Analyze(m.Snap, 0, memory.Options{})
+	if a.Result.Peak != orig.Result.Peak || a.Result.Entries != orig.Result.Entries || len(s.Segments) != len(m.Snap.Segments) ||
+		a.Result.End != orig.Result.End || len(a.Result.Steps) != len(orig.Result.Steps) {
+		t.Errorf("read back: peak %+v, %d entries, %d segments; original %+v, %d, %d", a.Result.Peak, a.Result.Entries,
+			len(s.Segments), orig.Result.Peak, orig.Result.Entries, len(m.Snap.Segments))
+	}
+
+	w, _ := m.StepWindow(1, 1)
+	b, _ = writeViz(t, m, w, 0)
+	s, err = snapshot.Read(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := memory.NewReplay(s, 0)
+	tl := &m.Replay.Timeline
+	if r.End.Allocated != tl.Allocated[w.Hi] || r.End.Reserved != tl.Reserved[w.Hi] || r.Timeline.Len() != w.Hi-w.Lo+1 {
+		t.Errorf("window read back: end %+v, %d entries; replay at %d: %d B allocated, %d B reserved", r.End, r.Timeline.Len(),
+			w.Hi, tl.Allocated[w.Hi], tl.Reserved[w.Hi])
+	}
+	// the window's own peak is the replay's highest allocated in it
+	var peak int64
+	for _, v := range tl.Allocated[w.Lo : w.Hi+1] {
+		peak = max(peak, v)
+	}
+	var got int64
+	for _, v := range r.Timeline.Allocated {
+		got = max(got, v)
+	}
+	if got != peak {
+		t.Errorf("window peak read back %d B, replay %d B", got, peak)
+	}
+}
