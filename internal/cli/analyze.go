@@ -111,6 +111,7 @@ func analyzeCommand() command {
 		var rf reportFlags
 		var out outputFlags
 		fs := newFlagSet(e, c)
+		addInputFlags(e, fs)
 		mf.register(fs)
 		rf.register(fs)
 		out.register(fs)

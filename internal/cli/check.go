@@ -31,6 +31,7 @@ func checkCommand() command {
 	c.run = func(e *env, args []string) error {
 		var mf memoryFlags
 		fs := newFlagSet(e, c)
+		addInputFlags(e, fs)
 		mf.register(fs)
 		maxPeak := fs.String("max-peak", "", "highest allowed peak allocated memory, e.g. 70GiB")
 		maxReserved := fs.String("max-reserved", "", "highest allowed peak reserved memory")

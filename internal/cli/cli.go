@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/ptscope/ptscope/internal/input"
 )
 
 // Exit codes shared by every subcommand.
@@ -141,7 +143,7 @@ func exitCode(stderr io.Writer, err error) int {
 		}
 		return ExitThreshold
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	msg := input.Escape(strings.ReplaceAll(err.Error(), "\n", " ")) // no raw escape bytes from file names
 	fmt.Fprintf(stderr, "ptscope: %s\n", msg)
 	return ExitUsage
 }

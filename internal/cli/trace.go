@@ -55,6 +55,7 @@ func traceCommand() command {
 		var top int
 		var opt perf.Options
 		fs := newFlagSet(e, c)
+		addInputFlags(e, fs)
 		out.register(fs)
 		out.registerHTML(fs)
 		fs.StringVar(&view, "view", "overview", "text view: overview|operators|kernels|steps|idle|comm|memory")

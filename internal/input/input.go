@@ -13,7 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
 
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -68,8 +71,21 @@ func (r *Reader) Close() error {
 	return err
 }
 
-// Open opens name and returns its decompressed content.
+// Open opens name and returns its decompressed content. "-" is the standard
+// input (SetStdin); a pipe, a terminal or a process substitution (<(...),
+// /dev/stdin) that Find already opened to tell its kind is handed over as
+// Find left it, since such a stream can be read only once.
 func Open(name string) (*Reader, error) {
+	if r := takeStream(name); r != nil {
+		return r, nil
+	}
+	if name == "-" {
+		r, err := NewReader(stdinReader())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", Name(name), err)
+		}
+		return r, nil
+	}
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -77,7 +93,7 @@ func Open(name string) (*Reader, error) {
 	r, err := NewReader(f)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", Name(name), err)
 	}
 	r.closers = append([]func() error{f.Close}, r.closers...)
 	return r, nil
@@ -104,7 +120,12 @@ func NewReader(r io.Reader) (*Reader, error) {
 		}
 		out.Reader = xr
 	case Zstd:
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<34))
+		// The window (the history a frame may refer back to, allocated as
+		// it fills) is bounded by the frame header; the library's default
+		// cap, 512 MiB, is what zstd --long=29 needs. The decoder streams,
+		// so the decompressed size itself is never held.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<34),
+			zstd.WithDecoderMaxWindow(uint64(min(MaxInMemory(), 512<<20))))
 		if err != nil {
 			return nil, fmt.Errorf("zstd header: %w", err)
 		}
@@ -185,7 +206,9 @@ type File struct {
 // Find expands paths (files or folders, searched recursively) into the inputs
 // they hold, sorted by path. Files whose content is of no known kind are
 // skipped inside folders and reported as errors when named directly. A folder
-// with a manifest.json is a bundle and is returned whole.
+// with a manifest.json is a bundle and is returned whole. "-" is the
+// standard input. Entries of a folder that cannot be read (a subfolder or a
+// file without permission) are skipped and summed up in one warning.
 func Find(paths []string, want ...Kind) ([]File, error) {
 	ok := func(k Kind) bool {
 		if len(want) == 0 {
@@ -200,17 +223,20 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 	}
 	var out []File
 	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, err
+		var st fs.FileInfo
+		if p != "-" {
+			var err error
+			if st, err = os.Stat(p); err != nil {
+				return nil, quotePathError(err)
+			}
 		}
-		if !st.IsDir() {
-			k, err := sniffFile(p)
+		if st == nil || !st.IsDir() {
+			k, err := sniffInput(p, st)
 			if err != nil {
-				return nil, err
+				return nil, quotePathError(err)
 			}
 			if k == Unknown {
-				return nil, fmt.Errorf("%s: offset 0: not a snapshot, trace or bundle (expected a pickle or JSON document)", p)
+				return nil, fmt.Errorf("%s: offset 0: not a snapshot, trace or bundle (expected a pickle or JSON document)", Name(p))
 			}
 			out = append(out, File{p, k})
 			continue
@@ -220,9 +246,17 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			root = r
 		}
-		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		var skipped []string
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
-				return err
+				if path == root && d == nil {
+					return err
+				}
+				skipped = append(skipped, quotePathError(err).Error())
+				if d != nil && d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
 			}
 			if d.IsDir() {
 				if _, err := os.Stat(filepath.Join(path, "manifest.json")); err == nil && ok(Bundle) {
@@ -238,14 +272,25 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			k, err := sniffFile(path)
-			if err != nil || !ok(k) {
+			if err != nil {
+				skipped = append(skipped, quotePathError(err).Error())
+				return nil
+			}
+			if !ok(k) {
 				return nil
 			}
 			out = append(out, File{path, k})
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, quotePathError(err)
+		}
+		if len(skipped) > 0 {
+			what := "entry"
+			if len(skipped) > 1 {
+				what = "entries"
+			}
+			warn(fmt.Sprintf("%s: skipped %d unreadable %s (first: %s)", Name(p), len(skipped), what, skipped[0]))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
@@ -258,4 +303,141 @@ func sniffFile(p string) (Kind, error) {
 		return Unknown, err
 	}
 	return Sniff(head), nil
+}
+
+// sniffInput tells the kind of an input named on the command line: a
+// regular file is opened again later, but a stream ("-", a pipe, a
+// character device) is opened once, its kind read from a buffered prefix,
+// and kept for Open.
+func sniffInput(p string, st fs.FileInfo) (Kind, error) {
+	if st != nil && st.Mode().IsRegular() {
+		return sniffFile(p)
+	}
+	var raw io.Reader
+	var closeRaw func() error
+	if p == "-" {
+		raw = stdinReader()
+	} else {
+		f, err := os.Open(p)
+		if err != nil {
+			return Unknown, err
+		}
+		raw, closeRaw = f, f.Close
+	}
+	r, err := NewReader(raw)
+	if err != nil {
+		if closeRaw != nil {
+			closeRaw()
+		}
+		return Unknown, fmt.Errorf("%s: %w", Name(p), err)
+	}
+	if closeRaw != nil {
+		r.closers = append([]func() error{closeRaw}, r.closers...)
+	}
+	br := bufio.NewReaderSize(r.Reader, 64<<10)
+	head, err := br.Peek(4096)
+	if err != nil && len(head) == 0 && err != io.EOF {
+		r.Close()
+		return Unknown, fmt.Errorf("%s: %w", Name(p), err)
+	}
+	r.Reader = br
+	putStream(p, r)
+	return Sniff(head), nil
+}
+
+// Streams opened by Find, waiting for Open; the standard input; the
+// warning sink.
+var (
+	streamMu sync.Mutex
+	streams  = map[string]*Reader{}
+	stdin    io.Reader
+	warnTo   io.Writer
+)
+
+func putStream(name string, r *Reader) {
+	streamMu.Lock()
+	defer streamMu.Unlock()
+	if old := streams[name]; old != nil {
+		old.Close()
+	}
+	streams[name] = r
+}
+
+func takeStream(name string) *Reader {
+	streamMu.Lock()
+	defer streamMu.Unlock()
+	r := streams[name]
+	delete(streams, name)
+	return r
+}
+
+// SetStdin sets what "-" reads (os.Stdin when nil).
+func SetStdin(r io.Reader) {
+	streamMu.Lock()
+	defer streamMu.Unlock()
+	stdin = r
+}
+
+func stdinReader() io.Reader {
+	streamMu.Lock()
+	defer streamMu.Unlock()
+	if stdin == nil {
+		return os.Stdin
+	}
+	return stdin
+}
+
+// SetWarnings sets where Find writes its warnings (os.Stderr when nil), one
+// line each, prefixed "ptscope: warning: ".
+func SetWarnings(w io.Writer) {
+	streamMu.Lock()
+	defer streamMu.Unlock()
+	warnTo = w
+}
+
+func warn(msg string) {
+	streamMu.Lock()
+	w := warnTo
+	streamMu.Unlock()
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, "ptscope: warning: %s\n", Escape(msg))
+}
+
+// Name returns a file name as it can be printed: as is when it is printable
+// text, else Go-quoted, so that escape bytes in a name never reach a
+// terminal raw.
+func Name(p string) string {
+	if Escape(p) == p {
+		return p
+	}
+	return strconv.Quote(p)
+}
+
+// Escape returns s with control characters and invalid UTF-8 written as
+// escapes (\x1b, \n, \u0085): text from inputs or file names may then go
+// into a one-line message safely.
+func Escape(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// quotePathError quotes the file name of a *fs.PathError.
+func quotePathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && Name(pe.Path) != pe.Path {
+		return &fs.PathError{Op: pe.Op, Path: Name(pe.Path), Err: pe.Err}
+	}
+	return err
 }

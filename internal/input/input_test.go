@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
@@ -106,5 +109,130 @@ func TestFindThroughSymlink(t *testing.T) {
 	files, err := Find([]string{filepath.Join(dir, "latest")})
 	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
 		t.Fatalf("Find(latest) = %v, %v", files, err)
+	}
+}
+
+// TestStdinAndPipes reads "-" and a named pipe: Find tells their kind from
+// a buffered prefix and Open hands over the same stream, whole.
+func TestStdinAndPipes(t *testing.T) {
+	payload := []byte("\x80\x04" + strings.Repeat("N0", 50_000) + "N.")
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	w.Write(payload)
+	w.Close()
+	SetStdin(bytes.NewReader(gz.Bytes()))
+	defer SetStdin(nil)
+	files, err := Find([]string{"-"})
+	if err != nil || len(files) != 1 || files[0].Kind != Snapshot || files[0].Path != "-" {
+		t.Fatalf("Find(-) = %v, %v", files, err)
+	}
+	r, err := Open("-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || !bytes.Equal(got, payload) || r.Compression != Gzip {
+		t.Fatalf("stdin: %d bytes (%v), compression %q", len(got), err, r.Compression)
+	}
+	r.Close()
+
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			f.Write(payload)
+			f.Close()
+		}
+	}()
+	files, err = Find([]string{fifo})
+	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
+		t.Fatalf("Find(fifo) = %v, %v", files, err)
+	}
+	r, err = Open(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("fifo: %d bytes, %v", len(got), err)
+	}
+}
+
+func TestNameAndEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"runs/snap.pickle":    "runs/snap.pickle",
+		"é ü/名前.pickle":       "é ü/名前.pickle",
+		"evil\x1b[2Jname":     `"evil\x1b[2Jname"`,
+		"line\nbreak":         `"line\nbreak"`,
+		"bad\xffutf8":         `"bad\xffutf8"`,
+		"c1\u0085control":     `"c1\u0085control"`,
+		"tab\there":           `"tab\there"`,
+		`quote"and\backslash`: `quote"and\backslash`,
+	} {
+		if got := Name(in); got != want {
+			t.Errorf("Name(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := Escape("x: \x1b]0;title\x07 y"); got != `x: \x1b]0;title\a y` {
+		t.Errorf("Escape = %s", got)
+	}
+}
+
+// TestFindSkipsUnreadable: an unreadable subfolder or file inside a folder
+// is skipped and the skips are summed up in one warning line, while the
+// readable inputs are still found. Permissions do not bind root, so as root
+// the test runs itself again as nobody.
+func TestFindSkipsUnreadable(t *testing.T) {
+	dir := os.Getenv("PTSCOPE_UNREADABLE_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+		os.Chmod(dir, 0o755)
+		os.Chmod(filepath.Dir(dir), 0o755) // t.TempDir's parent is private too
+		for _, d := range []string{"ok", "locked", "locked/inner"} {
+			os.MkdirAll(filepath.Join(dir, d), 0o755)
+		}
+		snap := []byte("\x80\x04N.")
+		for _, f := range []string{"ok/a.pickle", "locked/inner/b.pickle", "c.pickle"} {
+			os.WriteFile(filepath.Join(dir, f), snap, 0o644)
+		}
+		os.Chmod(filepath.Join(dir, "locked"), 0o000)
+		os.Chmod(filepath.Join(dir, "c.pickle"), 0o000)
+		defer os.Chmod(filepath.Join(dir, "locked"), 0o755)
+		if os.Getuid() == 0 {
+			// The build folder of the test binary is private: run a copy.
+			bin := filepath.Join(t.TempDir(), "input.test")
+			os.Chmod(filepath.Dir(bin), 0o755)
+			if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+				t.Skip("cannot copy the test binary")
+			}
+			cmd := exec.Command(bin, "-test.run=^TestFindSkipsUnreadable$", "-test.v")
+			cmd.Env = append(os.Environ(), "PTSCOPE_UNREADABLE_DIR="+dir)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				if strings.Contains(string(out), "--- FAIL") {
+					t.Fatalf("as nobody:\n%s", out)
+				}
+				t.Skipf("cannot run as nobody: %v %s", err, out)
+			}
+			if !strings.Contains(string(out), "--- PASS: TestFindSkipsUnreadable") {
+				t.Fatalf("as nobody:\n%s", out)
+			}
+			return
+		}
+	}
+	var warnings bytes.Buffer
+	SetWarnings(&warnings)
+	defer SetWarnings(nil)
+	files, err := Find([]string{dir})
+	if err != nil || len(files) != 1 || filepath.Base(files[0].Path) != "a.pickle" {
+		t.Fatalf("Find = %v, %v", files, err)
+	}
+	w := warnings.String()
+	if strings.Count(w, "\n") != 1 || !strings.Contains(w, "skipped 2 unreadable entries") || !strings.Contains(w, "permission denied") {
+		t.Fatalf("warnings: %q", w)
 	}
 }

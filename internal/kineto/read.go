@@ -48,7 +48,7 @@ func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
 		t.Path = path
 	}
 	if err != nil {
-		return t, fmt.Errorf("%s: %w", path, err)
+		return t, fmt.Errorf("%s: %w", input.Name(path), err)
 	}
 	return t, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/ptscope/ptscope/internal/input"
 )
 
 // batch is a run of whole events cut from the input, in file order.
@@ -48,8 +50,17 @@ type splitter struct {
 	garbage int
 	damaged int // strings closed at a newline
 	dropped int
+	resync  bool // skipping the rest of a dropped event
 	warn    func(string)
+
+	nextCheck int64 // input offset of the next memory budget check
 }
+
+// maxDepth is the deepest nesting accepted in an event or in the header
+// (Kineto writes at most 5 levels: event, args, Input Dims, a tensor list,
+// its shapes). go-json decodes nested values recursively, so deeper ones
+// are refused here, before they reach it.
+const maxDepth = 64
 
 var errNotTrace = errors.New("not a Chrome trace: expected a JSON object with traceEvents or an array of events")
 
@@ -63,6 +74,12 @@ func (s *splitter) fill() error {
 	buf = buf[:len(buf)+n]
 	s.off += int64(n)
 	s.pending = buf
+	if s.off >= s.nextCheck {
+		s.nextCheck = s.off + 16<<20
+		if cerr := input.CheckMemory(); cerr != nil {
+			return fmt.Errorf("offset %d: %w", s.off, cerr)
+		}
+	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		s.eof = true
 		if n == 0 {
@@ -137,6 +154,9 @@ func (s *splitter) start() error {
 					keyStart = i + 1
 				}
 			case '{', '[':
+				if depth >= maxDepth {
+					return fmt.Errorf("offset %d: JSON nested deeper than %d levels before the traceEvents array", s.pendOff+int64(i), maxDepth)
+				}
 				if c == '[' && depth == 1 && string(lastKey) == "traceEvents" {
 					// header: everything up to the key's opening quote
 					h := s.pending[:i]
@@ -216,6 +236,33 @@ func init() {
 	}
 }
 
+func (s *splitter) dropEvent(evStart int) {
+	s.dropped++
+	s.warn(fmt.Sprintf("offset %d: event larger than %d bytes dropped (unbalanced braces?)", s.pendOff+int64(evStart), s.maxEvent))
+}
+
+// resyncFrom returns where the next event starts in buf[i:] after a dropped
+// one (an absolute index), or -1: at a line that starts an event (Kineto
+// writes one event per line, indented by two spaces) or after "}," when
+// the trace is on one line.
+func resyncFrom(buf []byte, i int) int {
+	if k := resyncAt(buf[i:]); k >= 0 {
+		return i + k
+	}
+	return -1
+}
+
+func resyncAt(b []byte) int {
+	k := bytes.Index(b, []byte("\n  {"))
+	if k >= 0 {
+		k++
+	}
+	if j := bytes.Index(b, []byte("},{")); j >= 0 && (k < 0 || j+2 < k) {
+		k = j + 2
+	}
+	return k
+}
+
 // cut scans s.pending for whole events. It returns a batch when it found at
 // least one, keeping the partial event in s.pending.
 func (s *splitter) cut() *batch {
@@ -229,6 +276,18 @@ func (s *splitter) cut() *batch {
 	}
 	depth, inStr := s.depth, s.inStr
 	n := len(buf)
+	if s.resync {
+		// The rest of a dropped event: skip to the next event start.
+		k := resyncAt(buf)
+		if k < 0 {
+			keep := max(n-3, 0) // a start may straddle two chunks
+			s.pending = buf[keep:]
+			s.pendOff += int64(keep)
+			return nil
+		}
+		s.resync = false
+		i = k
+	}
 scan:
 	for i < n {
 		c := buf[i]
@@ -257,6 +316,15 @@ scan:
 			// fast skip of plain string bytes
 			for i < n && !strSpecial[buf[i]] {
 				i++
+			}
+			if i-evStart > s.maxEvent {
+				s.dropEvent(evStart)
+				depth, inStr, evStart = 0, false, -1
+				if i = resyncFrom(buf, i); i < 0 {
+					i = n
+					s.resync = true
+				}
+				continue
 			}
 			if i >= n {
 				break
@@ -287,7 +355,16 @@ scan:
 		case '"':
 			inStr = true
 		case '{', '[':
-			depth++
+			if depth++; depth > maxDepth {
+				s.dropped++
+				s.warn(fmt.Sprintf("offset %d: event nested deeper than %d levels dropped", s.pendOff+int64(evStart), maxDepth))
+				depth, inStr, evStart = 0, false, -1
+				if i = resyncFrom(buf, i); i < 0 {
+					i = n
+					s.resync = true
+				}
+				continue
+			}
 		case '}', ']':
 			depth--
 			if depth == 0 {
@@ -298,16 +375,12 @@ scan:
 		}
 		i++
 		if depth > 0 && i-evStart > s.maxEvent {
-			s.dropped++
-			s.warn(fmt.Sprintf("offset %d: event larger than %d bytes dropped (unbalanced braces?)", s.pendOff+int64(evStart), s.maxEvent))
-			// resynchronise at the next line that starts an event
+			s.dropEvent(evStart)
 			depth, inStr, evStart = 0, false, -1
-			k := bytes.Index(buf[i:], []byte("\n  {"))
-			if k < 0 {
+			if i = resyncFrom(buf, i); i < 0 {
 				i = n
-				break
+				s.resync = true
 			}
-			i += k + 1
 		}
 	}
 	if s.done {

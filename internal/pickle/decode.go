@@ -6,8 +6,11 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/ptscope/ptscope/internal/hugepage"
 )
 
 // Options control decoding.
@@ -16,11 +19,13 @@ type Options struct {
 	// with DICT). If it returns ok, every reference to d (the stack and the
 	// memo) is replaced by v, and d's storage may be reused: the hook must
 	// not keep d or its slices. Dicts that were fetched from the memo before
-	// they were filled are never passed (they are shared).
+	// they were filled are never passed (they are shared), nor are dicts
+	// of 16 keys or more that the hook declined once (so that a dict
+	// filled by many SETITEMs costs linear time).
 	OnDict func(d *Dict) (v Value, ok bool)
 	// OnList is the same for lists after APPEND/APPENDS. Python's pickler
 	// appends in batches of 1000, so a list may be passed more than once
-	// unless the hook converts it.
+	// unless the hook converts or declines it.
 	OnList func(l *List) (v Value, ok bool)
 	// OnExtend is called when APPEND/APPENDS target a handle that OnList
 	// made (a long list converted after its first batch); the handle stays
@@ -29,7 +34,31 @@ type Options struct {
 	OnExtend func(h uint64, items []Value) bool
 	// MaxMemo bounds memo slot numbers (default 1<<28).
 	MaxMemo int
+
+	// Limits that keep a hostile pickle's cost bounded; zero means the
+	// default. Breaking one is an *Error at the opcode, naming the limit.
+	MaxString int // longest str or bytes argument (default 1 GiB)
+	MaxValues int // most values on the stack, MARKs open, or items in one container (default 1<<28)
+	MaxDigits int // longest text INT/LONG in digits (default 4300, Python's sys.int_max_str_digits)
+	// LimitNote ends the message of a broken MaxString or MaxValues limit
+	// (say, which flag sets it).
+	LimitNote string
+	// Check is called about every MiB of input with the input offset
+	// reached; an error it returns stops decoding at that offset (a memory
+	// budget, a deadline).
+	Check func(offset int64) error
 }
+
+// Defaults of the limits.
+const (
+	DefaultMaxString = 1 << 30
+	DefaultMaxValues = 1 << 28
+	DefaultMaxDigits = 4300
+)
+
+// checkEvery is the input distance between two calls of Options.Check and
+// two checks of the stack against MaxValues.
+const checkEvery = 1 << 20
 
 // Error is a decoding error at a byte offset of the (decompressed) input.
 type Error struct {
@@ -77,8 +106,9 @@ type decoder struct {
 	freeDicts []*Dict
 	freeLists []*List
 
-	opOff int64
-	op    byte
+	opOff     int64
+	op        byte
+	nextCheck int64 // input offset of the next limit check
 
 	paused  bool                    // a hook asked Run to return (Decoder.Pause)
 	resolve func(int) (Value, bool) // slots skipped by Decoder.Skip
@@ -92,7 +122,16 @@ func newDecoder(r io.Reader, opts Options) *decoder {
 	if opts.MaxMemo <= 0 {
 		opts.MaxMemo = 1 << 28
 	}
-	d := &decoder{r: r, opts: opts, strs: make(map[string]Value, 256)}
+	if opts.MaxString <= 0 {
+		opts.MaxString = DefaultMaxString
+	}
+	if opts.MaxValues <= 0 {
+		opts.MaxValues = DefaultMaxValues
+	}
+	if opts.MaxDigits <= 0 {
+		opts.MaxDigits = DefaultMaxDigits
+	}
+	d := &decoder{r: r, opts: opts, strs: make(map[string]Value, 256), nextCheck: checkEvery}
 	if r != nil {
 		d.buf = make([]byte, 0, bufSize)
 	}
@@ -146,10 +185,44 @@ func (d *decoder) errf(format string, a ...any) error {
 	return &Error{Offset: d.opOff, Op: d.op, Msg: fmt.Sprintf(format, a...)}
 }
 
+// limitf reports a broken limit, with the note saying where it comes from.
+func (d *decoder) limitf(format string, a ...any) error {
+	msg := fmt.Sprintf(format, a...)
+	if d.opts.LimitNote != "" {
+		msg += " (" + d.opts.LimitNote + ")"
+	}
+	return &Error{Offset: d.opOff, Op: d.op, Msg: msg}
+}
+
+// check runs the periodic checks: the stack and MARKs against MaxValues
+// (each opcode adds at most one, so checking every MiB of input bounds
+// them within a MiB of values) and the caller's Check.
+func (d *decoder) check() error {
+	d.nextCheck = d.opOff + checkEvery
+	if n := len(d.stack); n > d.opts.MaxValues {
+		return d.limitf("%d values on the stack exceed the limit of %d", n, d.opts.MaxValues)
+	}
+	if n := len(d.marks); n > d.opts.MaxValues {
+		return d.limitf("%d open MARKs exceed the limit of %d", n, d.opts.MaxValues)
+	}
+	if d.opts.Check != nil {
+		if err := d.opts.Check(d.opOff); err != nil {
+			return &Error{Offset: d.opOff, Op: d.op, Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
 // take returns the next n bytes; the slice is valid until the next read.
 func (d *decoder) take(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, d.errf("negative length %d", n)
+	}
+	if n > d.opts.MaxString {
+		return nil, d.limitf("argument of %d bytes exceeds the limit of %d bytes", n, d.opts.MaxString)
+	}
+	if d.r == nil && n > len(d.buf)-d.pos {
+		return nil, d.truncated(n) // in memory: the length lies, say so before reading
 	}
 	if n > bufSize {
 		return d.takeLarge(n)
@@ -195,7 +268,40 @@ func (d *decoder) line() ([]byte, error) {
 	}
 }
 
-func (d *decoder) push(v Value) { d.stack = append(d.stack, v) }
+func (d *decoder) push(v Value) {
+	if len(d.stack) == cap(d.stack) {
+		d.stack = grow(d.stack)
+		collectIfBig(cap(d.stack))
+	}
+	d.stack = append(d.stack, v)
+}
+
+func (d *decoder) mark() {
+	if len(d.marks) == cap(d.marks) {
+		d.marks = grow(d.marks)
+		collectIfBig(cap(d.marks))
+	}
+	d.marks = append(d.marks, len(d.stack))
+}
+
+// grow returns a copy of s with twice the capacity.
+func grow[T any](s []T) []T {
+	ns := hugepage.MakeCap[T](len(s), max(2*cap(s), 64))
+	copy(ns, s)
+	return ns
+}
+
+// collectIfBig gives the array a growth to n elements left behind back to
+// the system, when it was large. Only hostile pickles grow the stack past a
+// batch (Python's pickler puts at most 1000 items on it at once); the
+// arrays of every earlier doubling would otherwise stay in the process
+// (at GOGC=400, or freed but not returned), and a stack of N values would
+// cost several times its 16N bytes.
+func collectIfBig(n int) {
+	if n >= 4<<20 {
+		debug.FreeOSMemory()
+	}
+}
 
 func (d *decoder) pop() (Value, error) {
 	n := len(d.stack)
@@ -235,15 +341,15 @@ func (d *decoder) str(b []byte) Value {
 		if v, ok := d.strs[string(b)]; ok {
 			return v
 		}
-		var s any = string(b)
-		v := Value{k: KindString, r: s}
+		s := string(b)
+		v := strValue(s, 0)
 		if len(d.strs) < 1<<16 {
-			v.n = d.memo.permanent(v) // memoizing it later costs one word
-			d.strs[s.(string)] = v
+			v = strValue(s, d.memo.permanent(v)) // memoizing it later costs one word
+			d.strs[s] = v
 		}
 		return v
 	}
-	return Value{k: KindString, r: string(b)}
+	return strValue(string(b), 0)
 }
 
 func (d *decoder) newDict() *Dict {
@@ -275,15 +381,15 @@ func (d *decoder) memoPut(i int, v Value) error {
 		return d.errf("memo index %d jumps far past the %d slots in use", i, d.memo.n)
 	}
 	// Track the slot of containers so hooks can replace them there too.
-	switch v.k {
+	switch v.Kind() {
 	case KindList, KindTuple, KindSet:
-		l := v.r.(*List)
+		l := v.list()
 		if l.memo >= 0 && int(l.memo) != i {
 			l.flags |= flagMultiMemo
 		}
 		l.memo = int32(i)
 	case KindDict:
-		x := v.r.(*Dict)
+		x := v.dict()
 		if x.memo >= 0 && int(x.memo) != i {
 			x.flags |= flagMultiMemo
 		}
@@ -309,6 +415,13 @@ func (d *decoder) memoGet(i int) error {
 	return nil
 }
 
+// declineAt is the size from which a container a hook declined is not
+// offered again: a hook looks at every item, so offering a container after
+// each of many SETITEM or APPEND opcodes would cost quadratic time.
+// Python's pickler fills containers in batches of 1000, so a container is
+// offered once per batch anyway.
+const declineAt = 16
+
 // finishDict offers the dict on top of the stack to the hook.
 func (d *decoder) finishDict(x *Dict) {
 	if d.opts.OnDict == nil || x.flags != 0 {
@@ -316,6 +429,9 @@ func (d *decoder) finishDict(x *Dict) {
 	}
 	v, ok := d.opts.OnDict(x)
 	if !ok {
+		if len(x.Keys) >= declineAt {
+			x.flags |= flagDeclined
+		}
 		return
 	}
 	d.stack[len(d.stack)-1] = v
@@ -334,6 +450,9 @@ func (d *decoder) finishList(l *List) {
 	}
 	v, ok := d.opts.OnList(l)
 	if !ok {
+		if len(l.Items) >= declineAt {
+			l.flags |= flagDeclined
+		}
 		return
 	}
 	d.stack[len(d.stack)-1] = v
@@ -363,6 +482,11 @@ func (d *decoder) run() (Value, error) {
 			}
 		}
 		d.opOff = d.base + int64(d.pos)
+		if d.opOff >= d.nextCheck {
+			if err := d.check(); err != nil {
+				return Value{}, err
+			}
+		}
 		op := d.buf[d.pos]
 		d.op = op
 		d.pos++
@@ -375,44 +499,44 @@ func (d *decoder) run() (Value, error) {
 				if v, ok := d.memo.get(int(b[0])); ok {
 					d.pos++
 					markShared(v)
-					d.stack = append(d.stack, v)
+					d.push(v)
 					continue
 				}
 			case opLongBinget:
 				if v, ok := d.memo.get(int(binary.LittleEndian.Uint32(b))); ok {
 					d.pos += 4
 					markShared(v)
-					d.stack = append(d.stack, v)
+					d.push(v)
 					continue
 				}
 			case opMark:
-				d.marks = append(d.marks, len(d.stack))
+				d.mark()
 				continue
 			case opBinint1:
 				d.pos++
-				d.stack = append(d.stack, Value{k: KindInt, n: uint64(b[0])})
+				d.push(scalar(KindInt, uint64(b[0])))
 				continue
 			case opBinint:
 				d.pos += 4
-				d.stack = append(d.stack, Value{k: KindInt, n: uint64(int64(int32(binary.LittleEndian.Uint32(b))))})
+				d.push(scalar(KindInt, uint64(int64(int32(binary.LittleEndian.Uint32(b))))))
 				continue
 			case opLong1:
 				if n := int(b[0]); n <= 8 {
 					d.pos += 1 + n
-					d.stack = append(d.stack, decodeLong(b[1:1+n]))
+					d.push(decodeLong(b[1 : 1+n]))
 					continue
 				}
 			case opShortBinunicode:
 				if n := int(b[0]); len(b) > n {
 					d.pos += 1 + n
-					d.stack = append(d.stack, d.str(b[1:1+n]))
+					d.push(d.str(b[1 : 1+n]))
 					continue
 				}
 			case opEmptyDict:
-				d.stack = append(d.stack, Value{k: KindDict, r: d.newDict()})
+				d.push(dictValue(d.newDict()))
 				continue
 			case opEmptyList:
-				d.stack = append(d.stack, Value{k: KindList, r: d.newList()})
+				d.push(listValue(KindList, d.newList()))
 				continue
 			}
 		}
@@ -505,7 +629,7 @@ func decodeLong(b []byte) Value {
 				u = u<<8 | uint64(b[i])
 			}
 			if u > math.MaxInt64 {
-				return Value{k: KindUint, n: u}
+				return scalar(KindUint, u)
 			}
 			return Int(int64(u))
 		}
@@ -526,7 +650,7 @@ func decodeLong(b []byte) Value {
 	if neg {
 		x.Sub(x, new(big.Int).Lsh(big.NewInt(1), uint(8*n)))
 	}
-	return Value{k: KindBigInt, r: x}
+	return bigValue(x)
 }
 
 func parseTextInt(s string) (Value, bool) {
@@ -535,13 +659,13 @@ func parseTextInt(s string) (Value, bool) {
 		return Int(i), true
 	}
 	if u, err := strconv.ParseUint(s, 0, 64); err == nil {
-		return Value{k: KindUint, n: u}, true
+		return scalar(KindUint, u), true
 	}
 	x, ok := new(big.Int).SetString(s, 0)
 	if !ok {
 		return Value{}, false
 	}
-	return Value{k: KindBigInt, r: x}, true
+	return bigValue(x), true
 }
 
 // unwrapTorch reports whether g is a TorchScript wrapper whose result is its
@@ -566,12 +690,16 @@ func (d *decoder) reduce(callable Value, args []Value, kw Value) Value {
 			return v
 		}
 	}
-	return Value{k: KindObject, r: &Object{Callable: callable, Args: args, Kwargs: kw}}
+	return objectValue(&Object{Callable: callable, Args: args, Kwargs: kw})
 }
 
+// tupleItems returns the arguments of REDUCE and NEWOBJ. They share the
+// tuple's array (capacity cut, so appends to a list never show through):
+// copying them would make a pickle that REDUCEs one memoized long tuple
+// again and again cost quadratic time and memory.
 func tupleItems(v Value) []Value {
 	if l := v.List(); l != nil {
-		return append([]Value(nil), l.Items...)
+		return l.Items[:len(l.Items):len(l.Items)]
 	}
 	return []Value{v}
 }
@@ -579,11 +707,11 @@ func tupleItems(v Value) []Value {
 // markShared stops hooks from converting a container that has more than one
 // reference, so that every reference keeps seeing the same value.
 func markShared(v Value) {
-	switch v.k {
+	switch v.Kind() {
 	case KindList, KindTuple, KindSet:
-		v.r.(*List).flags |= flagShared
+		v.list().flags |= flagShared
 	case KindDict:
-		v.r.(*Dict).flags |= flagShared
+		v.dict().flags |= flagShared
 	}
 }
 
@@ -598,17 +726,17 @@ func builtinData(g *Global, args []Value) (Value, bool) {
 	switch g.Name {
 	case "set", "frozenset":
 		if len(args) == 0 {
-			return Value{k: KindSet, r: &List{memo: -1}}, true
+			return listValue(KindSet, &List{memo: -1}), true
 		}
 		if l := args[0].List(); l != nil && len(args) == 1 {
-			return Value{k: KindSet, r: &List{Items: append([]Value(nil), l.Items...), memo: -1}}, true
+			return listValue(KindSet, &List{Items: l.Items[:len(l.Items):len(l.Items)], memo: -1}), true
 		}
 	case "encode", "bytearray", "bytes":
 		if len(args) == 0 {
-			return Value{k: KindBytes, r: []byte{}}, true
+			return bytesValue(nil), true
 		}
 		if b, ok := args[0].Bytes(); ok && len(args) == 1 {
-			return Value{k: KindBytes, r: b}, true
+			return bytesValue(b), true
 		}
 		if s, ok := args[0].Str(); ok && len(args) == 2 {
 			// latin1 text of a bytes object: each rune is one byte.
@@ -620,7 +748,7 @@ func builtinData(g *Global, args []Value) (Value, bool) {
 					}
 					out = append(out, byte(r))
 				}
-				return Value{k: KindBytes, r: out}, true
+				return bytesValue(out), true
 			}
 		}
 	}

@@ -31,8 +31,12 @@ const (
 )
 
 // permanent stores v in refs for good and returns its index plus one (the
-// form kept in Value.n of interned strings).
+// form kept in the n of interned strings), or 0 when that index does not
+// fit there.
 func (m *memo) permanent(v Value) uint64 {
+	if len(m.refs) >= refMask {
+		return 0
+	}
 	m.refs = append(m.refs, v)
 	return uint64(len(m.refs))
 }
@@ -46,13 +50,13 @@ func (m *memo) get(i int) (Value, bool) {
 	case tagOwned, tagShared:
 		return m.refs[uint32(w)], true
 	case tagHandle:
-		return Value{k: KindHandle, n: w & payload}, true
+		return scalar(KindHandle, w&payload), true
 	case tagInt:
-		return Value{k: KindInt, n: uint64(int64(w<<8) >> 8)}, true
+		return scalar(KindInt, uint64(int64(w<<8)>>8)), true
 	case tagNone:
 		return Value{}, true
 	case tagBool:
-		return Value{k: KindBool, n: w & 1}, true
+		return scalar(KindBool, w&1), true
 	}
 	return Value{}, false
 }
@@ -74,7 +78,7 @@ func (m *memo) set(i int, v Value) {
 }
 
 func (m *memo) encode(v Value) uint64 {
-	switch v.k {
+	switch v.Kind() {
 	case KindHandle:
 		if v.n <= maxPayload {
 			return tagHandle<<tagShift | v.n
@@ -88,8 +92,8 @@ func (m *memo) encode(v Value) uint64 {
 	case KindBool:
 		return tagBool<<tagShift | v.n&1
 	case KindString:
-		if v.n != 0 {
-			return tagShared<<tagShift | (v.n - 1)
+		if r := v.strRef(); r != 0 {
+			return tagShared<<tagShift | (r - 1)
 		}
 	}
 	var r uint32

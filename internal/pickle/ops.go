@@ -147,7 +147,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		i, err := strconv.Atoi(string(b))
 		if err != nil {
-			return false, d.errf("bad memo index %q", b)
+			return false, d.errf("bad memo index %q", cut(b))
 		}
 		v, err := d.top()
 		if err != nil {
@@ -161,11 +161,11 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		i, err := strconv.Atoi(string(b))
 		if err != nil {
-			return false, d.errf("bad memo index %q", b)
+			return false, d.errf("bad memo index %q", cut(b))
 		}
 		return false, d.memoGet(i)
 	case opMark:
-		d.marks = append(d.marks, len(d.stack))
+		d.mark()
 	case opBinint1:
 		i, err := d.u8()
 		if err != nil {
@@ -218,11 +218,11 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		d.push(d.str(b))
 	case opEmptyDict:
-		d.push(Value{k: KindDict, r: d.newDict()})
+		d.push(dictValue(d.newDict()))
 	case opEmptyList:
-		d.push(Value{k: KindList, r: d.newList()})
+		d.push(listValue(KindList, d.newList()))
 	case opEmptyTuple:
-		d.push(Value{k: KindTuple, r: &List{memo: -1}})
+		d.push(listValue(KindTuple, &List{memo: -1}))
 	case opSetitems:
 		items, err := d.popMark()
 		if err != nil {
@@ -237,7 +237,10 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		x := t.Dict()
 		if x == nil {
-			return false, d.errf("SETITEMS on a %s, expected a dict", t.k)
+			return false, d.errf("SETITEMS on a %s, expected a dict", t.Kind())
+		}
+		if err := d.fits(len(x.Keys), len(items)/2); err != nil {
+			return false, err
 		}
 		for i := 0; i < len(items); i += 2 {
 			x.Keys = append(x.Keys, items[i])
@@ -256,7 +259,10 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		x := t.Dict()
 		if x == nil {
-			return false, d.errf("SETITEM on a %s, expected a dict", t.k)
+			return false, d.errf("SETITEM on a %s, expected a dict", t.Kind())
+		}
+		if err := d.fits(len(x.Keys), 1); err != nil {
+			return false, err
 		}
 		x.Keys = append(x.Keys, k)
 		x.Vals = append(x.Vals, v)
@@ -270,12 +276,15 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if t.k == KindHandle {
+		if t.is(KindHandle) {
 			return false, d.extend(t, items)
 		}
 		l := t.List()
-		if l == nil || t.k != KindList {
-			return false, d.errf("APPENDS on a %s, expected a list", t.k)
+		if l == nil || t.Kind() != KindList {
+			return false, d.errf("APPENDS on a %s, expected a list", t.Kind())
+		}
+		if err := d.fits(len(l.Items), len(items)); err != nil {
+			return false, err
 		}
 		l.Items = growAppend(l.Items, items...)
 		d.finishList(l)
@@ -288,12 +297,15 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if t.k == KindHandle {
+		if t.is(KindHandle) {
 			return false, d.extend(t, []Value{v})
 		}
 		l := t.List()
-		if l == nil || t.k != KindList {
-			return false, d.errf("APPEND on a %s, expected a list", t.k)
+		if l == nil || t.Kind() != KindList {
+			return false, d.errf("APPEND on a %s, expected a list", t.Kind())
+		}
+		if err := d.fits(len(l.Items), 1); err != nil {
+			return false, err
 		}
 		l.Items = growAppend(l.Items, v)
 		d.finishList(l)
@@ -302,20 +314,20 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d.push(Value{k: KindTuple, r: &List{Items: items, memo: -1}})
+		d.push(listValue(KindTuple, &List{Items: items, memo: -1}))
 	case opTuple:
 		items, err := d.popMark()
 		if err != nil {
 			return false, err
 		}
-		d.push(Value{k: KindTuple, r: &List{Items: append([]Value(nil), items...), memo: -1}})
+		d.push(listValue(KindTuple, &List{Items: append([]Value(nil), items...), memo: -1}))
 	case opList:
 		items, err := d.popMark()
 		if err != nil {
 			return false, err
 		}
 		l := &List{Items: append([]Value(nil), items...), memo: -1}
-		d.push(Value{k: KindList, r: l})
+		d.push(listValue(KindList, l))
 		d.finishList(l)
 	case opDict:
 		items, err := d.popMark()
@@ -330,7 +342,7 @@ func (d *decoder) step(op byte) (bool, error) {
 			x.Keys = append(x.Keys, items[i])
 			x.Vals = append(x.Vals, items[i+1])
 		}
-		d.push(Value{k: KindDict, r: x})
+		d.push(dictValue(x))
 		d.finishDict(x)
 	case opNone:
 		d.push(Value{})
@@ -345,7 +357,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		u := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
 			uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-		d.push(Value{k: KindFloat, n: u})
+		d.push(scalar(KindFloat, u))
 	case opFrame:
 		if _, err := d.u64(); err != nil {
 			return false, err
@@ -384,7 +396,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
 		if err != nil {
-			return false, d.errf("bad float %q", b)
+			return false, d.errf("bad float %q", cut(b))
 		}
 		d.push(Float(f))
 	case opInt:
@@ -398,9 +410,12 @@ func (d *decoder) step(op byte) (bool, error) {
 		case "01":
 			d.push(Bool(true))
 		default:
+			if err := d.digits(b); err != nil {
+				return false, err
+			}
 			v, ok := parseTextInt(string(b))
 			if !ok {
-				return false, d.errf("bad int %q", b)
+				return false, d.errf("bad int %q", cut(b))
 			}
 			d.push(v)
 		}
@@ -409,9 +424,12 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if err := d.digits(b); err != nil {
+			return false, err
+		}
 		v, ok := parseTextInt(string(b))
 		if !ok {
-			return false, d.errf("bad long %q", b)
+			return false, d.errf("bad long %q", cut(b))
 		}
 		d.push(v)
 	case opString:
@@ -442,9 +460,9 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d.push(Value{k: KindBytes, r: append([]byte(nil), b...)})
+		d.push(bytesValue(append([]byte(nil), b...)))
 	case opEmptySet:
-		d.push(Value{k: KindSet, r: &List{memo: -1}})
+		d.push(listValue(KindSet, &List{memo: -1}))
 	case opAdditems:
 		items, err := d.popMark()
 		if err != nil {
@@ -454,17 +472,20 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if t.k != KindSet {
-			return false, d.errf("ADDITEMS on a %s, expected a set", t.k)
+		if t.Kind() != KindSet {
+			return false, d.errf("ADDITEMS on a %s, expected a set", t.Kind())
 		}
-		l := t.r.(*List)
-		l.Items = append(l.Items, items...)
+		l := t.list()
+		if err := d.fits(len(l.Items), len(items)); err != nil {
+			return false, err
+		}
+		l.Items = growAppend(l.Items, items...)
 	case opFrozenset:
 		items, err := d.popMark()
 		if err != nil {
 			return false, err
 		}
-		d.push(Value{k: KindSet, r: &List{Items: append([]Value(nil), items...), memo: -1}})
+		d.push(listValue(KindSet, &List{Items: append([]Value(nil), items...), memo: -1}))
 	case opGlobal:
 		mod, err := d.line()
 		if err != nil {
@@ -475,7 +496,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d.push(Value{k: KindGlobal, r: &Global{Module: m, Name: string(name)}})
+		d.push(globalValue(&Global{Module: m, Name: string(name)}))
 	case opStackGlobal:
 		mn, err := d.popN(2)
 		if err != nil {
@@ -485,9 +506,9 @@ func (d *decoder) step(op byte) (bool, error) {
 		ms, ok1 := mod.Str()
 		ns, ok2 := name.Str()
 		if !ok1 || !ok2 {
-			return false, d.errf("STACK_GLOBAL needs two strings, got %s and %s", mod.k, name.k)
+			return false, d.errf("STACK_GLOBAL needs two strings, got %s and %s", mod.Kind(), name.Kind())
 		}
-		d.push(Value{k: KindGlobal, r: &Global{Module: ms, Name: ns}})
+		d.push(globalValue(&Global{Module: ms, Name: ns}))
 	case opReduce, opNewobj: // callable(*args) and cls.__new__(cls, *args): recorded alike
 		ca, err := d.popN(2)
 		if err != nil {
@@ -512,7 +533,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if o := t.Object(); o != nil {
 			o.State = state
 		} else {
-			*t = Value{k: KindObject, r: &Object{Callable: *t, State: state}}
+			*t = objectValue(&Object{Callable: *t, State: state})
 		}
 	case opInst:
 		mod, err := d.line()
@@ -528,7 +549,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		g := Value{k: KindGlobal, r: &Global{Module: m, Name: string(name)}}
+		g := globalValue(&Global{Module: m, Name: string(name)})
 		d.push(d.reduce(g, append([]Value(nil), items...), Value{}))
 	case opObj:
 		items, err := d.popMark()
@@ -567,7 +588,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d.push(Value{k: KindGlobal, r: &Global{Module: "copyreg.extension", Name: strconv.Itoa(code)}})
+		d.push(globalValue(&Global{Module: "copyreg.extension", Name: strconv.Itoa(code)}))
 	case opNextBuffer:
 		return false, d.errf("out-of-band buffers are not supported")
 	case opReadonlyBuffer:
@@ -581,10 +602,10 @@ func (d *decoder) step(op byte) (bool, error) {
 }
 
 func persistent(id Value) Value {
-	return Value{k: KindObject, r: &Object{
-		Callable: Value{k: KindGlobal, r: &Global{Module: "pickle", Name: "persistent_load"}},
+	return objectValue(&Object{
+		Callable: globalValue(&Global{Module: "pickle", Name: "persistent_load"}),
 		Args:     []Value{id},
-	}}
+	})
 }
 
 // unescapeRawUnicode decodes the raw-unicode-escape text of the UNICODE
@@ -619,6 +640,39 @@ func (d *decoder) extend(t *Value, items []Value) error {
 		return d.errf("APPENDS items do not fit the converted list")
 	}
 	return nil
+}
+
+// fits checks that a container of n items can take k more.
+func (d *decoder) fits(n, k int) error {
+	if n+k > d.opts.MaxValues {
+		return d.limitf("container of %d items exceeds the limit of %d", n+k, d.opts.MaxValues)
+	}
+	return nil
+}
+
+// digits refuses text integers longer than Options.MaxDigits: Go's decimal
+// conversion is quadratic, so a line of a million digits would cost
+// seconds, and Python refuses them too (ValueError: Exceeds the limit
+// (4300 digits) for integer string conversion).
+func (d *decoder) digits(b []byte) error {
+	n := 0
+	for _, c := range b {
+		if c >= '0' && c <= '9' {
+			n++
+		}
+	}
+	if n > d.opts.MaxDigits {
+		return d.errf("integer of %d digits exceeds the limit of %d digits (Python's sys.int_max_str_digits)", n, d.opts.MaxDigits)
+	}
+	return nil
+}
+
+// cut shortens an argument quoted in an error message.
+func cut(b []byte) []byte {
+	if len(b) > 40 {
+		return append(append([]byte(nil), b[:40]...), "..."...)
+	}
+	return b
 }
 
 // growAppend appends doubling the capacity, so long lists copy their items

@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Kind is the type of a Value.
@@ -57,11 +58,85 @@ func (k Kind) String() string {
 }
 
 // Value is one decoded pickle value. The zero Value is None.
+//
+// A Value is two words, so that a stack or a list of N values costs 16N
+// bytes (Python's cost 8N; a hostile pickle of a million pushes must not
+// cost a gigabyte). p is nil for None, the address of tags[k] for the
+// kinds held in n alone (bool, ints, float, handle, empty str and bytes),
+// and otherwise the object itself: a *List, *Dict, *Global, *Object or
+// *big.Int, or the first byte of a string or bytes whose length is in n.
+// For those, n's top byte is the kind. p is an unsafe.Pointer rather than
+// an interface so that the kind need not take a third word; it only ever
+// holds pointers to live Go objects of the type the kind names, so the
+// garbage collector sees everything a Value keeps alive.
 type Value struct {
-	k Kind
-	n uint64 // ints, uints, float bits, bool, handle
-	r any    // string, []byte, *big.Int, *List, *Dict, *Global, *Object
+	p unsafe.Pointer
+	n uint64
 }
+
+// tags gives the scalar kinds an address each: Value.p == &tags[k].
+var tags [kindMark + 1]byte
+
+const (
+	kindShift = 56
+	lenMask   = 1<<32 - 1 // string and bytes lengths (bits 0-31 of n)
+	refShift  = 32        // interned strings: permanent memo ref + 1 (bits 32-55)
+	refMask   = 1<<24 - 1
+)
+
+func scalar(k Kind, n uint64) Value { return Value{p: unsafe.Pointer(&tags[k]), n: n} }
+
+func object(k Kind, p unsafe.Pointer) Value { return Value{p: p, n: uint64(k) << kindShift} }
+
+func listValue(k Kind, l *List) Value { return object(k, unsafe.Pointer(l)) }
+
+func dictValue(x *Dict) Value { return object(KindDict, unsafe.Pointer(x)) }
+
+func globalValue(g *Global) Value { return object(KindGlobal, unsafe.Pointer(g)) }
+
+func objectValue(o *Object) Value { return object(KindObject, unsafe.Pointer(o)) }
+
+func bigValue(x *big.Int) Value { return object(KindBigInt, unsafe.Pointer(x)) }
+
+// strValue makes a str value; ref is a permanent memo ref plus one (0 if none).
+func strValue(s string, ref uint64) Value {
+	if len(s) == 0 {
+		return scalar(KindString, ref<<refShift)
+	}
+	return Value{p: unsafe.Pointer(unsafe.StringData(s)), n: uint64(KindString)<<kindShift | ref<<refShift | uint64(len(s))}
+}
+
+func bytesValue(b []byte) Value {
+	if len(b) == 0 {
+		return scalar(KindBytes, 0)
+	}
+	return Value{p: unsafe.Pointer(unsafe.SliceData(b)), n: uint64(KindBytes)<<kindShift | uint64(len(b))}
+}
+
+// is reports whether v is of scalar kind k (one comparison).
+func (v Value) is(k Kind) bool { return v.p == unsafe.Pointer(&tags[k]) }
+
+func (v Value) str() string {
+	n := int(v.n & lenMask)
+	if n == 0 {
+		return ""
+	}
+	return unsafe.String((*byte)(v.p), n)
+}
+
+func (v Value) strRef() uint64 { return v.n >> refShift & refMask }
+
+func (v Value) bytes() []byte {
+	n := int(v.n & lenMask)
+	if n == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(v.p), n)
+}
+
+func (v Value) list() *List   { return (*List)(v.p) }
+func (v Value) dict() *Dict   { return (*Dict)(v.p) }
+func (v Value) big() *big.Int { return (*big.Int)(v.p) }
 
 // List holds the items of a list, tuple or set.
 type List struct {
@@ -82,6 +157,7 @@ type Dict struct {
 const (
 	flagShared    = 1 << iota // referenced again through the memo: never converted or reused
 	flagMultiMemo             // memoized under more than one slot
+	flagDeclined              // a hook declined it at declineAt items or more: not offered again
 )
 
 // Global is a reference to module.name (a class or function). It is never imported.
@@ -105,26 +181,26 @@ func None() Value { return Value{} }
 // Bool returns a bool value.
 func Bool(b bool) Value {
 	if b {
-		return Value{k: KindBool, n: 1}
+		return scalar(KindBool, 1)
 	}
-	return Value{k: KindBool}
+	return scalar(KindBool, 0)
 }
 
 // Int returns an int value.
-func Int(i int64) Value { return Value{k: KindInt, n: uint64(i)} }
+func Int(i int64) Value { return scalar(KindInt, uint64(i)) }
 
 // Float returns a float value.
-func Float(f float64) Value { return Value{k: KindFloat, n: math.Float64bits(f)} }
+func Float(f float64) Value { return scalar(KindFloat, math.Float64bits(f)) }
 
 // Str returns a string value.
-func Str(s string) Value { return Value{k: KindString, r: s} }
+func Str(s string) Value { return strValue(s, 0) }
 
 // Handle returns a hook-defined handle value. Handles below 2^56 are stored
 // compactly in the memo.
-func Handle(h uint64) Value { return Value{k: KindHandle, n: h} }
+func Handle(h uint64) Value { return scalar(KindHandle, h) }
 
 // NewList returns a list value over items.
-func NewList(items ...Value) Value { return Value{k: KindList, r: &List{Items: items, memo: -1}} }
+func NewList(items ...Value) Value { return listValue(KindList, &List{Items: items, memo: -1}) }
 
 // NewDict returns a dict value from alternating keys and values.
 func NewDict(kv ...Value) Value {
@@ -133,24 +209,32 @@ func NewDict(kv ...Value) Value {
 		d.Keys = append(d.Keys, kv[i])
 		d.Vals = append(d.Vals, kv[i+1])
 	}
-	return Value{k: KindDict, r: d}
+	return dictValue(d)
 }
 
 // Kind returns the kind of v.
-func (v Value) Kind() Kind { return v.k }
+func (v Value) Kind() Kind {
+	if v.p == nil {
+		return KindNone
+	}
+	if d := uintptr(v.p) - uintptr(unsafe.Pointer(&tags)); d < uintptr(len(tags)) {
+		return Kind(d)
+	}
+	return Kind(v.n >> kindShift)
+}
 
 // IsNone reports whether v is None.
-func (v Value) IsNone() bool { return v.k == KindNone }
+func (v Value) IsNone() bool { return v.p == nil }
 
 // Int returns v as an int64 when v is an int (or bool) that fits.
 func (v Value) Int() (int64, bool) {
-	switch v.k {
+	switch v.Kind() {
 	case KindInt:
 		return int64(v.n), true
 	case KindBool:
 		return int64(v.n), true
 	case KindBigInt:
-		b := v.r.(*big.Int)
+		b := v.big()
 		if b.IsInt64() {
 			return b.Int64(), true
 		}
@@ -162,11 +246,11 @@ func (v Value) Int() (int64, bool) {
 // negative int64 reinterpreted in two's complement (as C++ writers do for
 // pointers stored in int64).
 func (v Value) Uint() (uint64, bool) {
-	switch v.k {
+	switch v.Kind() {
 	case KindInt, KindUint, KindBool:
 		return v.n, true
 	case KindBigInt:
-		b := v.r.(*big.Int)
+		b := v.big()
 		if b.IsUint64() {
 			return b.Uint64(), true
 		}
@@ -176,20 +260,20 @@ func (v Value) Uint() (uint64, bool) {
 
 // BigInt returns v as a big.Int for any int kind.
 func (v Value) BigInt() (*big.Int, bool) {
-	switch v.k {
+	switch v.Kind() {
 	case KindInt, KindBool:
 		return big.NewInt(int64(v.n)), true
 	case KindUint:
 		return new(big.Int).SetUint64(v.n), true
 	case KindBigInt:
-		return v.r.(*big.Int), true
+		return v.big(), true
 	}
 	return nil, false
 }
 
 // Float returns v as a float64 for floats and ints.
 func (v Value) Float() (float64, bool) {
-	switch v.k {
+	switch v.Kind() {
 	case KindFloat:
 		return math.Float64frombits(v.n), true
 	case KindInt, KindBool:
@@ -197,7 +281,7 @@ func (v Value) Float() (float64, bool) {
 	case KindUint:
 		return float64(v.n), true
 	case KindBigInt:
-		f, _ := new(big.Float).SetInt(v.r.(*big.Int)).Float64()
+		f, _ := new(big.Float).SetInt(v.big()).Float64()
 		return f, true
 	}
 	return 0, false
@@ -205,7 +289,7 @@ func (v Value) Float() (float64, bool) {
 
 // Bool returns v as a bool (bools and ints).
 func (v Value) Bool() (bool, bool) {
-	switch v.k {
+	switch v.Kind() {
 	case KindBool, KindInt, KindUint:
 		return v.n != 0, true
 	}
@@ -214,64 +298,63 @@ func (v Value) Bool() (bool, bool) {
 
 // Str returns v as a string (str, and bytes decoded as UTF-8).
 func (v Value) Str() (string, bool) {
-	switch v.k {
+	switch v.Kind() {
 	case KindString:
-		return v.r.(string), true
+		return v.str(), true
 	case KindBytes:
-		return string(v.r.([]byte)), true
+		return string(v.bytes()), true
 	}
 	return "", false
 }
 
 // Bytes returns the content of a bytes value.
 func (v Value) Bytes() ([]byte, bool) {
-	if v.k == KindBytes {
-		return v.r.([]byte), true
+	if v.Kind() == KindBytes {
+		return v.bytes(), true
 	}
 	return nil, false
 }
 
 // List returns the items of a list, tuple or set, or nil.
 func (v Value) List() *List {
-	switch v.k {
+	switch v.Kind() {
 	case KindList, KindTuple, KindSet:
-		return v.r.(*List)
+		return v.list()
 	}
 	return nil
 }
 
 // Dict returns the dict, or nil.
 func (v Value) Dict() *Dict {
-	if v.k == KindDict {
-		return v.r.(*Dict)
+	if v.Kind() == KindDict {
+		return v.dict()
 	}
 	return nil
 }
 
 // Global returns the global reference, or nil.
 func (v Value) Global() *Global {
-	if v.k == KindGlobal {
-		return v.r.(*Global)
+	if v.Kind() == KindGlobal {
+		return (*Global)(v.p)
 	}
 	return nil
 }
 
 // Object returns the inert object record, or nil.
 func (v Value) Object() *Object {
-	if v.k == KindObject {
-		return v.r.(*Object)
+	if v.Kind() == KindObject {
+		return (*Object)(v.p)
 	}
 	return nil
 }
 
 // Handle returns the hook handle.
-func (v Value) Handle() (uint64, bool) { return v.n, v.k == KindHandle }
+func (v Value) Handle() (uint64, bool) { return v.n, v.is(KindHandle) }
 
 // Get returns the value of the last string key equal to key.
 func (d *Dict) Get(key string) (Value, bool) {
 	for i := len(d.Keys) - 1; i >= 0; i-- {
-		k := d.Keys[i]
-		if k.k == KindString && k.r.(string) == key {
+		if k := d.Keys[i]; k.Kind() == KindString && k.str() == key {
 			return d.Vals[i], true
 		}
 	}
@@ -294,7 +377,7 @@ func (v Value) format(b *strings.Builder, depth int) {
 		b.WriteString("...")
 		return
 	}
-	switch v.k {
+	switch v.Kind() {
 	case KindNone:
 		b.WriteString("None")
 	case KindBool:
@@ -308,22 +391,22 @@ func (v Value) format(b *strings.Builder, depth int) {
 	case KindUint:
 		b.WriteString(strconv.FormatUint(v.n, 10))
 	case KindBigInt:
-		b.WriteString(v.r.(*big.Int).String())
+		b.WriteString(v.big().String())
 	case KindFloat:
 		b.WriteString(strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64))
 	case KindString:
-		b.WriteString(strconv.Quote(v.r.(string)))
+		b.WriteString(strconv.Quote(v.str()))
 	case KindBytes:
-		fmt.Fprintf(b, "b%q", v.r.([]byte))
+		fmt.Fprintf(b, "b%q", v.bytes())
 	case KindList, KindTuple, KindSet:
 		open, end := "[", "]"
-		if v.k == KindTuple {
+		if v.Kind() == KindTuple {
 			open, end = "(", ")"
-		} else if v.k == KindSet {
+		} else if v.Kind() == KindSet {
 			open, end = "{", "}"
 		}
 		b.WriteString(open)
-		for i, it := range v.r.(*List).Items {
+		for i, it := range v.list().Items {
 			if i > 0 {
 				b.WriteString(", ")
 			}
@@ -335,7 +418,7 @@ func (v Value) format(b *strings.Builder, depth int) {
 		}
 		b.WriteString(end)
 	case KindDict:
-		d := v.r.(*Dict)
+		d := v.dict()
 		b.WriteString("{")
 		for i := range d.Keys {
 			if i > 0 {
@@ -351,10 +434,10 @@ func (v Value) format(b *strings.Builder, depth int) {
 		}
 		b.WriteString("}")
 	case KindGlobal:
-		g := v.r.(*Global)
+		g := (*Global)(v.p)
 		b.WriteString(g.Module + "." + g.Name)
 	case KindObject:
-		o := v.r.(*Object)
+		o := (*Object)(v.p)
 		o.Callable.format(b, depth+1)
 		b.WriteString("(")
 		for i, a := range o.Args {

@@ -134,7 +134,9 @@ func readPickleParallelEnv(data []byte, workers, minRegion int, mapped bool) (s 
 		}
 		return v, ok
 	}
-	dec = pickle.NewDecoder(data, pickle.Options{OnDict: b.onDict, OnList: onList, OnExtend: b.onExtend})
+	opts := b.pickleOptions()
+	opts.OnList = onList
+	dec = pickle.NewDecoder(data, opts)
 	env.dec = dec
 	for {
 		root, paused, err := dec.Run()

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/input"
@@ -20,9 +21,9 @@ import (
 // ReadFile reads a snapshot file (pickle or JSON; gzip, xz or zstd
 // compressed or not). Errors name the file and the byte offset.
 func ReadFile(path string) (*Snapshot, error) {
-	if s, ok, err := readMapped(path); ok {
+	if s, ok, err := readMapped(path); ok && path != "-" {
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", input.Name(path), err)
 		}
 		return s, nil
 	}
@@ -33,13 +34,13 @@ func ReadFile(path string) (*Snapshot, error) {
 	defer r.Close()
 	hint := 0
 	if r.Compression == input.None {
-		if st, err := os.Stat(path); err == nil && st.Size() < 1<<40 {
+		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() < 1<<40 {
 			hint = int(st.Size())
 		}
 	}
 	s, err := read(r, hint, runtime.GOMAXPROCS(0))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", input.Name(path), err)
 	}
 	if r.Compression != input.None {
 		s.Format += " (" + string(r.Compression) + ")"
@@ -61,11 +62,11 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	}
 	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 1<<16)
-	head, _ := br.Peek(2)
-	if workers > 0 && len(head) == 2 && head[0] == 0x80 && head[1] >= 4 {
-		data, err := readAll(br, size)
+	head, _ := br.Peek(3)
+	if workers > 0 && len(head) >= 2 && head[0] == 0x80 && head[1] >= 4 {
+		data, err := readPickle(br, size)
 		if err != nil {
-			return nil, fmt.Errorf("offset %d: %w", len(data), err)
+			return nil, err
 		}
 		return readPickleBytes(data, workers, false)
 	}
@@ -77,10 +78,10 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 		return nil, errors.New("offset 0: empty file, expected a pickle or JSON snapshot")
 	case head[0] == 0x80 && len(head) == 2:
 		b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
-		root, err = pickle.Decode(br, pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend})
+		root, err = pickle.Decode(br, b.pickleOptions())
 	default:
 		t := bytes.TrimLeft(head, " \t\r\n")
-		if len(t) > 0 && (t[0] == '{' || t[0] == '[') || len(t) == 0 {
+		if len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == 0xef) || len(t) == 0 {
 			b.s.Format = "json"
 			root, err = decodeJSON(br, b.onDict, b.onList)
 		} else {
@@ -97,9 +98,73 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	return b.s, nil
 }
 
+// pickleOptions are the decoder's hooks and limits.
+func (b *builder) pickleOptions() pickle.Options {
+	return pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend,
+		MaxString: input.MaxString(), MaxValues: input.MaxValues(), LimitNote: input.BudgetNote(),
+		Check: func(int64) error { return input.CheckMemory() }}
+}
+
+// readPickle reads a pickle to its STOP into memory (up to half the memory
+// budget), checking its opcodes as they arrive: a stream that goes wrong
+// (a decompression bomb behind a valid header, garbage, a length that lies)
+// is refused at its offset, before the rest of it is inflated. size is
+// the input size when known (0 if not).
+func readPickle(r io.Reader, size int) ([]byte, error) {
+	limit := input.MaxInMemory()
+	sc := pickle.NewScanner(pickle.Options{MaxString: input.MaxString(), LimitNote: input.BudgetNote()})
+	checked := 0
+	data, err := readAllFunc(r, size, func(buf []byte) error {
+		if int64(len(buf)) > limit {
+			return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
+				len(buf), limit, input.BudgetNote())
+		}
+		if err := sc.Feed(buf); err != nil {
+			return err
+		}
+		if len(buf)-checked >= 16<<20 {
+			checked = len(buf)
+			if err := input.CheckMemory(); err != nil {
+				return fmt.Errorf("offset %d: %w", len(buf), err)
+			}
+		}
+		if sc.Done() {
+			return errStop
+		}
+		return nil
+	})
+	switch {
+	case err == nil || err == errStop:
+		return data, nil
+	case errors.As(err, new(*pickle.Error)):
+		// The decoder's own message for the first bad opcode, which may
+		// come before the one the scanner stopped at.
+		b := newBuilder()
+		if _, derr := pickle.DecodeBytes(data, b.pickleOptions()); derr != nil && !truncation(derr) {
+			return nil, derr
+		}
+		return nil, err
+	}
+	return nil, fmt.Errorf("offset %d: %w", len(data), err)
+}
+
+// errStop ends readAllFunc early without an error.
+var errStop = errors.New("stop")
+
+// truncation reports whether err is the decoder reaching the end of its input.
+func truncation(err error) bool {
+	var pe *pickle.Error
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Msg, "input ends") || strings.HasPrefix(pe.Msg, "expected a newline"))
+}
+
 // readMapped decodes a large uncompressed pickle (protocol 4 or 5) from a
 // memory mapping of the file, in parallel; ok is false for other files.
 func readMapped(path string) (s *Snapshot, ok bool, err error) {
+	// Stat first: opening a FIFO a second time would block, and a stream
+	// Find opened must be left for input.Open.
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return nil, false, nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, nil
@@ -137,8 +202,10 @@ func decodeMapped(data []byte) (s *Snapshot, err error) {
 	return readPickleBytes(data, runtime.GOMAXPROCS(0), true)
 }
 
-// readAll reads r to its end into one buffer of about size bytes.
-func readAll(r io.Reader, size int) ([]byte, error) {
+// readAllFunc reads r to its end into one buffer of about size bytes,
+// calling check with the bytes read so far after each read; an error from
+// check stops it (the bytes read are returned with the error).
+func readAllFunc(r io.Reader, size int, check func([]byte) error) ([]byte, error) {
 	buf := hugepage.MakeCap[byte](0, size+1)
 	for {
 		if len(buf) == cap(buf) {
@@ -148,6 +215,11 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if n > 0 {
+			if cerr := check(buf); cerr != nil {
+				return buf, cerr
+			}
+		}
 		if err == io.EOF {
 			return buf, nil
 		}
@@ -162,13 +234,21 @@ func readAll(r io.Reader, size int) ([]byte, error) {
 // that errors are the sequential reader's) sequentially.
 func readPickleBytes(data []byte, workers int, mapped bool) (*Snapshot, error) {
 	if workers >= 1 && len(data) >= 2*minRegion {
-		if s, _, err := readPickleParallelEnv(data, workers, minRegion, mapped); err == nil {
+		s, env, err := readPickleParallelEnv(data, workers, minRegion, mapped)
+		if err == nil {
 			return s, nil
 		}
+		// Until the first region is merged the parallel reader is the
+		// sequential decoder: its error is the sequential reader's, and
+		// decoding again would double the time and memory a bad file costs.
+		if err != errMerge && env != nil && env.regions == 0 {
+			return nil, err
+		}
+		runtime.GC() // the failed attempt's tables, before the second one grows its own
 	}
 	b := newBuilder()
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
-	root, err := pickle.DecodeBytes(data, pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend})
+	root, err := pickle.DecodeBytes(data, b.pickleOptions())
 	if err != nil {
 		return nil, err
 	}

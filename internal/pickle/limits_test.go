@@ -1,0 +1,266 @@
+package pickle
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// TestValueIsTwoWords holds the representation to two words: a stack or a
+// list of N values costs 16N bytes (a hostile pickle of 16M pushes must fit
+// in a few hundred MB, as in Python).
+func TestValueIsTwoWords(t *testing.T) {
+	if n := unsafe.Sizeof(Value{}); n != 16 {
+		t.Fatalf("Value is %d bytes, want 16", n)
+	}
+}
+
+// TestValueRoundTrips checks every kind through the compact representation,
+// including the values whose bits look like another kind's.
+func TestValueRoundTrips(t *testing.T) {
+	big1 := decodeLong([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
+	for _, c := range []struct {
+		v    Value
+		kind Kind
+		str  string
+	}{
+		{None(), KindNone, "None"},
+		{Bool(true), KindBool, "True"},
+		{Int(-1), KindInt, "-1"},
+		{Int(int64(KindList) << kindShift), KindInt, "648518346341351424"}, // an int whose top byte is a kind
+		{scalar(KindUint, math.MaxUint64), KindUint, "18446744073709551615"},
+		{Float(1.5), KindFloat, "1.5"},
+		{Str(""), KindString, `""`},
+		{Str("héllo"), KindString, `"héllo"`},
+		{bytesValue(nil), KindBytes, `b""`},
+		{bytesValue([]byte("ab")), KindBytes, `b"ab"`},
+		{big1, KindBigInt, "4722366482869645213696"},
+		{NewList(Int(1), Str("a")), KindList, `[1, "a"]`},
+		{NewDict(Str("k"), None()), KindDict, `{"k": None}`},
+		{globalValue(&Global{Module: "m", Name: "n"}), KindGlobal, "m.n"},
+		{Handle(7), KindHandle, "<handle 7>"},
+	} {
+		if c.v.Kind() != c.kind || c.v.String() != c.str {
+			t.Errorf("%s: kind %s, String %s", c.str, c.v.Kind(), c.v.String())
+		}
+	}
+	if s, ok := Str("abc").Str(); !ok || s != "abc" {
+		t.Errorf("Str round trip: %q", s)
+	}
+	if b, ok := bytesValue([]byte{1, 2}).Bytes(); !ok || !bytes.Equal(b, []byte{1, 2}) {
+		t.Errorf("Bytes round trip: %v", b)
+	}
+	if h, ok := Int(7).Handle(); ok {
+		t.Errorf("an int is not a handle (%d)", h)
+	}
+	if Int(0).IsNone() || !None().IsNone() {
+		t.Error("IsNone")
+	}
+}
+
+func pushes(op byte, n int) []byte {
+	b := []byte{opProto, 4}
+	b = append(b, bytes.Repeat([]byte{op}, n)...)
+	return append(b, opStop)
+}
+
+func u64le(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
+
+// TestLimits checks each limit on a small generated input: the error is
+// an *Error at the opcode that broke it, naming the limit.
+func TestLimits(t *testing.T) {
+	opts := Options{MaxString: 100, MaxValues: 1000, MaxDigits: 50, LimitNote: "set by a test"}
+	reduceArgs := []byte{opProto, 4, opMark}
+	for i := 0; i < 1001; i++ {
+		reduceArgs = append(reduceArgs, opNone)
+	}
+	for _, c := range []struct {
+		name string
+		in   []byte
+		off  int64
+		want string
+	}{
+		{"string", append(append([]byte{opProto, 4, opBinunicode8}, u64le(101)...), bytes.Repeat([]byte{'a'}, 101)...), 2,
+			"BINUNICODE8: argument of 101 bytes exceeds the limit of 100 bytes (set by a test)"},
+		{"bytes", append([]byte{opProto, 4, opBinbytes, 200, 0, 0, 0}, bytes.Repeat([]byte{'a'}, 200)...), 2,
+			"argument of 200 bytes exceeds the limit"},
+		{"length lie in memory", append([]byte{opProto, 4, opBinunicode8}, u64le(50)...), 2, "input ends at offset 11, 50 more bytes expected"},
+		{"stack", pushes(opNone, 1<<20+10), 1 << 20, "values on the stack exceed the limit of 1000 (set by a test)"},
+		{"marks", pushes(opMark, 1<<20+10), 1 << 20, "open MARKs exceed the limit of 1000"},
+		{"container", append(append([]byte{opProto, 4, opEmptyList}, reduceArgs[2:]...), opAppends, opStop), 1005, "APPENDS: container of 1001 items exceeds the limit of 1000"},
+		{"digits INT", append(append([]byte{opProto, 2, opInt}, bytes.Repeat([]byte{'1'}, 51)...), '\n', '.'), 2,
+			"INT: integer of 51 digits exceeds the limit of 50 digits (Python's sys.int_max_str_digits)"},
+		{"digits LONG", append(append([]byte{opProto, 2, opLong, '-'}, bytes.Repeat([]byte{'1'}, 51)...), 'L', '\n', '.'), 2, "LONG: integer of 51 digits"},
+	} {
+		for _, stream := range []bool{false, true} {
+			var err error
+			if stream {
+				_, err = Decode(bytes.NewReader(c.in), opts)
+			} else {
+				_, err = DecodeBytes(c.in, opts)
+			}
+			var pe *Error
+			if !errors.As(err, &pe) || pe.Offset != c.off || !strings.Contains(err.Error(), c.want) {
+				if stream && c.name == "length lie in memory" && err != nil && strings.Contains(err.Error(), "input ends") {
+					continue // streams learn the truth by reading
+				}
+				t.Errorf("%s (stream %v): %v, want offset %d and %q", c.name, stream, err, c.off, c.want)
+			}
+		}
+	}
+	// Python's default digit limit, and a number just under it.
+	ok := append(append([]byte{opProto, 2, opLong}, bytes.Repeat([]byte{'9'}, DefaultMaxDigits)...), 'L', '\n', '.')
+	if _, err := DecodeBytes(ok, Options{}); err != nil {
+		t.Errorf("%d digits: %v", DefaultMaxDigits, err)
+	}
+}
+
+// TestCheckCalled checks that Options.Check runs as the input goes by and
+// that its error stops decoding at the offset reached.
+func TestCheckCalled(t *testing.T) {
+	in := pushes(opNone, 3<<20)
+	var offs []int64
+	stop := errors.New("budget spent")
+	_, err := DecodeBytes(in, Options{Check: func(off int64) error {
+		offs = append(offs, off)
+		if len(offs) == 2 {
+			return stop
+		}
+		return nil
+	}})
+	if len(offs) != 2 || offs[0] != 1<<20 || offs[1] != 2<<20 || err == nil || !strings.Contains(err.Error(), "offset 2097152: NONE: budget spent") {
+		t.Fatalf("checks at %v, err %v", offs, err)
+	}
+}
+
+// TestManyPushesCompact measures the heap a stack of 4M pushes keeps: two
+// words a value (Python: one), not the four words values used to take.
+func TestManyPushesCompact(t *testing.T) {
+	const n = 4 << 20
+	in := append([]byte{opProto, 4}, bytes.Repeat([]byte{opNone}, n)...)
+	d := newDecoder(nil, Options{})
+	d.buf, d.eof = in, true
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := d.run(); err == nil || !strings.Contains(err.Error(), "input ends before STOP") {
+		t.Fatalf("err = %v", err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perValue := float64(after.HeapAlloc-before.HeapAlloc) / n
+	if len(d.stack) != n || perValue > 20 {
+		t.Fatalf("%d values keep %.1f bytes each, want at most 20", len(d.stack), perValue)
+	}
+	runtime.KeepAlive(d)
+}
+
+// TestReduceSharesArgs decodes a pickle that REDUCEs one memoized
+// 10,000-item tuple 20,000 times: the arguments are shared, not copied (a
+// copy each time would cost 3.2 GB here).
+func TestReduceSharesArgs(t *testing.T) {
+	b := []byte{opProto, 4, opGlobal}
+	b = append(b, "builtins\nset\n"...)
+	b = append(b, opMemoize, opMark, opMark)
+	for i := 0; i < 10_000; i++ {
+		b = append(b, opNone)
+	}
+	b = append(b, opList, opTuple, opMemoize, opPop, opPop, opMark)
+	for i := 0; i < 20_000; i++ {
+		b = append(b, opBinget, 0, opBinget, 1, opReduce)
+	}
+	b = append(b, opList, opStop)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	v, err := DecodeBytes(b, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	l := v.List()
+	if l == nil || len(l.Items) != 20_000 || l.Items[0].Kind() != KindSet || len(l.Items[0].List().Items) != 10_000 {
+		t.Fatalf("decoded %v", v)
+	}
+	if alloc := ms.TotalAlloc - before; alloc > 64<<20 {
+		t.Fatalf("decoding allocated %d MB", alloc>>20)
+	}
+}
+
+// TestDeclinedNotOfferedAgain fills one dict with 100,000 SETITEMs: a hook
+// that declines it is offered it at most declineAt times, not 100,000.
+func TestDeclinedNotOfferedAgain(t *testing.T) {
+	b := []byte{opProto, 4, opEmptyDict}
+	for i := 0; i < 100_000; i++ {
+		b = append(b, opBinint, byte(i), byte(i>>8), byte(i>>16), 0, opNone, opSetitem)
+	}
+	b = append(b, opStop)
+	offers := 0
+	v, err := DecodeBytes(b, Options{OnDict: func(d *Dict) (Value, bool) {
+		offers++
+		return Value{}, false
+	}})
+	if err != nil || v.Dict().Len() != 100_000 {
+		t.Fatal(err)
+	}
+	if offers != declineAt {
+		t.Fatalf("offered %d times, want %d", offers, declineAt)
+	}
+}
+
+// TestScannerAgreesWithDecoder feeds the scanner the testdata pickles a
+// byte at a time, whole, and damaged: valid ones pass and reach STOP, and
+// where the scanner refuses, the decoder fails too.
+func TestScannerAgreesWithDecoder(t *testing.T) {
+	names, _ := filepath.Glob("testdata/*.pickle")
+	if len(names) == 0 {
+		t.Fatal("no testdata pickles")
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := NewScanner(Options{})
+		for i := 1; i <= len(b); i++ {
+			if err := sc.Feed(b[:i]); err != nil {
+				t.Fatalf("%s: byte %d: %v", n, i, err)
+			}
+		}
+		if !sc.Done() {
+			t.Errorf("%s: scanner did not see STOP", n)
+		}
+	}
+	for _, c := range []struct {
+		in   []byte
+		want string
+	}{
+		{[]byte{opProto, 4, 0}, "offset 2: opcode 0x00: unknown opcode 0x00"},
+		{append(append([]byte{opProto, 4, opBinbytes8}, u64le(1<<40)...), 0), "offset 2: BINBYTES8: argument of 1099511627776 bytes exceeds the limit of 1073741824 bytes"},
+		{append([]byte{opProto, 2, opLong}, bytes.Repeat([]byte{'1'}, 5000)...), ""},                                     // no newline yet: wait
+		{append(append([]byte{opProto, 2, opLong}, bytes.Repeat([]byte{'1'}, 5000)...), '\n'), "integer of 5000 digits"}, // refused
+		{append([]byte{opProto, 2, opGlobal}, bytes.Repeat([]byte{'m'}, 2<<20)...), "line longer than 1 MiB"},
+	} {
+		err := NewScanner(Options{}).Feed(c.in)
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("% x...: %v, want %q", c.in[:3], err, c.want)
+		}
+		if c.want != "" {
+			if _, derr := DecodeBytes(c.in, Options{}); derr == nil {
+				t.Errorf("% x...: the decoder accepts what the scanner refused", c.in[:3])
+			}
+		}
+	}
+	// Bytes after STOP are not part of the pickle.
+	sc := NewScanner(Options{})
+	if err := sc.Feed([]byte{opProto, 4, opNone, opStop, 0, 0, 0}); err != nil || !sc.Done() {
+		t.Errorf("after STOP: %v, done %v", err, sc.Done())
+	}
+}
