@@ -352,8 +352,50 @@ func decodeBatch(b *batch, p *part) {
 			p.damage.Repaired++
 		}
 		w.view(&ev)
+		p.check(w, &ev, b.offset+int64(b.starts[k]))
 		p.add(&ev)
 	}
+}
+
+// check counts an event kept with a field of the wrong type or an
+// impossible value (Damage.Invalid): add reads such a field as 0.
+func (p *part) check(w *wireEvent, ev *rawEvent, off int64) {
+	ph := byte('X')
+	if ev.Ph.ok && len(ev.Ph.b) > 0 {
+		ph = ev.Ph.b[0]
+	}
+	what := ""
+	switch ph {
+	case 'X':
+		switch {
+		case len(w.Ts) == 0:
+			what = "ts is missing"
+		case !ev.Ts.ok:
+			what = "ts is " + clipJSON(w.Ts) + ", not a number"
+		case len(w.Dur) > 0 && !ev.Dur.ok:
+			what = "dur is " + clipJSON(w.Dur) + ", not a number"
+		case ev.Dur.ns < 0:
+			what = "dur is " + clipJSON(w.Dur)
+		}
+	case 'i', 'I':
+		if string(ev.Name.b) == "[memory]" && len(w.Args.MemBytes) > 0 && !ev.Args.MemBytes.OK {
+			what = "Bytes is " + clipJSON(w.Args.MemBytes) + ", not a number"
+		}
+	}
+	if what == "" {
+		return
+	}
+	if p.damage.Invalid == 0 {
+		p.damage.InvalidFirst = fmt.Sprintf("offset %d: %s", off, what)
+	}
+	p.damage.Invalid++
+}
+
+func clipJSON(b []byte) string {
+	if len(b) > 24 {
+		return string(b[:24]) + "..."
+	}
+	return string(b)
 }
 
 func shortErr(err error) string {

@@ -177,6 +177,12 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 	if err := parseMeta(t, s.header, s.tail); err != nil {
 		warn("metadata: " + err.Error())
 	}
+	if d := t.Damage; d.Invalid > 0 {
+		if n := t.Events.Len() + len(t.Memory); 2*d.Invalid > n {
+			return nil, fmt.Errorf("%d of %d events are invalid (first: %s): not a trace PyTorch wrote", d.Invalid, n, d.InvalidFirst)
+		}
+		warn(fmt.Sprintf("%d events had a field of the wrong type or an impossible value, read as 0 (first: %s)", d.Invalid, d.InvalidFirst))
+	}
 	if t.Events.Len() == 0 && len(t.Memory) == 0 {
 		if t.Damage.Truncated || t.Damage.Dropped > 0 {
 			return nil, fmt.Errorf("offset %d: no readable event (%d dropped, truncated=%v)", s.off, t.Damage.Dropped, t.Damage.Truncated)
@@ -340,6 +346,10 @@ func (m *merger) add(p *part) {
 	}
 	t.Damage.Repaired += p.damage.Repaired
 	t.Damage.Dropped += p.damage.Dropped
+	if t.Damage.Invalid == 0 {
+		t.Damage.InvalidFirst = p.damage.InvalidFirst
+	}
+	t.Damage.Invalid += p.damage.Invalid
 	for _, w := range p.damage.Warnings {
 		if len(t.Damage.Warnings) < 20 {
 			t.Damage.Warnings = append(t.Damage.Warnings, w)

@@ -250,6 +250,12 @@ type Damage struct {
 	Garbage   int      // stray bytes between events that were skipped
 	Truncated bool     // the input ended before the event array was closed
 	Warnings  []string // first few messages, with byte offsets
+	// Invalid counts the complete and memory events kept with a field of
+	// the wrong type or an impossible value (a ts that is not a number, a
+	// negative dur, Bytes that are not a number), read as 0; InvalidFirst
+	// says where the first is and what was wrong.
+	Invalid      int
+	InvalidFirst string
 }
 
 // Trace is one Kineto trace file.

@@ -64,6 +64,9 @@ func (a *analyzer) findings() []finding.Finding {
 			"Call torch.cuda.memory._record_memory_history(max_entries=100000) before the code to study (ptscope run does), then dump the snapshot."),
 			&finding.Ref{View: "state", Device: dev})
 	}
+	if fd, ref, ok := invalidFinding(a.s, res.Device); ok {
+		add(fd, ref)
+	}
 	for _, x := range res.OOMs {
 		ref := &finding.Ref{View: "timeline", Device: dev, EventIndex: finding.Int(x.EventIndex)}
 		if res.HasTime {

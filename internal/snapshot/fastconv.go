@@ -189,7 +189,8 @@ func (w *worker) str(s string) uint32 {
 }
 
 // Local string and stack ids are stored plus one, 0 meaning none, until the
-// merge maps them.
+// merge maps them. An entry with a field of the wrong type is left to the
+// general decoder (false), whose builder counts it (Trace.Invalid).
 func (w *worker) entry(kv []wv) (int, bool) {
 	var (
 		action         Action
@@ -211,35 +212,29 @@ func (w *worker) entry(kv []wv) (int, bool) {
 				action = ParseAction(w.sval(v))
 			case wExt:
 				actSlot = int(v.n)
-			case wInt, wNone, wEmptyList:
-				action = ActionUnknown
 			default:
-				return 0, false
+				return 0, false // of the wrong type: the builder counts it
 			}
 		case fAddr:
-			n, ok := intOf(v)
-			if !ok {
+			if v.k != wInt {
 				return 0, false
 			}
-			addr = n
+			addr = v.n
 		case fSize:
-			n, ok := intOf(v)
-			if !ok {
+			if v.k != wInt {
 				return 0, false
 			}
-			size = int64(n)
+			size = int64(v.n)
 		case fStream:
-			n, ok := intOf(v)
-			if !ok {
+			if v.k != wInt {
 				return 0, false
 			}
-			stream = w.streamID(int64(n))
+			stream = w.streamID(int64(v.n))
 		case fTime:
-			n, ok := intOf(v)
-			if !ok {
+			if v.k != wInt {
 				return 0, false
 			}
-			timeUS = int64(n)
+			timeUS = int64(v.n)
 			t.HasTime = true
 		case fFrames:
 			stackSlot = -1
@@ -250,7 +245,7 @@ func (w *worker) entry(kv []wv) (int, bool) {
 				stack = uint32(v.n) | 1<<31
 			case wExt:
 				stackSlot = int(v.n)
-			case wEmptyList, wInt, wNone, wStr, wPStr, wLStr:
+			case wEmptyList, wNone:
 				stack = 0
 			default:
 				return 0, false

@@ -48,7 +48,7 @@ func (b *builder) finish(root pickle.Value) error {
 			if d == nil {
 				return fmt.Errorf("segments[%d] is a %s, expected a dict", i, it.Kind())
 			}
-			s.Segments = append(s.Segments, b.segment(d))
+			s.Segments = append(s.Segments, b.segment(i, d))
 		}
 	}
 	sort.SliceStable(s.Segments, func(i, j int) bool {
@@ -58,7 +58,7 @@ func (b *builder) finish(root pickle.Value) error {
 		return s.Segments[i].Address < s.Segments[j].Address
 	})
 	b.blocks = nil
-	return nil
+	return b.refuseInvalid()
 }
 
 func (b *builder) traces(v pickle.Value) error {
@@ -76,11 +76,15 @@ func (b *builder) traces(v pickle.Value) error {
 		if h, ok := it.Handle(); ok && h&hMask == hRun && int(h&^hMask) < len(b.runs) {
 			r = b.runs[h&^hMask]
 		} else if dl := it.List(); dl != nil {
-			for _, e := range dl.Items {
+			for k, e := range dl.Items {
 				if h, ok := e.Handle(); ok && h&hMask == hEntry {
 					r.add(int(h &^ hMask))
 				} else if d := e.Dict(); d != nil {
 					r.add(b.addEntry(d)) // a dict the hook did not see (shared)
+				} else {
+					t.Invalid.add(-1, func() string {
+						return fmt.Sprintf("device_traces[%d][%d] is a %s, expected a dict", dev, k, kindName(e.Kind()))
+					})
 				}
 			}
 		}
@@ -91,10 +95,12 @@ func (b *builder) traces(v pickle.Value) error {
 			t.Action, t.Addr, t.Size = all.Action[lo:hi:hi], all.Addr[lo:hi:hi], all.Size[lo:hi:hi]
 			t.Stream, t.TimeUS, t.Stack = all.Stream[lo:hi:hi], all.TimeUS[lo:hi:hi], all.Stack[lo:hi:hi]
 			t.CompileContext, t.UserMetadata = all.CompileContext[lo:hi:hi], all.UserMetadata[lo:hi:hi]
+			b.validate(&t, func(i int) int { return lo + i })
 		} else {
 			for _, r := range rows {
 				t.appendRow(all.rowAt(r))
 			}
+			b.validate(&t, func(i int) int { return rows[i] })
 		}
 		b.s.Traces = append(b.s.Traces, t)
 	}
@@ -112,7 +118,7 @@ func getInt(d *pickle.Dict, key string) int64 {
 	return n
 }
 
-func (b *builder) segment(d *pickle.Dict) Segment {
+func (b *builder) segment(i int, d *pickle.Dict) Segment {
 	g := Segment{Type: "large"}
 	g.Device = int(getInt(d, "device"))
 	if v, ok := d.Get("address"); ok {
@@ -143,7 +149,7 @@ func (b *builder) segment(d *pickle.Dict) Segment {
 	if v, ok := d.Get("blocks"); ok {
 		if l := v.List(); l != nil {
 			addr := g.Address
-			for _, it := range l.Items {
+			for j, it := range l.Items {
 				var rb rawBlock
 				if h, ok := it.Handle(); ok && h&hMask == hBlock && int(h&^hMask) < len(b.blocks) {
 					rb = b.blocks[h&^hMask]
@@ -152,6 +158,7 @@ func (b *builder) segment(d *pickle.Dict) Segment {
 				} else {
 					continue
 				}
+				b.checkBlock(i, j, &rb)
 				blk := rb.Block
 				blk.Address = addr // recomputed as MemoryViz does
 				addr += uint64(max(blk.Size, 0))
@@ -162,6 +169,7 @@ func (b *builder) segment(d *pickle.Dict) Segment {
 			}
 		}
 	}
+	b.checkSegment(i, d, &g)
 	// Legacy segments lack requested_size: derive it from the blocks.
 	if _, ok := d.Get("requested_size"); !ok {
 		for _, blk := range g.Blocks {

@@ -81,7 +81,10 @@ func decodeJSON(r io.Reader, onDict func(*pickle.Dict) (pickle.Value, bool), onL
 		top.n++
 		switch top.want {
 		case wantDict:
-			if k != pickle.KindDict {
+			// A scalar in a device trace is counted as an invalid entry
+			// (Trace.Invalid); a list where an entry or a segment should
+			// be is refused here, before it is built.
+			if k != pickle.KindDict && (k == pickle.KindList || top.name == "segments") {
 				return 0, "", fail(fmt.Sprintf("%s[%d] is a %s, expected a dict", top.name, i, k))
 			}
 		case wantList:

@@ -95,6 +95,24 @@ type Trace struct {
 	CompileContext []uint32 // index into Snapshot.Strings; 0 = none
 	UserMetadata   []uint32 // index into Snapshot.Strings; 0 = none
 	HasTime        bool     // the entries carry time_us
+	// Invalid counts the entries read with a field of the wrong type (kept
+	// with 0 for it) or an impossible value (a size of 0 or below, a time
+	// before the previous entry's, an unknown action).
+	Invalid Invalid
+}
+
+// Invalid counts malformed records of one kind, and describes the first.
+type Invalid struct {
+	Count int
+	First string // where and what, e.g. "device_traces[0][12]: size is a str"
+	Index int    // the first's entry index in its trace; -1 when it is not a kept entry
+}
+
+func (v *Invalid) add(index int, where func() string) {
+	if v.Count == 0 {
+		v.First, v.Index = where(), index
+	}
+	v.Count++
 }
 
 // Len is the number of entries.
@@ -185,6 +203,9 @@ type Snapshot struct {
 	Legacy      bool        // legacy list-of-segments or history-block form
 	Warnings    []string
 	InputBytes  int64 // decompressed bytes read
+	// InvalidSegments counts the segments and blocks read with a field of
+	// the wrong type or a negative size.
+	InvalidSegments Invalid
 }
 
 // StackFrames returns the frames of stack id, innermost first.

@@ -295,6 +295,8 @@ type builder struct {
 	entries Trace
 	blocks  []rawBlock
 	runs    []run
+	bad     []badRow // entries with a field of the wrong type, in row order
+	badAt   map[int]badRow
 }
 
 // run is a list of trace entries: the rows [lo, hi) while they come in
@@ -324,6 +326,8 @@ type rawBlock struct {
 	Block
 	hasAddress bool
 	history    pickle.Value
+	sizeBad    bool // the size had the wrong type (sizeKind)
+	sizeKind   pickle.Kind
 }
 
 func newBuilder() *builder {
@@ -555,24 +559,48 @@ func (b *builder) addEntry(d *pickle.Dict) int {
 		size, timeUS   int64
 		stream, cc, um uint32
 		stack          StackID
+		bad            = badRow{field: fOther}
+		ok             bool
 	)
+	wrong := func(f uint8, v pickle.Value) {
+		if bad.field == fOther {
+			bad.field, bad.kind = f, v.Kind()
+		}
+	}
 	for i, k := range d.Keys {
 		ks, _ := k.Str()
 		v := d.Vals[i]
 		switch ks {
 		case "action":
-			s, _ := v.Str()
+			var s string
+			if s, ok = v.Str(); !ok {
+				wrong(fAction, v)
+			}
 			action = ParseAction(s)
 		case "addr", "device_free":
-			addr, _ = v.Uint()
+			if addr, ok = v.Uint(); !ok {
+				wrong(fAddr, v)
+			}
 		case "size":
-			size, _ = v.Int()
+			if size, ok = v.Int(); !ok {
+				wrong(fSize, v)
+			}
 		case "stream":
+			if _, ok = v.Uint(); !ok {
+				wrong(fStream, v)
+			}
 			stream = b.stream(v)
 		case "time_us":
-			timeUS, _ = v.Int()
+			if timeUS, ok = v.Int(); !ok {
+				wrong(fTime, v)
+			}
 			t.HasTime = true
 		case "frames":
+			switch v.Kind() {
+			case pickle.KindNone, pickle.KindList, pickle.KindHandle:
+			default:
+				wrong(fFrames, v)
+			}
 			stack = b.stack(v)
 		case "compile_context":
 			if s, _ := v.Str(); s != "N/A" {
@@ -583,8 +611,23 @@ func (b *builder) addEntry(d *pickle.Dict) int {
 			um = b.str(s)
 		}
 	}
-	return t.appendRow(row{action, addr, size, timeUS, stream, stack, cc, um})
+	r := t.appendRow(row{action, addr, size, timeUS, stream, stack, cc, um})
+	if bad.field != fOther {
+		bad.row = r
+		b.bad = append(b.bad, bad)
+	}
+	return r
 }
+
+// badRow is a trace entry read with a field of the wrong type (the
+// parallel reader's workers leave such entries to this builder).
+type badRow struct {
+	row   int
+	field uint8 // fAction, fAddr...
+	kind  pickle.Kind
+}
+
+var fieldNames = [...]string{fAction: "action", fAddr: "addr", fSize: "size", fStream: "stream", fTime: "time_us", fFrames: "frames"}
 
 // row is one trace entry on its way into the columns.
 type row struct {
@@ -656,7 +699,10 @@ func (b *builder) block(d *pickle.Dict) rawBlock {
 		case "address":
 			r.Address, r.hasAddress = v.Uint()
 		case "size":
-			r.Size, _ = v.Int()
+			var ok bool
+			if r.Size, ok = v.Int(); !ok {
+				r.sizeBad, r.sizeKind = true, v.Kind()
+			}
 		case "requested_size":
 			r.RequestedSize, _ = v.Int()
 		case "state":

@@ -15,6 +15,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strconv"
 )
 
 func mathFloat64bits(f float64) uint64 { return math.Float64bits(f) }
@@ -29,6 +30,9 @@ type Options struct {
 	Seed         uint64
 	Frames       int // unique frames (default 120)
 	Stacks       int // unique stacks (default 60)
+	// StrSizeEvery writes the size of every that many entries as a str
+	// (a malformed snapshot, for the reader's invalid-entry counts).
+	StrSizeEvery int
 }
 
 type frame struct {
@@ -223,7 +227,11 @@ func Write(w io.Writer, o Options) error {
 		k("addr")
 		p.int(a)
 		k("size")
-		p.int(size)
+		if o.StrSizeEvery > 0 && n%o.StrSizeEvery == o.StrSizeEvery-1 {
+			p.str(strconv.FormatInt(size, 10))
+		} else {
+			p.int(size)
+		}
 		k("stream")
 		p.int(0)
 		k("time_us")

@@ -1,0 +1,161 @@
+package snapshot
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/snapshot/snapgen"
+)
+
+// jsonSnapshot writes a JSON snapshot of n alloc/free pairs on device 0;
+// entry(i) may replace the JSON text of a field of entry i.
+func jsonSnapshot(n int, field func(i int, key string) string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"segments": [{"device": 0, "address": 1048576, "total_size": 2097152, "blocks": [{"size": 2097152, "state": "inactive"}]}], "device_traces": [[`)
+	for i := 0; i < 2*n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		act := "alloc"
+		if i%2 == 1 {
+			act = "free_completed"
+		}
+		vals := map[string]string{"action": `"` + act + `"`, "addr": fmt.Sprint(1048576 + 512*(i/2)), "size": "512",
+			"stream": "0", "time_us": fmt.Sprint(1000 + i)}
+		b.WriteString("{")
+		for j, k := range []string{"action", "addr", "size", "stream", "time_us"} {
+			v := vals[k]
+			if field != nil {
+				if r := field(i, k); r != "" {
+					v = r
+				}
+			}
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q: %s", k, v)
+		}
+		b.WriteString(`, "frames": []}`)
+	}
+	b.WriteString("]]}")
+	return []byte(b.String())
+}
+
+// TestInvalidEntriesCounted: fields of the wrong type and impossible values
+// are counted with the first one described; most of them invalid is refused.
+func TestInvalidEntriesCounted(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		field func(i int, key string) string
+		count int
+		first string
+	}{
+		{"valid", nil, 0, ""},
+		{"size as str", func(i int, k string) string {
+			if k == "size" && i%10 == 3 {
+				return `"512"`
+			}
+			return ""
+		}, 4, "device_traces[0][3]: size is a str"},
+		{"size as float", func(i int, k string) string {
+			if k == "size" && i == 5 {
+				return "512.5"
+			}
+			return ""
+		}, 1, "device_traces[0][5]: size is a float"},
+		{"negative size", func(i int, k string) string {
+			if k == "size" && i == 6 {
+				return "-4096"
+			}
+			return ""
+		}, 1, "device_traces[0][6]: alloc of size -4096"},
+		{"addr as null", func(i int, k string) string {
+			if k == "addr" && i == 7 {
+				return "null"
+			}
+			return ""
+		}, 1, "device_traces[0][7]: addr is a None"},
+		{"time goes back", func(i int, k string) string {
+			if k == "time_us" && i == 9 {
+				return "10"
+			}
+			return ""
+		}, 1, "device_traces[0][9]: time_us 10 is before the previous entry's 1008"},
+		{"action as int", func(i int, k string) string {
+			if k == "action" && i == 2 {
+				return "1"
+			}
+			return ""
+		}, 1, "device_traces[0][2]: action is a int"},
+	} {
+		s, err := Read(bytes.NewReader(jsonSnapshot(20, c.field)))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		iv := s.Trace(0).Invalid
+		if iv.Count != c.count || iv.First != c.first {
+			t.Errorf("%s: %d invalid, first %q; want %d, %q", c.name, iv.Count, iv.First, c.count, c.first)
+		}
+	}
+	// Most entries invalid: refused.
+	_, err := Read(bytes.NewReader(jsonSnapshot(20, func(i int, k string) string {
+		if k == "size" && i%4 != 0 {
+			return `"big"`
+		}
+		return ""
+	})))
+	if err == nil || !strings.Contains(err.Error(), "30 of 40 trace entries are invalid (first: device_traces[0][1]: size is a str)") {
+		t.Fatalf("mostly invalid: %v", err)
+	}
+	// A list item that is no entry at all.
+	s, err := Read(strings.NewReader(`{"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 512}, 7, {"action": "free_completed", "addr": 1, "size": 512}]]}`))
+	if err != nil || s.Trace(0).Invalid.Count != 1 || s.Trace(0).Invalid.First != "device_traces[0][1] is a int, expected a dict" {
+		t.Fatalf("non-dict entry: %v %+v", err, s.Trace(0).Invalid)
+	}
+}
+
+func TestInvalidSegmentsCounted(t *testing.T) {
+	s, err := Read(strings.NewReader(`{"segments": [{"device": 0, "address": 0, "total_size": 1024, "blocks": [{"size": "512", "state": "active_allocated"}, {"size": 512, "state": "inactive"}]}, {"device": 0, "address": 4096, "total_size": 512, "blocks": [{"size": 512, "state": "inactive"}]}], "device_traces": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if iv := s.InvalidSegments; iv.Count != 1 || iv.First != "segments[0].blocks[0]: size is a str" {
+		t.Fatalf("%+v", iv)
+	}
+	_, err = Read(strings.NewReader(`{"segments": [{"device": 0, "address": "x", "total_size": -1, "blocks": []}], "device_traces": []}`))
+	if err == nil || !strings.Contains(err.Error(), "1 of 1 segments and blocks are invalid (first: segments[0]: address is a str)") {
+		t.Fatalf("mostly invalid segments: %v", err)
+	}
+}
+
+// TestInvalidParallelMatchesSequential: the parallel reader leaves entries
+// with a field of the wrong type to the general decoder, so both readers
+// count them alike (and the rest of the result is the same).
+func TestInvalidParallelMatchesSequential(t *testing.T) {
+	var buf bytes.Buffer
+	if err := snapgen.Write(&buf, snapgen.Options{Entries: 30_000, Seed: 3, StrSizeEvery: 997}); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	want, err := sequential(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv := want.Trace(0).Invalid
+	if iv.Count != 30 || !strings.HasSuffix(iv.First, "][996]: size is a str") {
+		t.Fatalf("sequential: %+v", iv)
+	}
+	for _, w := range []int{1, 2, 4} {
+		got, _, err := parallelRead(data, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.InputBytes = want.InputBytes
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("workers %d: %s differs", w, diff(got, want))
+		}
+	}
+}
