@@ -31,10 +31,18 @@ type Case struct {
 	File string
 	// Make returns the input's bytes (compressed where the case says so).
 	Make func() []byte
+	// Args are flags given before the input (e.g. --max-memory).
+	Args []string
+	// Stdin: the input is piped to the command's standard input and named
+	// "-" (the harness writes it to the pipe).
+	Stdin bool
 	// Exit is the exit code ptscope must return; Want is a text that its
-	// stderr (exit 2) or stdout (exit 0) must contain.
-	Exit int
-	Want string
+	// output (stdout and stderr) must contain, NotWant one it must not.
+	Exit    int
+	Want    string
+	NotWant string
+	// MaxRSS overrides the bound on peak RSS (default 512 MiB).
+	MaxRSS int64
 	// Small cases are cheap enough to seed the fuzzers.
 	Small bool
 }
@@ -74,7 +82,6 @@ func shortStr(s string) []byte {
 	return append([]byte{opShortUni, byte(len(s))}, s...)
 }
 
-func u32(n uint32) []byte { return binary.LittleEndian.AppendUint32(nil, n) }
 func u64(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
 
 // Cases returns every case, in a fixed order.
@@ -85,6 +92,9 @@ func Cases() []Case {
 	cs = append(cs, strs()...)
 	cs = append(cs, values()...)
 	cs = append(cs, cpu()...)
+	cs = append(cs, budget()...)
+	cs = append(cs, coercion()...)
+	cs = append(cs, formats()...)
 	return cs
 }
 
@@ -221,7 +231,7 @@ func nesting() []Case {
 				}
 				return append(b, opStop)
 			},
-			Exit: 2, Want: "not an allocator snapshot",
+			Exit: 2, Want: "segments[0] is a list, expected a dict",
 		},
 	}
 }
@@ -257,7 +267,7 @@ func strs() []Case {
 			Make: func() []byte {
 				return Bomb(Zstd, []byte(`{"traceName": "`), 'a', 2<<30, []byte(`", "traceEvents": []}`))
 			},
-			Exit: 2, Want: "no traceEvents array",
+			Exit: 2, Want: "not a snapshot, trace or bundle",
 		},
 	}
 }
@@ -285,6 +295,8 @@ func values() []Case {
 		},
 		{
 			Name: "values/json-arrays", Class: "values", Command: "analyze", File: "arrays.json",
+			// The values of keys the snapshot has no use for are skipped,
+			// not built.
 			Make: func() []byte {
 				var b bytes.Buffer
 				b.WriteString(`{"segments": [], "x": [`)
@@ -292,7 +304,7 @@ func values() []Case {
 				b.WriteString(`[]]}`)
 				return b.Bytes()
 			},
-			Exit: 2, Want: "no trace",
+			Exit: 0, Want: "No device has trace entries or segments",
 		},
 	}
 }

@@ -17,6 +17,7 @@ func addInputFlags(e *env, fs *flag.FlagSet) {
 	input.SetStdin(e.stdin)
 	input.SetWarnings(e.stderr)
 	applyMemoryLimit()
+	input.Watch(e.stderr)
 	fs.Func("max-memory", "memory budget for reading the inputs, e.g. 4GiB; an input that would need more\n"+
 		"is refused (exit 2) with the offset reached (default: half of RAM, "+units.Bytes(input.DefaultBudget())+" here)",
 		func(s string) error {
@@ -38,5 +39,5 @@ func addInputFlags(e *env, fs *flag.FlagSet) {
 // garbage pile up (analyze runs at GOGC=400), so only live data can reach
 // the budget and fail the readers' checks.
 func applyMemoryLimit() {
-	debug.SetMemoryLimit(input.Budget() + 64<<20)
+	debug.SetMemoryLimit(input.Budget())
 }

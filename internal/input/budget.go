@@ -2,6 +2,7 @@ package input
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ptscope/ptscope/internal/units"
 )
@@ -87,9 +89,65 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("the data read so far needs %s, more than the memory budget (--max-memory %s)",
+	return fmt.Sprintf("%s of memory in use, over the memory budget (--max-memory %s; raise it, or give fewer inputs at once)",
 		units.Bytes(e.Live), units.Bytes(e.Budget))
 }
+
+// Progress: the input being read and the decompressed bytes read from it,
+// for a message when the budget runs out (Watch).
+var (
+	progressName atomic.Pointer[string]
+	progressOff  atomic.Int64
+)
+
+// Track records that name is being read from its start (Open does it;
+// readers that map a file call it themselves).
+func Track(name string) {
+	progressName.Store(&name)
+	progressOff.Store(0)
+}
+
+// Progress records the input offset a reader reached (readers that do not
+// read through a Reader, as a mapped file's, call it now and then).
+func Progress(off int64) { progressOff.Store(off) }
+
+// Watch starts (once per process) a watchdog that checks every 100 ms
+// whether the live heap, as the last collection measured it, exceeds the
+// budget; if so it writes one line to w (the latest one given), naming the
+// input and the offset being read, and exits with code 2. It is the
+// backstop of the readers' own checks: it also covers what comes after
+// reading (the analyses), where no reader is there to stop. The runtime's
+// soft memory limit (set just above the budget) makes the collector run
+// often enough near the budget for the measure to be fresh.
+func Watch(w io.Writer) {
+	watchTo.Store(&w)
+	watchOnce.Do(func() {
+		go func() {
+			s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+			for range time.Tick(100 * time.Millisecond) {
+				metrics.Read(s)
+				live := int64(s[0].Value.Uint64())
+				if b := Budget(); live > b {
+					w := *watchTo.Load()
+					where := ""
+					if n := progressName.Load(); n != nil {
+						where = Name(*n) + ": "
+						if off := progressOff.Load(); off > 0 {
+							where += fmt.Sprintf("offset %d: ", off)
+						}
+					}
+					fmt.Fprintf(w, "ptscope: %s%v\n", where, &BudgetError{Live: live, Budget: b})
+					os.Exit(2)
+				}
+			}
+		}()
+	})
+}
+
+var (
+	watchOnce sync.Once
+	watchTo   atomic.Pointer[io.Writer]
+)
 
 var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 var heapMu sync.Mutex

@@ -60,6 +60,13 @@ type Reader struct {
 	closers     []func() error
 }
 
+// Read reads decompressed bytes, counting them for the budget watchdog.
+func (r *Reader) Read(p []byte) (int, error) {
+	n, err := r.Reader.Read(p)
+	progressOff.Add(int64(n))
+	return n, err
+}
+
 // Close closes the decompressor and the file.
 func (r *Reader) Close() error {
 	var err error
@@ -76,6 +83,7 @@ func (r *Reader) Close() error {
 // /dev/stdin) that Find already opened to tell its kind is handed over as
 // Find left it, since such a stream can be read only once.
 func Open(name string) (*Reader, error) {
+	Track(name)
 	if r := takeStream(name); r != nil {
 		return r, nil
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"github.com/ptscope/ptscope/internal/attack"
 )
 
 func read(t *testing.T, s string) (*Trace, error) {
@@ -172,6 +174,11 @@ func FuzzRead(f *testing.F) {
 	if p := fixturePath("gpt2tiny_with_stack.pt.trace.json"); p != "" {
 		if b, err := readFileHead(p, 8192); err == nil {
 			f.Add(b)
+		}
+	}
+	for _, c := range attack.Cases() {
+		if c.Small && c.Command == "trace" {
+			f.Add(c.Make())
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

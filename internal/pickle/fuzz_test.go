@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/attack"
 )
 
 // FuzzDecode checks that no input makes the decoder panic, hang or allocate
@@ -21,6 +23,14 @@ func FuzzDecode(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	for _, c := range attack.Cases() {
+		if !c.Small {
+			continue
+		}
+		if b := c.Make(); len(b) > 0 && b[0] == 0x80 {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hook := func(d *Dict) (Value, bool) {
 			if d.Len() == 2 {
@@ -33,6 +43,12 @@ func FuzzDecode(f *testing.F) {
 				return Handle(1), true
 			}
 			return Value{}, false
+		}
+		// The scanner never refuses what the decoder accepts.
+		if err := NewScanner(Options{}).Feed(b); err != nil {
+			if _, derr := DecodeBytes(b, Options{}); derr == nil {
+				t.Fatalf("the scanner refuses a pickle the decoder reads: %v", err)
+			}
 		}
 		for _, opts := range []Options{{}, {OnDict: hook, OnList: lhook, MaxMemo: 1 << 16}} {
 			v, err := Decode(bytes.NewReader(b), opts)

@@ -12,16 +12,30 @@ import (
 // in memory before decoding it feeds each piece it reads to a Scanner, so
 // that garbage, a decompression bomb behind a valid header or a length that
 // lies is refused where it starts instead of after it was inflated.
+//
+// Python's pickler (protocol 4 and 5) cuts its output into FRAMEs of about
+// 64 KiB: the scanner walks such frames header to header, checking the
+// first opcode of each, so that a framed pickle costs it almost nothing; a
+// frame longer than maxFrameJump, and whatever lies between frames (large
+// strings are written outside them), is checked opcode by opcode. Garbage
+// is then caught within one frame of where it starts.
 type Scanner struct {
-	opts Options
-	pos  int  // offset of the next opcode to check
-	done bool // saw STOP: the pickle ends there
+	opts   Options
+	pos    int  // offset of the next opcode (or frame header) to check
+	done   bool // saw STOP: the pickle ends there
+	lastLo int  // the last frame walked over: its opcodes are [lastLo, lastHi)
+	lastHi int
 }
+
+// maxFrameJump is the longest frame walked over without looking inside:
+// Python's frames are 64 KiB (what a single object needs beyond that is
+// written outside frames).
+const maxFrameJump = 1 << 20
 
 // NewScanner returns a scanner with opts' limits (hooks are ignored).
 func NewScanner(opts Options) *Scanner {
 	d := newDecoder(nil, opts) // for the defaults
-	return &Scanner{opts: d.opts}
+	return &Scanner{opts: d.opts, lastLo: -1}
 }
 
 // Done reports whether the scanner saw STOP: the bytes after it are not
@@ -32,17 +46,58 @@ func (s *Scanner) Done() bool { return s.done }
 // from its first byte and grows between calls. It returns an *Error at the
 // first opcode that is not valid.
 func (s *Scanner) Feed(data []byte) error {
-	pos := s.pos
-	defer func() { s.pos = pos }()
+	for s.pos < len(data) && !s.done {
+		if data[s.pos] == opFrame && s.pos+9 <= len(data) {
+			n := binary.LittleEndian.Uint64(data[s.pos+1:])
+			lo := s.pos + 9
+			if n > 0 && n <= maxFrameJump {
+				if lo < len(data) {
+					if _, ok := scanLen(data[lo]); !ok {
+						return s.errf(lo, data[lo], "unknown opcode 0x%02x (not a pickle, or corrupt)", data[lo])
+					}
+				}
+				if uint64(len(data)-lo) < n {
+					return nil // wait for the rest of the frame
+				}
+				s.lastLo, s.lastHi = lo, lo+int(n)
+				s.pos = s.lastHi
+				continue
+			}
+		}
+		at := s.pos
+		pos, err := s.scan(data, s.pos, len(data), true)
+		s.pos = pos
+		if err != nil {
+			if at == s.lastHi && s.lastLo >= 0 {
+				// Right after a frame walked over: the pickle may have
+				// ended inside it (a STOP), the rest being trailing bytes.
+				if p, ferr := s.scan(data, s.lastLo, s.lastHi, false); ferr == nil && p == s.lastHi && s.done {
+					return nil
+				}
+				s.done = false
+			}
+			return err
+		}
+		if pos == at {
+			return nil // the opcode is not whole yet
+		}
+	}
+	return nil
+}
+
+// scan checks the opcodes of data[pos:end] until one is not whole (after
+// the first when one is set); it returns where it stopped.
+func (s *Scanner) scan(data []byte, pos, end int, one bool) (int, error) {
+	data = data[:end]
 	for pos < len(data) && !s.done {
 		op := data[pos]
 		need, ok := scanLen(op)
 		switch {
 		case !ok:
-			return s.errf(pos, op, "unknown opcode 0x%02x (not a pickle, or corrupt)", op)
+			return pos, s.errf(pos, op, "unknown opcode 0x%02x (not a pickle, or corrupt)", op)
 		case need > 0: // fixed length
 			if pos+need > len(data) {
-				return nil
+				return pos, nil
 			}
 			if op == opStop {
 				s.done = true
@@ -51,7 +106,7 @@ func (s *Scanner) Feed(data []byte) error {
 		case need < 0: // a length field of -need bytes, then the argument
 			w := -need
 			if pos+1+w > len(data) {
-				return nil
+				return pos, nil
 			}
 			var n uint64
 			switch w {
@@ -60,20 +115,20 @@ func (s *Scanner) Feed(data []byte) error {
 			case 4:
 				n = uint64(binary.LittleEndian.Uint32(data[pos+1:]))
 				if op == opBinstring && int32(n) < 0 {
-					return s.errf(pos, op, "negative length")
+					return pos, s.errf(pos, op, "negative length")
 				}
 			case 8:
 				n = binary.LittleEndian.Uint64(data[pos+1:])
 			}
 			if op == opFrame {
-				pos += 1 + w // a FRAME's length covers opcodes, checked on their own
-				continue
+				pos += 1 + w // a long FRAME: its opcodes are checked one by one
+				break
 			}
 			if n > uint64(s.opts.MaxString) {
-				return s.limitf(pos, op, "argument of %d bytes exceeds the limit of %d bytes", n, s.opts.MaxString)
+				return pos, s.limitf(pos, op, "argument of %d bytes exceeds the limit of %d bytes", n, s.opts.MaxString)
 			}
 			if uint64(len(data)-pos-1-w) < n {
-				return nil
+				return pos, nil
 			}
 			pos += 1 + w + int(n)
 		default: // newline-terminated arguments: one line, two for GLOBAL and INST
@@ -86,21 +141,24 @@ func (s *Scanner) Feed(data []byte) error {
 				i := bytes.IndexByte(data[p:min(len(data), p+1<<20+1)], '\n')
 				if i < 0 {
 					if len(data)-p > 1<<20 {
-						return s.errf(pos, op, "line longer than 1 MiB")
+						return pos, s.errf(pos, op, "line longer than 1 MiB")
 					}
-					return nil
+					return pos, nil
 				}
 				if op == opInt || op == opLong {
 					if err := s.digits(pos, op, data[p:p+i]); err != nil {
-						return err
+						return pos, err
 					}
 				}
 				p += i + 1
 			}
 			pos = p
 		}
+		if one {
+			break
+		}
 	}
-	return nil
+	return pos, nil
 }
 
 func (s *Scanner) errf(pos int, op byte, format string, a ...any) error {

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/input"
@@ -21,6 +22,7 @@ import (
 // ReadFile reads a snapshot file (pickle or JSON; gzip, xz or zstd
 // compressed or not). Errors name the file and the byte offset.
 func ReadFile(path string) (*Snapshot, error) {
+	input.Track(path)
 	if s, ok, err := readMapped(path); ok && path != "-" {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", input.Name(path), err)
@@ -76,8 +78,10 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	switch {
 	case len(head) == 0:
 		return nil, errors.New("offset 0: empty file, expected a pickle or JSON snapshot")
-	case head[0] == 0x80 && len(head) == 2:
-		b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
+	case head[0] == 0x80:
+		if len(head) >= 2 {
+			b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
+		}
 		root, err = pickle.Decode(br, b.pickleOptions())
 	default:
 		t := bytes.TrimLeft(head, " \t\r\n")
@@ -102,24 +106,26 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 func (b *builder) pickleOptions() pickle.Options {
 	return pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend,
 		MaxString: input.MaxString(), MaxValues: input.MaxValues(), LimitNote: input.BudgetNote(),
-		Check: func(int64) error { return input.CheckMemory() }}
+		Check: func(off int64) error { input.Progress(off); return input.CheckMemory() }}
 }
 
 // readPickle reads a pickle to its STOP into memory (up to half the memory
 // budget), checking its opcodes as they arrive: a stream that goes wrong
 // (a decompression bomb behind a valid header, garbage, a length that lies)
-// is refused at its offset, before the rest of it is inflated. size is
-// the input size when known (0 if not).
+// is refused at its offset, before the rest of it is inflated. The check
+// runs on a goroutine of its own, a few reads behind the decompressor, so
+// that it costs no time on two cores. size is the input size when known
+// (0 if not).
 func readPickle(r io.Reader, size int) ([]byte, error) {
 	limit := input.MaxInMemory()
-	sc := pickle.NewScanner(pickle.Options{MaxString: input.MaxString(), LimitNote: input.BudgetNote()})
+	sc := newScanAhead(pickle.NewScanner(pickle.Options{MaxString: input.MaxString(), LimitNote: input.BudgetNote()}))
 	checked := 0
-	data, err := readAllFunc(r, size, func(buf []byte) error {
+	data, err := readAllFunc(r, hugepage.MakeCap[byte](0, size+1), func(buf []byte) error {
 		if int64(len(buf)) > limit {
 			return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
 				len(buf), limit, input.BudgetNote())
 		}
-		if err := sc.Feed(buf); err != nil {
+		if err := sc.feed(buf); err != nil {
 			return err
 		}
 		if len(buf)-checked >= 16<<20 {
@@ -128,11 +134,11 @@ func readPickle(r io.Reader, size int) ([]byte, error) {
 				return fmt.Errorf("offset %d: %w", len(buf), err)
 			}
 		}
-		if sc.Done() {
-			return errStop
-		}
 		return nil
 	})
+	if serr := sc.wait(); err == nil || err == errStop {
+		err = serr
+	}
 	switch {
 	case err == nil || err == errStop:
 		return data, nil
@@ -140,12 +146,75 @@ func readPickle(r io.Reader, size int) ([]byte, error) {
 		// The decoder's own message for the first bad opcode, which may
 		// come before the one the scanner stopped at.
 		b := newBuilder()
-		if _, derr := pickle.DecodeBytes(data, b.pickleOptions()); derr != nil && !truncation(derr) {
+		derr := func() error { _, err := pickle.DecodeBytes(data, b.pickleOptions()); return err }()
+		if derr != nil && !truncation(derr) {
 			return nil, derr
+		}
+		if derr != nil && truncation(derr) {
+			// The decoder reads on where the scanner stopped (frames whose
+			// lengths lie, say): read the rest unchecked, as before.
+			data, err = readAllFunc(r, data, func(buf []byte) error {
+				if int64(len(buf)) > limit {
+					return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
+						len(buf), limit, input.BudgetNote())
+				}
+				return nil
+			})
+			if err == nil {
+				return data, nil
+			}
+			return nil, fmt.Errorf("offset %d: %w", len(data), err)
 		}
 		return nil, err
 	}
 	return nil, fmt.Errorf("offset %d: %w", len(data), err)
+}
+
+// scanAhead runs a pickle.Scanner on its own goroutine over the growing
+// input. feed hands it the input read so far and returns the scanner's
+// error, or errStop once it saw STOP, as soon as it knows; wait waits for it
+// to catch up and returns the same.
+type scanAhead struct {
+	jobs chan []byte
+	done chan struct{}
+	err  atomic.Pointer[error]
+}
+
+func newScanAhead(sc *pickle.Scanner) *scanAhead {
+	a := &scanAhead{jobs: make(chan []byte, 4), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for buf := range a.jobs {
+			if a.err.Load() != nil {
+				continue // drain
+			}
+			err := sc.Feed(buf)
+			if err == nil && sc.Done() {
+				err = errStop
+			}
+			if err != nil {
+				a.err.Store(&err)
+			}
+		}
+	}()
+	return a
+}
+
+func (a *scanAhead) feed(buf []byte) error {
+	if p := a.err.Load(); p != nil {
+		return *p
+	}
+	a.jobs <- buf // blocks when the scanner is 4 reads behind
+	return nil
+}
+
+func (a *scanAhead) wait() error {
+	close(a.jobs)
+	<-a.done
+	if p := a.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // errStop ends readAllFunc early without an error.
@@ -202,18 +271,21 @@ func decodeMapped(data []byte) (s *Snapshot, err error) {
 	return readPickleBytes(data, runtime.GOMAXPROCS(0), true)
 }
 
-// readAllFunc reads r to its end into one buffer of about size bytes,
-// calling check with the bytes read so far after each read; an error from
-// check stops it (the bytes read are returned with the error).
-func readAllFunc(r io.Reader, size int, check func([]byte) error) ([]byte, error) {
-	buf := hugepage.MakeCap[byte](0, size+1)
+// maxRead bounds one read of readAllFunc, so that check runs at least that
+// often (with scanAhead's queue, a bomb is refused within a few of them).
+const maxRead = 128 << 10
+
+// readAllFunc reads r to its end, appending to buf, calling check with the
+// bytes read so far after each read; an error from check stops it (the
+// bytes read are returned with the error).
+func readAllFunc(r io.Reader, buf []byte, check func([]byte) error) ([]byte, error) {
 	for {
 		if len(buf) == cap(buf) {
 			nb := hugepage.MakeCap[byte](len(buf), 2*cap(buf)+64<<10) // double: append grows large slices by 1.25x
 			copy(nb, buf)
 			buf = nb
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):min(cap(buf), len(buf)+maxRead)])
 		buf = buf[:len(buf)+n]
 		if n > 0 {
 			if cerr := check(buf); cerr != nil {
