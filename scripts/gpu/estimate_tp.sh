@@ -23,7 +23,7 @@ start=$(date +%s)
 # name:world (world 1: a plain process, no simulation)
 rows=("$@")
 [ ${#rows[@]} -eq 0 ] && rows=(tinyllama_tp2_hf:2 tinyllama_tp4_hf:4 tinyllama_tp2_megatron:2 tinyllama_tp4_megatron:4
-  llama_ddp2:2 llama_fsdp2_ws8_offload:8 llama_compile_amp:1 llama_ddp2_bucket_view:2 tinyllama_amp:1)
+  llama_ddp1:1 llama_fsdp2_ws8_offload:8 llama_compile_amp:1 llama_ddp1_bucket_view:1 tinyllama_amp:1)
 first=--env
 status=0
 for spec in "${rows[@]}"; do
