@@ -36,7 +36,8 @@ Formats:
               --steps and --min-duration so that a huge trace opens
   memory-viz  a snapshot in the JSON form PyTorch's memory_viz opens
               (pytorch.org/memory_viz), trimmed to --steps or --from/--to and to
-              allocations of --min-size, so that a snapshot too big for it opens
+              allocations of --min-size, so that a snapshot too big for it opens;
+              -o FILE.pickle writes it as a pickle (python -m torch.cuda._memory_viz)
 
 INPUT is a snapshot (pickle or JSON, compressed or not), a Kineto trace
 (perfetto only) or a ptscope run bundle (its last snapshot; --rank picks the
@@ -53,6 +54,8 @@ Examples:
   ptscope export perfetto -o memory.json snapshot.pickle
   ptscope export perfetto --steps 3-5 --min-duration 10us -o small.json big.pt.trace.json.gz
   ptscope export memory-viz --steps 2-3 --min-size 1MiB -o viz.json snapshot.pickle
+  ptscope export memory-viz --steps 2 -o step2.pickle snapshot.pickle &&
+    python -m torch.cuda._memory_viz trace_plot step2.pickle -o step2.html
 `
 
 type exportFlags struct {
@@ -392,14 +395,18 @@ func exportMemViz(s *snapshot.Snapshot, ms []*export.Memory, out *output, f *exp
 		}
 		devs = append(devs, export.MemVizDevice{Memory: m, Window: w})
 	}
-	sum, err := export.WriteMemViz(out, s, devs, minSize)
+	write, form := export.WriteMemViz, "JSON"
+	if ext := strings.ToLower(filepath.Ext(out.name)); ext == ".pickle" || ext == ".pkl" {
+		write, form = export.WriteMemVizPickle, "pickle"
+	}
+	sum, err := write(out, s, devs, minSize)
 	if err != nil {
 		return "", err
 	}
 	if sum.Misplaced > 0 {
 		return "", fmt.Errorf("export memory-viz: %d blocks of the rebuilt allocator state fit no segment; the snapshot's trace and segments disagree", sum.Misplaced)
 	}
-	desc := fmt.Sprintf("memory_viz snapshot JSON, %s trace entries, %s segments, %s active blocks", commas(sum.Entries), commas(sum.Segments), commas(sum.Blocks))
+	desc := fmt.Sprintf("memory_viz snapshot %s, %s trace entries, %s segments, %s active blocks", form, commas(sum.Entries), commas(sum.Segments), commas(sum.Blocks))
 	if windowed {
 		var parts []string
 		for _, d := range devs {

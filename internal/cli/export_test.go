@@ -128,6 +128,14 @@ func TestExportFormats(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "entries 1308..3548") || !strings.Contains(errs, "at least 1.00 MiB") {
 		t.Errorf("memory-viz --from/--to: exit %d: %s", code, errs)
 	}
+	// -o *.pickle: the same snapshot as a pickle, which analyze reads
+	vp := filepath.Join(dir, "viz.pickle")
+	if code, _, errs = exportRun(t, "memory-viz", "-o", vp, in); code != 0 || !strings.Contains(errs, "memory_viz snapshot pickle, 3,551 trace entries") {
+		t.Fatalf("memory-viz pickle: exit %d: %s", code, errs)
+	}
+	if code, out, errs = run(t, "analyze", vp); code != 0 || !strings.Contains(out, "1,414,996,992 B") {
+		t.Errorf("analyze of the pickle export: exit %d: %s", code, errs)
+	}
 
 	// perfetto of a trace, cut to a step
 	tj := filepath.Join(dir, "trace.json")

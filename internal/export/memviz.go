@@ -3,7 +3,6 @@ package export
 import (
 	"io"
 	"sort"
-	"strconv"
 
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -45,55 +44,63 @@ type MemVizSummary struct {
 // that many bytes, in the trace and in the segments (smaller blocks become
 // free space), so that a snapshot too big for memory_viz can be opened.
 func WriteMemViz(w io.Writer, s *snapshot.Snapshot, devs []MemVizDevice, minSize int64) (*MemVizSummary, error) {
-	j := newJSONW(w)
-	v := &memViz{j: j, s: s, frames: map[snapshot.StackID][]byte{}, sum: &MemVizSummary{}, minSize: minSize}
-	j.raw(`{"segments":[`)
-	first := true
+	return writeMemViz(newJSONTree(w, s), s, devs, minSize)
+}
+
+// WriteMemVizPickle writes what WriteMemViz writes as a protocol 4 pickle,
+// the form torch.cuda.memory._dump_snapshot writes: what
+// `python -m torch.cuda._memory_viz` (which reads pickles only) and older
+// memory_viz pages take. Strings, frames and frame lists are memoized, so
+// the file is about as small as the original.
+func WriteMemVizPickle(w io.Writer, s *snapshot.Snapshot, devs []MemVizDevice, minSize int64) (*MemVizSummary, error) {
+	return writeMemViz(newPickleTree(w, s), s, devs, minSize)
+}
+
+func writeMemViz(t tree, s *snapshot.Snapshot, devs []MemVizDevice, minSize int64) (*MemVizSummary, error) {
+	v := &memViz{t: t, s: s, sum: &MemVizSummary{}, minSize: minSize}
+	t.dict()
+	t.key("segments")
+	t.list()
 	for _, d := range devs {
 		for _, g := range v.segments(d) {
-			if !first {
-				j.raw(",\n")
-			}
-			first = false
 			v.segment(d.Memory, g)
 		}
 	}
-	j.raw("],\n\"device_traces\":[")
+	t.end()
+	t.key("device_traces")
+	t.list()
 	ndev := len(s.Traces)
 	for _, d := range devs {
 		ndev = max(ndev, d.Device+1)
 	}
 	for dev := 0; dev < ndev; dev++ {
-		if dev > 0 {
-			j.raw(",")
-		}
-		j.raw("[")
+		t.list()
 		for _, d := range devs {
 			if d.Device == dev {
 				v.trace(d)
 			}
 		}
-		j.raw("]")
+		t.end()
 	}
-	j.raw("],\n\"external_annotations\":[")
+	t.end()
+	t.key("external_annotations")
+	t.list()
 	v.annotations(devs)
-	j.raw("],\n\"allocator_settings\":{")
-	for i, st := range s.Settings.All {
-		if i > 0 {
-			j.raw(",")
-		}
-		j.str(st.Key)
-		j.raw(":")
-		j.str(st.Value)
+	t.end()
+	t.key("allocator_settings")
+	t.dict()
+	for _, st := range s.Settings.All {
+		t.key(st.Key)
+		t.str(st.Value)
 	}
-	j.raw("}}\n")
-	return v.sum, j.flush()
+	t.end()
+	t.end()
+	return v.sum, t.flush()
 }
 
 type memViz struct {
-	j       *jsonw
+	t       tree
 	s       *snapshot.Snapshot
-	frames  map[snapshot.StackID][]byte // encoded frame lists by stack
 	sum     *MemVizSummary
 	minSize int64
 }
@@ -264,7 +271,6 @@ func mapRange(segs []*vizSegment, n *vizSegment) []*vizSegment {
 // (small ones freed under minSize), or the rebuilt active blocks with free
 // space between them.
 func (v *memViz) segment(m *Memory, g *vizSegment) {
-	j := v.j
 	s := v.s
 	type blk struct {
 		size, requested int64
@@ -314,49 +320,52 @@ func (v *memViz) segment(m *Memory, g *vizSegment) {
 	if typ == "" {
 		typ = poolType(g.size)
 	}
-	j.raw(`{"device":`)
-	j.int(int64(m.Device))
-	j.raw(`,"address":`)
-	j.uint(g.addr)
-	j.raw(`,"total_size":`)
-	j.int(g.size)
-	j.raw(`,"allocated_size":`)
-	j.int(allocated)
-	j.raw(`,"active_size":`)
-	j.int(active)
-	j.raw(`,"requested_size":`)
-	j.int(requested)
-	j.raw(`,"stream":`)
-	j.int(streamValue(s, g.stream))
-	j.raw(`,"segment_type":`)
-	j.str(typ)
-	j.raw(`,"segment_pool_id":[`)
-	j.int(g.pool[0])
-	j.raw(",")
-	j.int(g.pool[1])
-	j.raw(`],"is_expandable":`)
-	j.raw(strconv.FormatBool(g.expandable))
-	j.raw(`,"frames":`)
-	j.bytes(v.stackFrames(g.stack))
-	j.raw(`,"blocks":[`)
-	for i, b := range blocks {
-		if i > 0 {
-			j.raw(",")
-		}
-		j.raw(`{"size":`)
-		j.int(b.size)
-		j.raw(`,"requested_size":`)
-		j.int(b.requested)
-		j.raw(`,"state":"`)
-		j.raw(b.state.String())
-		j.raw(`","frames":`)
-		j.bytes(v.stackFrames(b.stack))
+	t := v.t
+	t.dict()
+	t.key("device")
+	t.int(int64(m.Device))
+	t.key("address")
+	t.uint(g.addr)
+	t.key("total_size")
+	t.int(g.size)
+	t.key("allocated_size")
+	t.int(allocated)
+	t.key("active_size")
+	t.int(active)
+	t.key("requested_size")
+	t.int(requested)
+	t.key("stream")
+	t.int(streamValue(s, g.stream))
+	t.key("segment_type")
+	t.str(typ)
+	t.key("segment_pool_id")
+	t.list()
+	t.int(g.pool[0])
+	t.int(g.pool[1])
+	t.end()
+	t.key("is_expandable")
+	t.boolean(g.expandable)
+	t.key("frames")
+	t.frames(g.stack)
+	t.key("blocks")
+	t.list()
+	for _, b := range blocks {
+		t.dict()
+		t.key("size")
+		t.int(b.size)
+		t.key("requested_size")
+		t.int(b.requested)
+		t.key("state")
+		t.str(b.state.String())
+		t.key("frames")
+		t.frames(b.stack)
+		t.end()
 		if b.state != snapshot.BlockInactive {
 			v.sum.Blocks++
 		}
-		j.raw("}")
 	}
-	j.raw("]}")
+	t.end()
+	t.end()
 	v.sum.Segments++
 }
 
@@ -367,82 +376,50 @@ func streamValue(s *snapshot.Snapshot, i uint32) int64 {
 	return 0
 }
 
-// stackFrames returns the JSON list of a stack's frames, innermost first as
-// PyTorch writes them, encoded once per stack.
-func (v *memViz) stackFrames(id snapshot.StackID) []byte {
-	if b, ok := v.frames[id]; ok {
-		return b
-	}
-	b := []byte{'['}
-	if int(id) < len(v.s.Stacks) {
-		for k, fid := range v.s.Stacks[id] {
-			f := &v.s.Frames[fid]
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"filename":`...)
-			b = appendJSONString(b, f.Filename)
-			b = append(b, `,"line":`...)
-			b = strconv.AppendInt(b, int64(f.Line), 10)
-			b = append(b, `,"name":`...)
-			b = appendJSONString(b, f.Name)
-			b = append(b, '}')
-		}
-	}
-	b = append(b, ']')
-	v.frames[id] = b
-	return b
-}
-
 // trace writes the window's entries of one device, leaving out those of
 // allocations that requested less than minSize.
 func (v *memViz) trace(d MemVizDevice) {
 	m := d.Memory
 	tr := m.Snap.Trace(m.Device)
-	j := v.j
 	s := v.s
 	var owner []int32
 	if v.minSize > 0 {
 		owner = allocOwners(m.Replay, tr.Len())
 	}
-	first := true
+	t := v.t
 	for i := max(d.Window.Lo, 0); i <= d.Window.Hi && i < tr.Len(); i++ {
 		act := tr.Action[i]
 		if owner != nil && owner[i] > 0 && m.Replay.Allocs[owner[i]-1].Requested < v.minSize {
 			continue
 		}
-		if !first {
-			j.raw(",\n")
-		}
-		first = false
-		j.raw(`{"action":"`)
-		j.raw(act.String())
-		j.raw(`",`)
+		t.dict()
+		t.key("action")
+		t.str(act.String())
 		if act == snapshot.ActionOOM {
-			j.raw(`"device_free":`)
+			t.key("device_free")
 		} else {
-			j.raw(`"addr":`)
+			t.key("addr")
 		}
-		j.uint(tr.Addr[i])
-		j.raw(`,"size":`)
-		j.int(tr.Size[i])
-		j.raw(`,"stream":`)
-		j.int(streamValue(s, tr.Stream[i]))
+		t.uint(tr.Addr[i])
+		t.key("size")
+		t.int(tr.Size[i])
+		t.key("stream")
+		t.int(streamValue(s, tr.Stream[i]))
 		if tr.HasTime {
-			j.raw(`,"time_us":`)
-			j.int(tr.TimeUS[i])
+			t.key("time_us")
+			t.int(tr.TimeUS[i])
 		}
 		if c := tr.CompileContext[i]; c != 0 {
-			j.raw(`,"compile_context":`)
-			j.str(s.Strings[c])
+			t.key("compile_context")
+			t.str(s.Strings[c])
 		}
 		if u := tr.UserMetadata[i]; u != 0 {
-			j.raw(`,"user_metadata":`)
-			j.str(s.Strings[u])
+			t.key("user_metadata")
+			t.str(s.Strings[u])
 		}
-		j.raw(`,"frames":`)
-		j.bytes(v.stackFrames(tr.Stack[i]))
-		j.raw("}")
+		t.key("frames")
+		t.frames(tr.Stack[i])
+		t.end()
 		v.sum.Entries++
 	}
 }
@@ -465,8 +442,7 @@ func allocOwners(r *memory.Replay, n int) []int32 {
 // annotations writes the record_function markers of the devices within
 // the time of their windows.
 func (v *memViz) annotations(devs []MemVizDevice) {
-	j := v.j
-	first := true
+	t := v.t
 	for _, a := range v.s.Annotations {
 		keep := false
 		for _, d := range devs {
@@ -488,18 +464,15 @@ func (v *memViz) annotations(devs []MemVizDevice) {
 		if !keep {
 			continue
 		}
-		if !first {
-			j.raw(",")
-		}
-		first = false
-		j.raw(`{"device":`)
-		j.int(int64(a.Device))
-		j.raw(`,"stage":`)
-		j.str(a.Stage)
-		j.raw(`,"name":`)
-		j.str(a.Name)
-		j.raw(`,"time_us":`)
-		j.int(a.TimeUS)
-		j.raw("}")
+		t.dict()
+		t.key("device")
+		t.int(int64(a.Device))
+		t.key("stage")
+		t.str(a.Stage)
+		t.key("name")
+		t.str(a.Name)
+		t.key("time_us")
+		t.int(a.TimeUS)
+		t.end()
 	}
 }

@@ -3,18 +3,18 @@
 
   check_memory_viz.py make OUTDIR           record fresh snapshots on the GPU (with
                                             empty_cache, plain and expandable segments)
-  check_memory_viz.py compare ORIG EXPORT   EXPORT (ptscope export memory-viz JSON of
-                                            ORIG) gives the same stats, trace, memory
-                                            and segments output as ORIG, and
-                                            trace_plot/segment_plot accept it
+  check_memory_viz.py compare ORIG EXPORT   EXPORT (ptscope export memory-viz of ORIG,
+                                            .json or .pickle) gives the same stats,
+                                            trace, memory and segments output as ORIG,
+                                            and trace_plot/segment_plot accept it
   check_memory_viz.py window EXPORT         a trimmed export loads and every
                                             _memory_viz function runs on it
   check_memory_viz.py peak FOLDED FACTS     the folded export's total equals torch's
                                             max_memory_allocated (recorded from the start)
 
 Prints PASS/FAIL lines; exits 1 on any FAIL. _memory_viz's command line reads a
-pickle, so the JSON export is also written as a pickle and the CLI is run once
-on it; the other checks call the same functions in this process (one torch import).
+pickle, so a JSON export is also written as a pickle and the CLI is run once on
+it; the other checks call the same functions in this process (one torch import).
 """
 import ast
 import json
@@ -37,7 +37,12 @@ def mv():
     return m
 
 
-def load_json_as_pickle(path):
+def load_export(path):
+    """An export as data and as a pickle file: a JSON export is converted (the
+    _memory_viz command line reads pickles), a pickle export is used as is."""
+    if path.endswith(".pickle"):
+        with open(path, "rb") as f:
+            return pickle.load(f), path
     with open(path) as f:
         data = json.load(f)
     pk = path + ".pickle"
@@ -86,10 +91,10 @@ def run_cli(action, path, *extra):
 
 def compare(orig, export):
     m = mv()
-    name = os.path.basename(orig)
     with open(orig, "rb") as f:
         a = pickle.load(f)
-    b, bpk = load_json_as_pickle(export)
+    b, bpk = load_export(export)
+    name = os.path.basename(export)
     report("segments" in b and "device_traces" in b, f"{name}: export has segments and device_traces")
     entries = [e for t in b["device_traces"] for e in t]
     report(all(("addr" in e or "device_free" in e) and "action" in e and "size" in e and "frames" in e for e in entries),
@@ -121,7 +126,7 @@ def plots(name, data):
 def window(export):
     m = mv()
     name = os.path.basename(export)
-    b, bpk = load_json_as_pickle(export)
+    b, bpk = load_export(export)
     n = sum(len(t) for t in b["device_traces"])
     for fn in ("segsum", "trace"):
         try:

@@ -39,16 +39,19 @@ for n in fresh_plain fresh_expandable; do [ -f "$work/$n.pickle" ] && snaps+=("$
 for s in "${snaps[@]}"; do
   b=$(basename "$s" .pickle)
   echo "== $b" | tee -a "$log"
-  if "$bin" export memory-viz -o "$work/$b.viz.json" "$s" 2>>"$log"; then
-    step python3 "$py" compare "$s" "$work/$b.viz.json"
-  else
-    echo "FAIL $b: ptscope export memory-viz" | tee -a "$log"; status=1
-  fi
+  for form in json pickle; do
+    if "$bin" export memory-viz -o "$work/$b.viz.$form" "$s" 2>>"$log"; then
+      step python3 "$py" compare "$s" "$work/$b.viz.$form"
+    else
+      echo "FAIL $b: ptscope export memory-viz -o $b.viz.$form" | tee -a "$log"; status=1
+    fi
+  done
   for opts in "--steps 1-1" "--from 10 --to end" "--min-size 1MiB" "--steps 1-2 --min-size 1MiB"; do
     tag=$(echo "$opts" | tr -c 'a-zA-Z0-9\n' '_')
+    ext=json; [ "$opts" = "--steps 1-1" ] && ext=pickle
     # a snapshot with fewer steps cannot be cut to them: a clear exit 2 is fine
-    if "$bin" export memory-viz $opts -o "$work/$b.$tag.json" "$s" 2>>"$log"; then
-      step python3 "$py" window "$work/$b.$tag.json"
+    if "$bin" export memory-viz $opts -o "$work/$b.$tag.$ext" "$s" 2>>"$log"; then
+      step python3 "$py" window "$work/$b.$tag.$ext"
     elif [ $? -ne 2 ]; then
       echo "FAIL $b: ptscope export memory-viz $opts" | tee -a "$log"; status=1
     else
