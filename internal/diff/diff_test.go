@@ -379,3 +379,45 @@ func TestSharedFixtures(t *testing.T) {
 		t.Errorf("trace pairs %d", len(tr.Trace))
 	}
 }
+
+// TestTraceRankFolders: two folders of traces pair by rank.
+func TestTraceRankFolders(t *testing.T) {
+	full := bundleTracePath(t)
+	var buf bytes.Buffer
+	if _, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.Open(full) }, &buf,
+		export.TraceTrim{MinDuration: 20_000}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(mustOpen(t, full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	da, db := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(da, "rank0.pt.trace.json"), raw, 0o644)
+	os.WriteFile(filepath.Join(da, "rank1.pt.trace.json"), buf.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(db, "rank0.pt.trace.json"), buf.Bytes(), 0o644)
+	os.WriteFile(filepath.Join(db, "rank1.pt.trace.json"), raw, 0o644)
+	rep := Compare(traceInput(t, da), traceInput(t, db))
+	if len(rep.Trace) != 2 || len(rep.Unmatched) != 0 {
+		t.Fatalf("%d pairs, unmatched %+v", len(rep.Trace), rep.Unmatched)
+	}
+	for _, d := range rep.Trace {
+		if d.A.Rank != d.B.Rank || filepath.Base(d.A.Path) != filepath.Base(d.B.Path) {
+			t.Errorf("paired %s (rank %d) with %s (rank %d)", d.A.Path, d.A.Rank, d.B.Path, d.B.Rank)
+		}
+		faster := d.AverageStep.Delta < 0
+		if faster != (d.A.Rank == 0) {
+			t.Errorf("rank %d: step %+v", d.A.Rank, d.AverageStep)
+		}
+	}
+}
+
+func mustOpen(t *testing.T, path string) io.Reader {
+	t.Helper()
+	r, err := input.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
