@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ptscope export memory-viz checked by PyTorch's own torch.cuda._memory_viz, on a CUDA
-# machine with torch (about 1-2 minutes):
+# machine with torch (about 1-2 minutes; torch is imported by one checking process):
 #   scripts/gpu/check_memory_viz.sh [PTSCOPE]    (default bin/ptscope-linux-amd64)
 # For each snapshot (the committed real ones, ../shared or ./shared fixtures when
 # present, and two recorded fresh here with empty_cache, plain and with expandable
@@ -36,12 +36,14 @@ for d in ../shared/fixtures shared/fixtures; do
 done
 for n in fresh_plain fresh_expandable; do [ -f "$work/$n.pickle" ] && snaps+=("$work/$n.pickle"); done
 
+jobs=$work/jobs.txt
+: > "$jobs"
 for s in "${snaps[@]}"; do
   b=$(basename "$s" .pickle)
   echo "== $b" | tee -a "$log"
   for form in json pickle; do
     if "$bin" export memory-viz -o "$work/$b.viz.$form" "$s" 2>>"$log"; then
-      step python3 "$py" compare "$s" "$work/$b.viz.$form"
+      echo "compare $s $work/$b.viz.$form" >> "$jobs"
     else
       echo "FAIL $b: ptscope export memory-viz -o $b.viz.$form" | tee -a "$log"; status=1
     fi
@@ -51,7 +53,7 @@ for s in "${snaps[@]}"; do
     ext=json; [ "$opts" = "--steps 1-1" ] && ext=pickle
     # a snapshot with fewer steps cannot be cut to them: a clear exit 2 is fine
     if "$bin" export memory-viz $opts -o "$work/$b.$tag.$ext" "$s" 2>>"$log"; then
-      step python3 "$py" window "$work/$b.$tag.$ext"
+      echo "window $work/$b.$tag.$ext" >> "$jobs"
     elif [ $? -ne 2 ]; then
       echo "FAIL $b: ptscope export memory-viz $opts" | tee -a "$log"; status=1
     else
@@ -59,8 +61,10 @@ for s in "${snaps[@]}"; do
     fi
   done
   if [ -f "$work/$b.facts.json" ]; then
-    "$bin" export folded -o "$work/$b.folded" "$s" 2>>"$log" && step python3 "$py" peak "$work/$b.folded" "$work/$b.facts.json"
+    "$bin" export folded -o "$work/$b.folded" "$s" 2>>"$log" && echo "peak $work/$b.folded $work/$b.facts.json" >> "$jobs"
   fi
 done
+echo "== torch.cuda._memory_viz on $(wc -l < "$jobs") exports" | tee -a "$log"
+step python3 "$py" jobs "$jobs"
 echo "== $(grep -c '^PASS' "$log") PASS, $(grep -c '^FAIL' "$log") FAIL, $(grep -c '^SKIP' "$log") SKIP (log: $log)"
 exit $status
