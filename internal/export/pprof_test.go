@@ -74,7 +74,7 @@ func checkPProf(t *testing.T, m *Memory, torchPeak int64) {
 	if err != nil {
 		t.Fatalf("go tool pprof: %v\n%s", err, out)
 	}
-	// "Showing nodes accounting for 5530117120B, 100% of 5530117120B total"
+	// "Showing nodes accounting for 5538270208B, 100% of 5538270208B total"
 	mt := regexp.MustCompile(`of (\d+)B total`).FindSubmatch(out)
 	if mt == nil {
 		t.Fatalf("no total in pprof output:\n%s", out)

@@ -202,6 +202,7 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 		r.Ghosts++
 	}
 
+	r.modelBlockSizes(s, d, tr)
 	r.buildTimeline(tr, endReserved)
 	r.End = ReplayState{Allocated: endAllocated, Requested: endRequested, Active: endActive, Reserved: endReserved}
 	r.detectTruncation(s, tr)

@@ -1,12 +1,19 @@
 // Package testfixture locates test inputs: the real PyTorch artifacts in
 // ../shared/fixtures beside the repository (tests skip when it is absent)
-// and the repository's own testdata.
+// and the repository's own testdata, with the real trainer bundles of
+// testdata/bundles/trainers extracted for a test.
 package testfixture
 
 import (
+	"archive/tar"
+	"bufio"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ulikunitz/xz"
 )
 
 // Root returns the repository root (the folder holding go.mod) above the
@@ -44,4 +51,87 @@ func Path(t testing.TB, name string) string {
 func Testdata(t testing.TB, elem ...string) string {
 	t.Helper()
 	return filepath.Join(append([]string{Root(t), "testdata"}, elem...)...)
+}
+
+// TrainerBundles names the real trainer bundles of
+// testdata/bundles/trainers (see its README.md).
+var TrainerBundles = []string{"hf_trainer", "accelerate", "lightning_roots", "lightning_manual", "ddp", "fsdp2",
+	"fsdp2_sim2", "plain_accum_ckpt", "compiled", "oom", "leak"}
+
+// TrainerBundle extracts testdata/bundles/trainers/name.tar.xz, a real
+// ptscope run bundle with the facts its process measured (facts.json), into
+// a temporary folder of the test and returns that folder.
+func TrainerBundle(t testing.TB, name string) string {
+	t.Helper()
+	f, err := os.Open(Testdata(t, "bundles", "trainers", name+".tar.xz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	xr, err := xz.NewReader(bufio.NewReader(f))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	dir := t.TempDir()
+	tr := tar.NewReader(xr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if h.Typeflag != tar.TypeReg || !filepath.IsLocal(h.Name) {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", name, h.Name, err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// Facts are what a trainer's process measured about itself (facts.json of
+// a trainer bundle, written by scripts/gpu/trainers/_common.py).
+type Facts struct {
+	Trainer              string `json:"trainer"`
+	WorldSize            int    `json:"world_size"`
+	MaxMemoryAllocated   int64  `json:"max_memory_allocated_bytes"`
+	MaxMemoryReserved    int64  `json:"max_memory_reserved_bytes"`
+	MemoryAllocatedEnd   int64  `json:"memory_allocated_end_bytes"`
+	OptimizerSteps       int    `json:"optimizer_steps"`
+	MicroBatches         int    `json:"micro_batches"`
+	ForwardRootsPerStep  int    `json:"forward_roots_per_step"`
+	ParameterBytes       int64  `json:"parameter_bytes"`
+	GradientBytes        int64  `json:"gradient_bytes"`
+	OptimizerStateBytes  int64  `json:"optimizer_state_bytes"`
+	LeakedBytesPerStep   int64  `json:"leaked_bytes_per_step"`
+	MemoryCapBytes       int64  `json:"memory_cap_bytes"`
+	OOMStep              int    `json:"oom_step"`
+	GradientAsBucketView bool   `json:"gradient_as_bucket_view"`
+	Backend              string `json:"backend"`
+	Config               string `json:"config"`
+}
+
+// ReadFacts reads facts.json of an extracted trainer bundle.
+func ReadFacts(t testing.TB, dir string) Facts {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "facts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f Facts
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	return f
 }
