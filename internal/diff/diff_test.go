@@ -229,7 +229,7 @@ func TestRankFolders(t *testing.T) {
 				t.Errorf("rank 0: %+v", d.PeakAllocated)
 			}
 		case 1:
-			if d.PeakAllocated.A != 780243456 || d.PeakAllocated.B != 415645696 || d.B.Rank != 1 {
+			if d.PeakAllocated.A != 782174720 || d.PeakAllocated.B != 415645696 || d.B.Rank != 1 {
 				t.Errorf("rank 1: %+v", d.PeakAllocated)
 			}
 		default:
