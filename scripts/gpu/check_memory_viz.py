@@ -61,7 +61,9 @@ def norm_trace(text):
         if line.startswith("{"):
             try:
                 d = ast.literal_eval(line)
-                d = {k: v for k, v in d.items() if v not in ("", None)}
+                # torch writes compile_context "N/A" when there is none; ptscope reads and
+                # writes that as absent (docs/export.md)
+                d = {k: v for k, v in d.items() if v not in ("", None) and not (k == "compile_context" and v == "N/A")}
                 line = repr(sorted(d.items()))
             except (ValueError, SyntaxError):
                 pass
