@@ -339,7 +339,7 @@ func cpu() []Case {
 				b = append(b, bytes.Repeat([]byte{'7'}, 8<<20)...)
 				return append(b, "L\n."...)
 			},
-			Exit: 2, Want: "digits", Small: false,
+			Exit: 2, Want: "offset 2: LONG: line longer than 1 MiB",
 		},
 		{
 			Name: "cpu/pickle-int-digits", Class: "cpu", Command: "analyze", File: "int.pickle",
@@ -348,7 +348,7 @@ func cpu() []Case {
 				b = append(b, bytes.Repeat([]byte{'9'}, 5000)...)
 				return append(b, "\n."...)
 			},
-			Exit: 2, Want: "digits", Small: true,
+			Exit: 2, Want: "INT: integer of 5000 digits exceeds the limit of 4300 digits", Small: true,
 		},
 	}
 }
