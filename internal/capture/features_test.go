@@ -264,3 +264,39 @@ print(json.dumps(c))
 		})
 	}
 }
+
+// An optimizer freed before exit (made and used inside a function, held in
+// a reference cycle as a Trainer holds it, collected by the cyclic GC) gets
+// an inventory as it is finalized: the last one that knows its state.
+func TestFakeTorchOptimizerFreed(t *testing.T) {
+	py := needPython(t)
+	t.Parallel()
+	o := testOptions(t, fakeTorchEnv(t))
+	r := runIt(t, o, py, "testdata/faketrain.py", "4", "scoped")
+	if r.res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := &b.Ranks[0]
+	var ats []string
+	for _, inv := range rk.Inventories {
+		ats = append(ats, fmt.Sprintf("%d:%s", inv.Step, inv.At))
+	}
+	if got := strings.Join(ats, " "); got != "0:first_forward 0:backward_end 0:step_end 1:backward_end 2:backward_end 4:optimizer_freed 4:end" {
+		t.Fatalf("inventories %s", got)
+	}
+	freed, end := &rk.Inventories[5], &rk.Inventories[6]
+	// two 4 MiB parameters, AdamW-like state of two tensors each
+	if freed.Bytes(KindOptimizerState) != 16<<20 || freed.Bytes(KindParameter) != 8<<20 {
+		t.Errorf("optimizer_freed: %+v", freed.Tensors)
+	}
+	if end.Bytes(KindOptimizerState) != 0 || end.Bytes(KindParameter) != 8<<20 {
+		t.Errorf("end: %+v", end.Tensors)
+	}
+	if !rk.Info.Features["optimizer_finalizer"] {
+		t.Errorf("features %v", rk.Info.Features)
+	}
+}

@@ -11,8 +11,10 @@ import (
 // Tensor roles (tensors.jsonl): what the training process's tensors were,
 // by storage address, so that a block of an allocator snapshot can be
 // labelled exactly. The companion takes an inventory at the first forward,
-// at the end (and after the backward) of every step that records stacks, at
-// an OOM and at exit, and writes one only when it differs from the last.
+// at the end (and after the backward) of every step that records stacks, as
+// an optimizer that stepped is freed (a training function returning frees it
+// before exit), at an OOM and at exit, and writes one only when it differs
+// from the last.
 
 // Tensor kinds of an inventory.
 const (
@@ -54,7 +56,7 @@ type Inventory struct {
 	Rank    int         `json:"rank"`
 	Device  int         `json:"device"`
 	Step    int         `json:"step"` // the step it was taken in (0-based, as phases.jsonl)
-	At      string      `json:"at"`   // first_forward | forward_end | backward_end | step_end | oom | end
+	At      string      `json:"at"`   // first_forward | forward_end | backward_end | step_end | optimizer_freed | oom | end
 	Tensors []TensorRef `json:"tensors"`
 
 	byPtr []int // indexes of Tensors by Ptr, then inventory order (built by index)

@@ -19,6 +19,9 @@ MODE:
   nograd    roots under torch.no_grad(), no optimizer: each iteration is a step
   ddp       the model wrapped in DistributedDataParallel
   leak      from step 5 on, each step keeps a 4 MiB tensor (the peak rises every step)
+  scoped    like train, but the optimizer is made and used inside a function
+            (in a reference cycle, as a Trainer holds it) and is collected
+            before the program ends, as a real training function's is
 """
 import sys
 import time
@@ -85,7 +88,7 @@ lit = mode in ("roots", "lightning", "nograd")
 net = Lit() if lit else Net()
 if mode == "ddp":
     net = torch.nn.parallel.DistributedDataParallel(net)
-opt = torch.optim.Optimizer(net.parameters())
+opt = None if mode == "scoped" else torch.optim.Optimizer(net.parameters())
 if mode == "wrapped":
     opt = torch.optim.WrappingOptimizer(opt)
 
@@ -101,27 +104,50 @@ def closure():
 
 
 kept = []
-for i in range(steps):
-    if mode in ("closure", "lightning"):
-        opt.step(closure)
-        opt.zero_grad()
-        continue
-    if mode == "nograd":
-        with torch.no_grad():
-            forward().free()
-        continue
-    if mode == "accum":
-        closure()
-    out = forward()
-    if mode == "oom" and i == 1:
-        torch.empty(2 << 30)
-    if mode != "forward":
-        torch.autograd.backward(out)
-        opt.step()
-        opt.zero_grad()
-    out.free()
-    if mode == "sleep":
-        time.sleep(0.05)
-    if mode == "leak" and i >= 5:
-        kept.append(torch.empty(4 << 20))
+
+
+def train(opt):
+    for i in range(steps):
+        if mode in ("closure", "lightning"):
+            opt.step(closure)
+            opt.zero_grad()
+            continue
+        if mode == "nograd":
+            with torch.no_grad():
+                forward().free()
+            continue
+        if mode == "accum":
+            closure()
+        out = forward()
+        if mode == "oom" and i == 1:
+            torch.empty(2 << 30)
+        if mode != "forward":
+            torch.autograd.backward(out)
+            opt.step()
+            opt.zero_grad()
+        out.free()
+        if mode == "sleep":
+            time.sleep(0.05)
+        if mode == "leak" and i >= 5:
+            kept.append(torch.empty(4 << 20))
+
+
+class Holder:
+    """A Trainer stand-in that holds its optimizer in a reference cycle."""
+
+
+def scoped():
+    h = Holder()
+    h.opt = torch.optim.Optimizer(net.parameters())
+    h.opt.holder = h
+    train(h.opt)
+
+
+if mode == "scoped":
+    import gc
+
+    scoped()
+    gc.collect()
+else:
+    train(opt)
 print("max_memory_allocated=%d" % torch.cuda.max_memory_allocated())

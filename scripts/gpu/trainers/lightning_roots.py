@@ -3,7 +3,9 @@
 training_step calls self.emb, self.enc and self.head directly (the module
 itself is never called), bf16-mixed, AdamW, 8 optimizer steps. Automatic
 optimisation (forward and backward inside optimizer.step(closure)) by
-default, --manual for manual optimisation. Facts: _common.py."""
+default, --manual for manual optimisation. Facts: _common.py (parameter and
+optimizer-state bytes measured at the end of each training batch: Lightning
+moves the model to the CPU and drops its optimizer when fit returns)."""
 import argparse
 import os
 import sys
@@ -32,6 +34,8 @@ class Roots(pl.LightningModule):
         self.enc = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
         self.head = nn.Linear(D, VOCAB)
         self.grad_bytes = 0
+        self.param_bytes = 0
+        self.opt_bytes = 0
 
     def training_step(self, batch, idx):
         x = batch
@@ -47,6 +51,12 @@ class Roots(pl.LightningModule):
 
     def on_before_zero_grad(self, optimizer):
         self.grad_bytes = max(self.grad_bytes, grad_bytes(self))
+
+    def on_train_batch_end(self, outputs, batch, idx):
+        # Lightning moves the model to the CPU and drops the optimizer when
+        # fit returns: measure while training runs.
+        self.param_bytes = param_bytes(self)
+        self.opt_bytes = max(self.opt_bytes, opt_state_bytes(self.trainer.optimizers[0]))
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=1e-4)
@@ -65,8 +75,8 @@ def main():
     trainer.fit(model, data)
     write_facts("lightning_manual" if a.manual else "lightning_roots", optimizer_steps=trainer.global_step,
                 optimizer_step_calls=counter.n, micro_batches=STEPS, forward_roots_per_step=3,
-                parameter_bytes=param_bytes(model), gradient_bytes=model.grad_bytes,
-                optimizer_state_bytes=opt_state_bytes(trainer.optimizers[0]),
+                parameter_bytes=model.param_bytes, gradient_bytes=model.grad_bytes,
+                optimizer_state_bytes=model.opt_bytes,
                 config="LightningModule emb/enc(4 layers, d512)/head called in training_step, bf16-mixed, AdamW, "
                        + ("manual" if a.manual else "automatic") + " optimisation")
 

@@ -114,6 +114,7 @@ class Capture(PhasesMixin):
         self.label_hooks = {}
         self.owners = []  # naming roots: the model(s) seen in forward
         self.inv = None  # _roles.Inventory, once the rank folder exists
+        self.opt_del = None  # (torch.optim.Optimizer, the finalizer installed on it)
         self.inv_enabled = True
         self.inv_first = False
         self.phases = None
@@ -387,10 +388,10 @@ class Capture(PhasesMixin):
         self.on_stacks = on
         self.bw_attr = on and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
 
-    def _inventory(self, at, step=None):
+    def _inventory(self, at, step=None, extra=()):
         if self.inv is None:
             return
-        self.inv.take(at, self.step if step is None else step, _now_us())
+        self.inv.take(at, self.step if step is None else step, _now_us(), extra)
 
     def _attach_oom(self):
         attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
@@ -556,6 +557,7 @@ class Capture(PhasesMixin):
                 h.remove()
             except Exception:
                 pass
+        self._guard("optimizer finalizer", self._unhook_optimizer_del)
         if not self.materialized:
             try:
                 used = self._stats()[2] > 0  # peak allocated

@@ -80,6 +80,7 @@ class PhasesMixin:
             self.handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
             self.handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
             self.features["optimizer_hooks"] = True
+        self._guard("optimizer finalizer", self._hook_optimizer_del)
         orig_backward = torch.autograd.backward
         cap = self
 
@@ -104,6 +105,38 @@ class PhasesMixin:
                 node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
                 self.features["backward_module_metadata"] = node is None or hasattr(node, "register_prehook")
         self._guard("DDP hooks", self._wrap_ddp)
+
+    def _hook_optimizer_del(self):
+        """Take an inventory as an optimizer that stepped is finalized, while
+        its state is still alive: the companion holds optimizers weakly, and a
+        training function that returns frees its optimizer before the exit
+        inventory. A finalizer (__del__) on torch.optim.Optimizer runs before
+        the object's state is cleared, also for one collected in a reference
+        cycle (where weak references are cleared first, hence the ids).
+        Optimizer classes that define their own __del__ are left alone."""
+        cls = getattr(getattr(torch, "optim", None), "Optimizer", None)
+        if cls is None or "__del__" in cls.__dict__:
+            return
+        cap = self
+
+        def __del__(opt):
+            try:
+                if cap.disabled or cap.finished or cap.inv is None or not cap.inv.dying(opt):
+                    return
+                cap._inventory("optimizer_freed", extra=(opt,))
+            except Exception as err:
+                log_once("optimizer finalizer", "inventory at an optimizer's end failed (%r)" % (err,))
+
+        __del__._ptscope = True
+        cls.__del__ = __del__
+        self.opt_del = (cls, __del__)
+        self.features["optimizer_finalizer"] = True
+
+    def _unhook_optimizer_del(self):
+        cls, fn = self.opt_del or (None, None)
+        self.opt_del = None
+        if cls is not None and cls.__dict__.get("__del__") is fn:
+            del cls.__del__
 
     def _wrap_ddp(self):
         """Label what DistributedDataParallel allocates in its init helper and

@@ -6,10 +6,15 @@ exactly instead of guessing from the phase that allocated them.
 An inventory walks the model's named parameters and buffers, each
 parameter's .grad and every optimizer's .state; it costs a few microseconds a
 tensor, so it is taken only at a handful of moments (the first forward, the
-end of stacked steps, exit, an OOM) and written only when it differs from the
-last one written. DTensors (FSDP2, tensor parallelism) are recorded by their
+end of stacked steps, when an optimizer that stepped is freed, an OOM, exit)
+and written only when it differs from the last one written. Optimizers are
+held by weak reference (a tool must not keep the program's memory alive), so
+a training function that returns frees its optimizer, and the state with it,
+before exit: the inventory taken as it is finalized ("optimizer_freed") is the
+last one that knows the final optimizer state. DTensors (FSDP2, tensor parallelism) are recorded by their
 local shard. Imports torch lazily; every function is guarded by the caller."""
 import json
+import threading
 import zlib
 
 _MAX_BYTES = 64 << 20  # tensors.jsonl cap
@@ -94,6 +99,8 @@ class Inventory:
         self.device = device
         self.roots = []  # (naming root module, prefix) pairs: the models seen in forward
         self.optimizers = []  # optimizers seen stepping (weak references)
+        self.opt_ids = set()  # their ids: a dying optimizer's weak reference may be cleared already
+        self.lock = threading.Lock()  # an optimizer's finalizer may run on any thread
         self.last_sig = None
         self.size = 0
         self.closed = False
@@ -114,11 +121,21 @@ class Inventory:
                 return
         try:
             self.optimizers.append(weakref.ref(opt))
+            self.opt_ids.add(id(opt))
         except TypeError:
             pass
 
-    def collect(self):
-        """The records, deduplicated by (kind, storage)."""
+    def dying(self, opt):
+        """Whether opt, being finalized, is an optimizer seen stepping; forgets it."""
+        if id(opt) not in self.opt_ids:
+            return False
+        self.opt_ids.discard(id(opt))
+        self.optimizers = [r for r in self.optimizers if r() is not None and r() is not opt]
+        return True
+
+    def collect(self, extra=()):
+        """The records, deduplicated by (kind, storage); extra: optimizers to
+        walk besides the live ones (one being finalized)."""
         recs = []
         seen = set()
         names = {}  # id(param) -> (name, module)
@@ -152,8 +169,9 @@ class Inventory:
                         mi = getattr(fp, "_module_info", None)
                         name = (path + "." if path else "") + str(getattr(mi, "param_name", "?"))
                     add(_ref("parameter", name, _module_of(name), up, {"fsdp": "unsharded"}))
-        for oi, ref in enumerate(self.optimizers):
-            opt = ref()
+        opts = [r() for r in self.optimizers]
+        opts += [o for o in extra if not any(o is x for x in opts)]
+        for oi, opt in enumerate(opts):
             if opt is None:
                 continue
             state = getattr(opt, "state", None) or {}
@@ -174,11 +192,15 @@ class Inventory:
                             add(_ref("optimizer_state", name + "." + str(k), mod, v))
         return recs
 
-    def take(self, at, step, now_us):
+    def take(self, at, step, now_us, extra=()):
         """Write an inventory if it differs from the last one; returns the record count."""
+        with self.lock:
+            return self._take(at, step, now_us, extra)
+
+    def _take(self, at, step, now_us, extra):
         if self.closed:
             return 0
-        recs = self.collect()
+        recs = self.collect(extra)
         sig = zlib.crc32(json.dumps([(r["kind"], r["name"], r["ptr"], r["bytes"]) for r in recs]).encode())
         if sig == self.last_sig:
             return 0
