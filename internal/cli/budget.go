@@ -18,8 +18,9 @@ func addInputFlags(e *env, fs *flag.FlagSet) {
 	input.SetWarnings(e.stderr)
 	applyMemoryLimit()
 	input.Watch(e.stderr)
-	fs.Func("max-memory", "memory budget for reading the inputs, e.g. 4GiB; an input that would need more\n"+
-		"is refused (exit 2) with the offset reached (default: half of RAM, "+units.Bytes(input.DefaultBudget())+" here)",
+	fs.Func("max-memory", "memory budget (`SIZE`, e.g. 4GiB) for reading and analysing the inputs; an input\n"+
+		"that needs more is refused (exit 2) with the offset reached (default: half of RAM, "+
+		units.Bytes(input.DefaultBudget())+" here; docs/security.md)",
 		func(s string) error {
 			n, err := units.ParseBytes(s)
 			if err != nil {
