@@ -21,7 +21,7 @@ var (
 // bigTrace generates a 128 MB trace from the real with_stack fixture (the
 // event mix of a GPT-2 with_stack trace) and its gzip form, once.
 func bigTrace(b *testing.B) ([]byte, []byte) {
-	p := fixturePath(tinyStackTrace)
+	p := fixturePath(b, tinyStackTrace)
 	if p == "" {
 		b.Skip("fixture not available")
 	}
@@ -76,7 +76,7 @@ func BenchmarkReadWithStackGzip(b *testing.B) {
 }
 
 func TestGeneratedTrace(t *testing.T) {
-	p := fixturePath(tinyStackTrace)
+	p := fixturePath(t, tinyStackTrace)
 	if p == "" {
 		t.Skip("fixture not available")
 	}

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -164,13 +163,9 @@ func BenchmarkReadReplicated(b *testing.B) {
 	}
 }
 
-func fixturePath(name string) string {
-	p := filepath.Join("..", "..", "..", "shared", "fixtures", name)
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return p
-}
+// fixturePath is a shared fixture or the repository's copy of it
+// (testfixture.Path); it skips when neither is there.
+func fixturePath(t testing.TB, name string) string { return testfixture.Path(t, name) }
 
 func readFileHead(p string, n int) ([]byte, error) {
 	b, err := os.ReadFile(p)

@@ -171,7 +171,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("[" + oneOp + "," + oneOp + "]"))
 	f.Add([]byte(`{"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 132}], "traceEvents": [{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": -5}}, {"ph": "s", "id": "0x1", "cat": "ac2g"}], "distributedInfo": {"rank": 1}}`))
 	f.Add([]byte(`{"traceEvents": [{"ph": "X", "name": "a\"b", "ts": N/A, "args": {"grid": [1, "2", null]}}`))
-	if p := fixturePath("gpt2tiny_with_stack.pt.trace.json"); p != "" {
+	if p := fixturePath(f, "gpt2tiny_with_stack.pt.trace.json"); p != "" {
 		if b, err := readFileHead(p, 8192); err == nil {
 			f.Add(b)
 		}

@@ -36,15 +36,59 @@ func Root(t testing.TB) string {
 	}
 }
 
-// Path returns ../shared/fixtures/name relative to the repository root,
-// skipping the test when the shared fixtures are not there.
+// Path returns ../shared/fixtures/name relative to the repository root.
+// Without the shared fixtures it falls back to the repository's copies of
+// the small ones (committed so that a fresh clone tests them):
+// testdata/snapshots/name.xz or testdata/traces/real/name[.xz], an .xz copy
+// decompressed to a temporary file with the original bytes; it skips the
+// test when none is there.
 func Path(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join(Root(t), "..", "shared", "fixtures", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared fixture %s not present", name)
+	if _, err := os.Stat(p); err == nil {
+		return p
 	}
-	return p
+	for _, dir := range [][]string{{"snapshots"}, {"traces", "real"}} {
+		if c := Testdata(t, append(dir, name)...); fileExists(c) {
+			return c
+		}
+		if c := Testdata(t, append(dir, name+".xz")...); fileExists(c) {
+			return unxz(t, c, name)
+		}
+	}
+	t.Skipf("shared fixture %s not present", name)
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// unxz decompresses src into the test's temporary folder as name.
+func unxz(t testing.TB, src, name string) string {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r, err := xz.NewReader(in)
+	if err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	dst := filepath.Join(t.TempDir(), name)
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, r); err != nil {
+		t.Fatalf("%s: %v", src, err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
 }
 
 // Testdata returns a path under the repository's testdata folder.
