@@ -41,6 +41,7 @@ func diffCommand() command {
 	c.run = func(e *env, args []string) error {
 		var out outputFlags
 		fs := newFlagSet(e, c)
+		addInputFlags(e, fs)
 		out.register(fs)
 		topN := fs.Int("top", 10, "rows of each changed table (stacks, sources, operators, kernels, ...)")
 		paths, err := parseInterspersed(fs, args)

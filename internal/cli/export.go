@@ -77,6 +77,7 @@ func exportCommand() command {
 	c.run = func(e *env, args []string) error {
 		var f exportFlags
 		fs := newFlagSet(e, c)
+		addInputFlags(e, fs)
 		fs.StringVar(&f.output, "o", "", "write to `FILE` instead of stdout (same as --output)")
 		fs.StringVar(&f.output, "output", "", "write to `FILE` instead of stdout")
 		fs.IntVar(&f.device, "device", -1, "device ordinal of a snapshot (default: every device; pprof and folded need one)")
