@@ -10,7 +10,7 @@ import (
 
 // addBundle analyses every snapshot of a ptscope run bundle, with the
 // device capacity from its manifest, the precision and the phases it
-// recorded.
+// recorded, and the tensor inventories that say what its blocks are.
 func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOptions) error {
 	b, err := capture.ReadBundle(dir)
 	if err != nil {
@@ -31,6 +31,7 @@ func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOpt
 			mo.Precision = &memory.Precision{ParameterBytesByDtype: p.ParameterBytesByDtype, Autocast: p.AutocastCUDA,
 				AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
 		}
+		mo.Roles = rankRoles(r)
 		gpu := r.Info.DeviceName
 		if gpu == "" {
 			gpu = b.Manifest.DeviceName

@@ -3,8 +3,11 @@ package load
 import (
 	"context"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
@@ -41,6 +44,19 @@ func (tr *trainer) result(t *testing.T, snapshot string) *memory.Result {
 	return nil
 }
 
+// analysis returns the analysis of the named snapshot of rank 0 with its
+// bundle rank.
+func (tr *trainer) analysis(t *testing.T, snapshot string) (*memory.Analysis, *capture.Rank) {
+	t.Helper()
+	for _, in := range tr.set.Inputs {
+		if filepath.Base(in.Path) == snapshot && len(in.Devices) == 1 && in.Rank != nil {
+			return in.Devices[0], in.Rank
+		}
+	}
+	t.Fatalf("%s: no analysed %s", tr.name, snapshot)
+	return nil, nil
+}
+
 // mainSnapshot is the snapshot that covers the whole run: the OOM's for
 // the trainer that ran out of memory, else the one written at exit.
 func (tr *trainer) mainSnapshot() string {
@@ -65,6 +81,183 @@ func TestTrainerPeaks(t *testing.T) {
 			}
 			if got, want := r.Peak.AllocatedBytes, tr.facts.MaxMemoryAllocated; got != want {
 				t.Errorf("peak %d, the process's max_memory_allocated %d (%+.3f%%)", got, want, 100*(float64(got)/float64(want)-1))
+			}
+		})
+	}
+}
+
+// Steps are optimizer steps on every trainer: gradient accumulation
+// (accelerate, HF Trainer, plain_accum_ckpt: two forwards a step), closures
+// and three root modules a step (Lightning), DDP, FSDP2, torch.compile. The
+// OOM's step (cut short) and the pieces before the first and after the last
+// step are partial.
+func TestTrainerSteps(t *testing.T) {
+	for _, name := range testfixture.TrainerBundles {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tr := analyzeTrainer(t, name)
+			r := tr.result(t, tr.mainSnapshot())
+			if r.StepSource != memory.StepsPtscopeStep {
+				t.Errorf("steps from %s", r.StepSource)
+			}
+			var full []string
+			for _, s := range r.Steps {
+				if !s.Partial {
+					full = append(full, s.Name)
+				}
+			}
+			if len(full) != tr.facts.OptimizerSteps {
+				t.Errorf("%d complete steps %v, the process made %d optimizer steps", len(full), full, tr.facts.OptimizerSteps)
+			}
+			for i, n := range full {
+				if want := "step " + strconv.Itoa(i); n != want {
+					t.Errorf("complete step %d is %q, want %q", i, n, want)
+				}
+			}
+		})
+	}
+}
+
+// What a forward phase allocated and a backward phase of the same step
+// freed is an activation (unless an inventory says it is a parameter): phases as the companion wrote them in
+// phases.jsonl (not the snapshot's annotations the analysis reads), and the
+// closure's forward under optimizer.step(closure) too (Lightning).
+func TestTrainerActivations(t *testing.T) {
+	for _, name := range testfixture.TrainerBundles {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tr := analyzeTrainer(t, name)
+			an, rk := tr.analysis(t, tr.mainSnapshot())
+			type span struct {
+				step   int
+				t0, t1 int64
+			}
+			var fwd, bwd []span
+			for _, p := range rk.Phases {
+				sp := span{p.Step, p.StartTimeUs, p.EndTimeUs}
+				switch p.Name {
+				case "forward":
+					fwd = append(fwd, sp)
+				case "backward":
+					bwd = append(bwd, sp)
+				}
+			}
+			in := func(ss []span, us int64) int {
+				for _, s := range ss {
+					if s.t0 <= us && us <= s.t1 {
+						return s.step
+					}
+				}
+				return -1
+			}
+			// Storages the inventories name keep their role (FSDP2's root
+			// parameters are all-gathered in forward and freed in backward).
+			known := map[uint64]bool{}
+			for _, inv := range rk.Inventories {
+				for _, x := range inv.Tensors {
+					known[uint64(x.Ptr)] = true
+				}
+			}
+			times := an.Replay.Timeline.TimeUS
+			by := map[memory.Category]int64{}
+			var total int64
+			for k := range an.Replay.Allocs {
+				a := &an.Replay.Allocs[k]
+				if a.AllocIdx < 0 || a.FreeReqIdx < 0 {
+					continue
+				}
+				s := in(fwd, times[a.AllocIdx])
+				if s < 0 || in(bwd, times[a.FreeReqIdx]) != s || known[a.Addr] && a.Category == memory.CatParameter {
+					continue
+				}
+				by[a.Category] += a.Size
+				total += a.Size
+			}
+			if total == 0 {
+				t.Fatal("no allocation made in a forward and freed in its backward")
+			}
+			if share := float64(by[memory.CatActivation]) / float64(total); share < 0.99 {
+				t.Errorf("%.1f%% of %d bytes made in a forward and freed in its backward are activations: %v", 100*share, total, by)
+			}
+		})
+	}
+}
+
+// Parameters and optimizer state at the peak, labelled from the bundle's
+// tensor inventories, hold what the process counted (storage bytes, each
+// storage once) within 1%; every tensor of the inventory in force at the
+// peak labels the allocation holding it. FSDP2's unsharded parameters (the
+// root's, kept from forward to backward) are parameters too, but the
+// process counted its local shards: parameter blocks freed in the step
+// that made them (a model's own parameters live on) are left out of the
+// sum.
+func TestTrainerRoles(t *testing.T) {
+	cat := map[string]memory.Category{capture.KindParameter: memory.CatParameter, capture.KindBuffer: memory.CatParameter,
+		capture.KindGradient: memory.CatGradient, capture.KindOptimizerState: memory.CatOptimizerState}
+	for _, name := range testfixture.TrainerBundles {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tr := analyzeTrainer(t, name)
+			an, rk := tr.analysis(t, tr.mainSnapshot())
+			r := an.Result
+			inv := rk.InventoryAt(r.Peak.TimeNS / 1000)
+			if inv == nil {
+				t.Fatal("no inventory")
+			}
+			live := an.Replay.LiveAt(r.Peak.EventIndex)
+			times := an.Replay.Timeline.TimeUS
+			at := sort.Search(len(times), func(i int) bool { return times[i] > inv.TimeUs }) - 1
+			// the allocation alive at the peak that held the tensor when the
+			// inventory was taken
+			holding := func(ptr int64) *memory.Alloc {
+				for _, a := range live {
+					if uint64(ptr) >= a.Addr && uint64(ptr) < a.Addr+uint64(a.Size) && a.Alive(at) {
+						return a
+					}
+				}
+				return nil
+			}
+			unsharded := map[*memory.Alloc]bool{}
+			checked := 0
+			for _, x := range inv.Tensors {
+				a := holding(x.Ptr)
+				if a == nil {
+					continue // freed between the inventory and the peak
+				}
+				checked++
+				if x.FSDP == "unsharded" {
+					unsharded[a] = true
+				}
+				if a.Category != cat[x.Kind] && !(x.Kind == capture.KindGradient && a.Category == memory.CatParameter) {
+					t.Errorf("%s %s at %#x: allocation labelled %s", x.Kind, x.Name, x.Ptr, a.Category)
+				}
+			}
+			if checked == 0 {
+				t.Errorf("no tensor of the inventory (%s, step %d) is alive at the peak", inv.At, inv.Step)
+			}
+			transient := func(a *memory.Alloc) bool {
+				return a.AllocIdx >= 0 && a.FreeReqIdx >= 0 && an.Phases.StepOf[a.AllocIdx] == an.Phases.StepOf[a.FreeReqIdx]
+			}
+			var params, states int64
+			for _, a := range live {
+				switch {
+				case a.Category == memory.CatParameter && !unsharded[a] && !transient(a):
+					params += a.Requested
+				case a.Category == memory.CatOptimizerState:
+					states += a.Requested
+				}
+			}
+			for _, c := range []struct {
+				what      string
+				got, want int64
+			}{{"parameter", params, tr.facts.ParameterBytes}, {"optimizer state", states, tr.facts.OptimizerStateBytes}} {
+				if c.want == 0 {
+					t.Logf("%s: %d bytes at the peak; the process measured none", c.what, c.got)
+					continue
+				}
+				if e := float64(c.got)/float64(c.want) - 1; e > 0.01 || e < -0.01 {
+					t.Errorf("%s: %d bytes at the peak, the process counted %d (%+.2f%%)", c.what, c.got, c.want, 100*e)
+				}
 			}
 		})
 	}

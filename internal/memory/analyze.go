@@ -14,21 +14,10 @@ type Options struct {
 	// Precision is what a ptscope run bundle saw of the numeric precision;
 	// nil for bare snapshots, which carry no dtypes.
 	Precision *Precision
-	// Labels are exact labels of allocations by address, from a record
-	// that knows what each tensor is (e.g. a bundle's tensor records);
-	// they override the categories guessed from stacks and phases.
-	Labels []Label
-}
-
-// Label says what the allocation at Address holds when it was made within
-// [FromNS, ToNS] (Unix ns; ToNS 0: open-ended; without times in the trace
-// only FromNS 0 labels apply).
-type Label struct {
-	Address  uint64
-	FromNS   int64
-	ToNS     int64
-	Category Category
-	Module   string // module path, "" to keep what the trace says
+	// Roles are what allocations were, from a record that knows the
+	// program's tensors (a ptscope run bundle's inventories); they override
+	// the categories guessed from stacks and phases.
+	Roles []Role
 }
 
 // Precision is the training's numeric precision as seen at the first
@@ -50,15 +39,15 @@ func (o *Options) defaults() {
 
 // analyzer carries what the parts of one analysis share.
 type analyzer struct {
-	res    *Result
-	s      *snapshot.Snapshot
-	tr     *snapshot.Trace
-	r      *Replay
-	ph     *Phases
-	o      Options
-	st     *stacks
-	labels *labels
-	live   []*Alloc // alive at the peak, largest first
+	res   *Result
+	s     *snapshot.Snapshot
+	tr    *snapshot.Trace
+	r     *Replay
+	ph    *Phases
+	o     Options
+	st    *stacks
+	roles *roles
+	live  []*Alloc // alive at the peak, largest first
 }
 
 // Analyze runs every analysis on device d of s and returns the result with
@@ -74,8 +63,7 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	ph.measure(r)
 	categorize(s, r, ph)
 	tr := s.Trace(d)
-	lb := newLabels(o.Labels, tr)
-	lb.apply(r)
+	rl := applyRoles(o.Roles, r, stringID(s, DDPMetadata))
 	res := &Result{Device: d, Entries: tr.Len(), HasTime: tr.HasTime, HasHistory: tr.Len() > 0,
 		Start: stateOf(r.Baseline), End: stateOf(r.End), Truncated: r.Truncated,
 		TruncationEvidence: r.TruncationEvidence, UnmatchedFrees: r.Unmatched, GhostBlocks: r.Ghosts,
@@ -83,7 +71,7 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	if tr.HasTime && tr.Len() > 0 {
 		res.FirstTimeNS, res.LastTimeNS = tr.TimeUS[0]*1000, tr.TimeUS[tr.Len()-1]*1000
 	}
-	a := &analyzer{res: res, s: s, tr: tr, r: r, ph: ph, o: o, st: newStacks(s), labels: lb}
+	a := &analyzer{res: res, s: s, tr: tr, r: r, ph: ph, o: o, st: newStacks(s), roles: rl}
 	a.peak()
 	a.atPeak()
 	a.steps()
@@ -99,6 +87,16 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	res.Timeline = thin(r, ph)
 	res.Findings = a.findings()
 	return &Analysis{Result: res, Snapshot: s, Replay: r, Phases: ph}
+}
+
+// stringID is the id of str in the snapshot's string table, 0 if absent.
+func stringID(s *snapshot.Snapshot, str string) uint32 {
+	for i, v := range s.Strings {
+		if v == str && i > 0 {
+			return uint32(i)
+		}
+	}
+	return 0
 }
 
 // goPanicSafe runs f on its own goroutine; the returned wait blocks until f
@@ -203,7 +201,7 @@ func (a *analyzer) atPeak() {
 		if al.Metadata != 0 {
 			meta = s.Strings[al.Metadata]
 		}
-		if m := a.labels.module(al); m != "" {
+		if m := a.roles.module(al); m != "" {
 			meta = m
 		}
 		group, ok := groupCache[gkey{al.Stack, al.Metadata}]
@@ -289,7 +287,7 @@ func (a *analyzer) atPeak() {
 		if al.Metadata != 0 {
 			meta = s.Strings[al.Metadata]
 		}
-		if m := a.labels.module(al); m != "" {
+		if m := a.roles.module(al); m != "" {
 			meta = m
 		}
 		ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category,

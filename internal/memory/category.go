@@ -45,13 +45,13 @@ type stackFacts struct {
 	hasTop     bool
 }
 
-func factsOf(s *snapshot.Snapshot, id snapshot.StackID, class frameClass) stackFacts {
+func factsOf(s *snapshot.Snapshot, id snapshot.StackID, class frameClass, kinds []FrameKind) stackFacts {
 	f := stackFacts{class: class}
 	ids := s.Stacks[id]
 	if len(ids) > 0 {
 		f.top, f.hasTop = ids[0], true
 	}
-	for _, fid := range ids {
+	for _, fid := range allocating(ids, kinds) {
 		fr := &s.Frames[fid]
 		fn, name := fr.Filename, fr.Name
 		switch {
@@ -78,7 +78,7 @@ func factsOf(s *snapshot.Snapshot, id snapshot.StackID, class frameClass) stackF
 func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 	facts := make([]stackFacts, len(s.Stacks))
 	for i := range facts {
-		facts[i] = factsOf(s, snapshot.StackID(i), ph.classes[i])
+		facts[i] = factsOf(s, snapshot.StackID(i), ph.classes[i], ph.kinds)
 	}
 	n := len(ph.Of)
 	training := trainingTrace(ph)
@@ -149,10 +149,20 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 			}
 		case pa == PhaseZeroGrad:
 			a.Category = CatGradient
+		case (pa == PhaseUnknown || pa == PhaseOther) && feedsForward(a, firstForwardOfStep(a)):
+			// Made before its step's forward and alive when it began: the
+			// batch the forward reads.
+			a.Category = CatInput
 		default:
 			a.Category = CatUnknown
 		}
 	}
+}
+
+// feedsForward reports whether a was allocated before entry fwd (its
+// step's first forward entry; -1: none) and was still alive then.
+func feedsForward(a *Alloc, fwd int) bool {
+	return fwd >= 0 && a.AllocIdx >= 0 && int(a.AllocIdx) < fwd && (a.FreeReqIdx < 0 || int(a.FreeReqIdx) > fwd)
 }
 
 // sameStep reports whether a was allocated and freed within one step.

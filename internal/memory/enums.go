@@ -123,16 +123,17 @@ type StepSource uint8
 // Step sources, in the order they are tried.
 const (
 	StepsNone            StepSource = iota // no steps found
+	StepsPtscopeStep                       // ptscope run's step ranges (optimizer steps)
 	StepsProfilerStep                      // ProfilerStep#N annotations
-	StepsPtscopeRun                        // ptscope run's forward ranges
+	StepsPtscopeRun                        // ptscope run's forward ranges (bundles of older versions)
 	StepsOptimizerStep                     // Optimizer.step annotations
 	StepsOptimizerFrames                   // runs of torch.optim allocations
 	StepsRepeating                         // the most regular repeating allocation
 )
 
-var stepSourceNames = [...]string{"none", "profiler_step", "ptscope_run", "optimizer_step", "optimizer_frames", "repeating_pattern"}
+var stepSourceNames = [...]string{"none", "ptscope_step", "profiler_step", "ptscope_run", "optimizer_step", "optimizer_frames", "repeating_pattern"}
 
-var stepSourceText = [...]string{"none", "ProfilerStep annotations", "ptscope run's phase annotations",
+var stepSourceText = [...]string{"none", "ptscope run's optimizer steps", "ProfilerStep annotations", "ptscope run's forward annotations",
 	"Optimizer.step annotations", "optimizer frames", "a repeating allocation pattern"}
 
 func (s StepSource) String() string { return enumString(int(s), stepSourceNames[:]) }

@@ -43,6 +43,7 @@ type Step struct {
 type Phases struct {
 	Of      []Phase      // per entry
 	classes []frameClass // per stack: what its frames show (shared with categorize)
+	kinds   []FrameKind  // per frame
 	StepOf  []int32      // per entry: index into Steps, -1 outside any step
 	Steps   []Step
 	Source  StepSource // how the steps were found
@@ -52,6 +53,7 @@ type Phases struct {
 type interval struct {
 	name   string
 	lo, hi int
+	open   bool // no END before the snapshot: hi is the end of the trace
 }
 
 // indexAt maps a time to the first entry at or after it (entries' times are
@@ -81,10 +83,134 @@ func annotationIntervals(s *snapshot.Snapshot, d int, times []int64) []interval 
 			}
 			t0 := st[len(st)-1]
 			open[a.Name] = st[:len(st)-1]
-			out = append(out, interval{a.Name, indexAt(times, t0), indexAt(times, a.TimeUS)})
+			out = append(out, interval{name: a.Name, lo: indexAt(times, t0), hi: indexAt(times, a.TimeUS)})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].lo < out[j].lo })
+	// A range still open when the snapshot was taken (the forward that ran
+	// out of memory) runs to the end of the trace.
+	names := make([]string, 0, len(open))
+	for name := range open {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, t0 := range open[name] {
+			out = append(out, interval{name: name, lo: indexAt(times, t0), hi: len(times), open: true})
+		}
+	}
+	// Outer ranges first, so that a range nested in another (a forward in
+	// optimizer.step(closure)) labels its entries after it.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].lo != out[j].lo {
+			return out[i].lo < out[j].lo
+		}
+		return out[i].hi > out[j].hi
+	})
+	return out
+}
+
+// ptscopeStepPrefix names ptscope run's step ranges: "ptscope:step#N"
+// spans optimizer step N from its first phase to the optimizer step's end
+// (gradient accumulation, closures and several root modules included).
+const ptscopeStepPrefix = "ptscope:step#"
+
+// stepRange is one ptscope:step#N range in entry indices; lo is -1 when
+// its START predates the trace, hi -1 when the step had not ended.
+type stepRange struct {
+	step       int
+	lo, hi     int
+	t0, t1     int64 // START and END times (-1: absent)
+	optimizers int   // optimizer phases that began in it
+}
+
+// ptscopeSteps pairs device d's ptscope:step#N annotations, in step order.
+func ptscopeSteps(s *snapshot.Snapshot, d int, times []int64) []stepRange {
+	by := map[int]*stepRange{}
+	var order []int
+	for _, a := range s.Annotations {
+		if a.Device != d && a.Device >= 0 && len(s.Traces) > 1 || !strings.HasPrefix(a.Name, ptscopeStepPrefix) {
+			continue
+		}
+		k, err := strconv.Atoi(a.Name[len(ptscopeStepPrefix):])
+		if err != nil || k < 0 {
+			continue
+		}
+		r := by[k]
+		if r == nil {
+			r = &stepRange{step: k, lo: -1, hi: -1, t0: -1, t1: -1}
+			by[k] = r
+			order = append(order, k)
+		}
+		switch a.Stage {
+		case "START":
+			r.lo, r.t0 = indexAt(times, a.TimeUS), a.TimeUS
+		case "END":
+			r.hi, r.t1 = indexAt(times, a.TimeUS), a.TimeUS
+		}
+	}
+	sort.Ints(order)
+	out := make([]stepRange, 0, len(order))
+	for _, k := range order {
+		out = append(out, *by[k])
+	}
+	// Optimizer phases by time (one that allocates nothing has no entry of
+	// its own).
+	for _, a := range s.Annotations {
+		if a.Stage != "START" || !isOptimizerStep(a.Name) || a.Device != d && a.Device >= 0 && len(s.Traces) > 1 {
+			continue
+		}
+		for i := range out {
+			r := &out[i]
+			if (r.t0 < 0 || r.t0 <= a.TimeUS) && (r.t1 < 0 || a.TimeUS <= r.t1) {
+				r.optimizers++
+				break
+			}
+		}
+	}
+	return out
+}
+
+// stepsFromRanges makes steps of ptscope run's step ranges: step N runs
+// from the end of step N-1 (its own start, for the first) to its own end,
+// so that what runs between two optimizer steps (loading the next batch)
+// belongs to the step it feeds. What ran before the first step (set-up)
+// and after the last (the end of the program) are partial pieces; so is a
+// step that had not ended when the snapshot was taken (an OOM), and the
+// first step when its start predates the trace. In a training run (one
+// with optimizer phases), a step without one was cut short too: the
+// companion closes the range of a step that an out-of-memory error or the
+// end of the program interrupted, but no optimizer step ended it.
+func stepsFromRanges(rs []stepRange, n int) []Step {
+	training := false
+	for _, r := range rs {
+		training = training || r.optimizers > 0
+	}
+	var out []Step
+	prev := -1 // end of the previous step
+	for i, r := range rs {
+		lo := prev
+		if lo < 0 {
+			lo = max(r.lo, 0)
+			if lo > 0 {
+				out = append(out, Step{Start: 0, End: lo, Partial: true, Name: "before step " + strconv.Itoa(r.step)})
+			}
+		}
+		hi, partial := r.hi, r.lo < 0 && i == 0 || training && r.optimizers == 0
+		if hi < 0 {
+			hi, partial = n, true
+		}
+		if hi <= lo {
+			continue // no entry in it (a step without allocations)
+		}
+		out = append(out, Step{Start: lo, End: hi, Partial: partial, Name: "step " + strconv.Itoa(r.step)})
+		prev = hi
+		if hi >= n {
+			break
+		}
+	}
+	if prev >= 0 && prev < n && len(out) > 0 {
+		out = append(out, Step{Start: prev, End: n, Partial: true, Name: "after " + out[len(out)-1].Name})
+	}
 	return out
 }
 
@@ -125,13 +251,17 @@ const (
 	fcOther
 )
 
-func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
+// classifyStack tells what a stack shows about its phase from its
+// allocating frames (allocating, see): the innermost frame that says
+// forward, backward or optimizer decides. Outer frames say less: the
+// forward and backward that Lightning runs inside optimizer.step(closure)
+// are not optimizer work.
+func classifyStack(s *snapshot.Snapshot, id snapshot.StackID, kinds []FrameKind) frameClass {
 	ids := s.Stacks[id]
 	if len(ids) == 0 {
 		return fcNone
 	}
-	fwd := false
-	for _, f := range ids {
+	for _, f := range allocating(ids, kinds) {
 		fr := &s.Frames[f]
 		switch {
 		case strings.Contains(fr.Filename, "torch/autograd/") && (fr.Name == "backward" || fr.Name == "_make_grads" || fr.Name == "_engine_run_backward" || fr.Name == "grad"):
@@ -141,15 +271,34 @@ func classifyStack(s *snapshot.Snapshot, id snapshot.StackID) frameClass {
 		case strings.Contains(fr.Filename, "torch/optim/"):
 			return fcOptim
 		case fr.Name == "forward" || fr.Name == "_call_impl":
-			fwd = true
+			return fcForward
 		case strings.Contains(fr.Name, "autograd::engine") || strings.Contains(fr.Name, "Engine::evaluate_function"):
 			return fcBackward
 		}
 	}
-	if fwd {
-		return fcForward
-	}
 	return fcOther
+}
+
+// allocating returns a stack's allocating frames: the innermost ones up to
+// and including the first frame of the user's own code (all of them when
+// there is none). What the user's code was called from (a training loop
+// inside optimizer.step(closure), a framework's hooks) did not allocate.
+func allocating(ids []snapshot.FrameID, kinds []FrameKind) []snapshot.FrameID {
+	for i, f := range ids {
+		if kinds[f] == FrameUser {
+			return ids[:i+1]
+		}
+	}
+	return ids
+}
+
+// frameKinds classifies every frame of s.
+func frameKinds(s *snapshot.Snapshot) []FrameKind {
+	k := make([]FrameKind, len(s.Frames))
+	for i := range s.Frames {
+		k[i] = frameKind(&s.Frames[i])
+	}
+	return k
 }
 
 // tracePhases finds steps and phases in device d's trace. It needs only the
@@ -162,9 +311,11 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	// Every stack is classified, also without a trace: the blocks of the
 	// final segments carry stacks too, and categorize reads them.
 	classes := make([]frameClass, len(s.Stacks))
+	kinds := frameKinds(s)
 	for i := range s.Stacks {
-		classes[i] = classifyStack(s, snapshot.StackID(i))
+		classes[i] = classifyStack(s, snapshot.StackID(i), kinds)
 	}
+	p.kinds = kinds
 	p.classes = classes
 	if n == 0 {
 		p.StepOf = []int32{}
@@ -180,13 +331,19 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	var bounds []int // exclusive ends of steps
 	firstPartial := false
 	var names []string
+	if tr.HasTime {
+		if rs := ptscopeSteps(s, d, times); len(rs) > 0 {
+			p.Steps = stepsFromRanges(rs, n)
+			p.Source = StepsPtscopeStep
+		}
+	}
 	for _, iv := range ivs {
-		if isProfilerStep(iv.name) {
+		if isProfilerStep(iv.name) && !iv.open && p.Source == StepsNone {
 			bounds = append(bounds, iv.hi)
 			names = append(names, iv.name)
 		}
 	}
-	if len(bounds) == 0 {
+	if len(bounds) == 0 && p.Source == StepsNone {
 		// ptscope run's forward ranges: each forward starts a step.
 		for _, iv := range ivs {
 			if phaseAnnotation(iv.name) == PhaseForward && strings.HasPrefix(iv.name, "ptscope:") && iv.lo > 0 {
@@ -201,13 +358,13 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 				bounds = append(bounds, n)
 			}
 		}
-	} else {
+	} else if p.Source == StepsNone {
 		p.Source = StepsProfilerStep
 	}
-	if len(bounds) == 0 {
+	if len(bounds) == 0 && p.Source == StepsNone {
 		var opt []interval
 		for _, iv := range ivs {
-			if isOptimizerStep(iv.name) {
+			if isOptimizerStep(iv.name) && !iv.open {
 				opt = append(opt, iv)
 			}
 		}
@@ -282,10 +439,17 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		case isZeroGrad(iv.name):
 			ph = PhaseZeroGrad
 		}
-		if ph != PhaseUnknown {
-			for j := iv.lo; j < iv.hi && j < n; j++ {
-				p.Of[j] = ph
-			}
+		if ph == PhaseUnknown {
+			continue
+		}
+		lo := iv.lo
+		if strings.HasPrefix(iv.name, "Optimizer.step#") {
+			// optimizer.step(closure) runs the closure's forward and
+			// backward first: those entries are left to the frames.
+			lo = max(lo, closureEnd(tr, classes, iv.lo, min(iv.hi, n)))
+		}
+		for j := lo; j < iv.hi && j < n; j++ {
+			p.Of[j] = ph
 		}
 	}
 	p.StepOf = hugepage.Make[int32](n)
@@ -305,6 +469,30 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		labelStep(p.Of[st.Start:st.End], tr, classes, st.Start)
 	}
 	return p
+}
+
+// closureEnd returns where an optimizer step's own work begins in entries
+// [lo, hi) of an Optimizer.step range: after the last allocation that is
+// not the optimizer's when the range holds a forward or backward
+// allocation (a closure ran in it), else lo.
+func closureEnd(tr *snapshot.Trace, classes []frameClass, lo, hi int) int {
+	last, closure := -1, false
+	for i := lo; i < hi; i++ {
+		if tr.Action[i] != snapshot.ActionAlloc {
+			continue
+		}
+		switch classes[tr.Stack[i]] {
+		case fcOptim:
+			continue
+		case fcForward, fcBackward:
+			closure = true
+		}
+		last = i
+	}
+	if !closure {
+		return lo
+	}
+	return last + 1
 }
 
 // measure completes the steps from the replay: each one's peak and end,
@@ -388,12 +576,12 @@ func optimizerRuns(tr *snapshot.Trace, classes []frameClass) []interval {
 			}
 			last = i
 		} else if classes[tr.Stack[i]] == fcForward && lo >= 0 {
-			out = append(out, interval{"optimizer", lo, last + 1})
+			out = append(out, interval{name: "optimizer", lo: lo, hi: last + 1})
 			lo = -1
 		}
 	}
 	if lo >= 0 {
-		out = append(out, interval{"optimizer", lo, last + 1})
+		out = append(out, interval{name: "optimizer", lo: lo, hi: last + 1})
 	}
 	// The run ends where the last optimizer allocation is freed.
 	for k := range out {

@@ -228,32 +228,32 @@ func TestStackShort(t *testing.T) {
 	}
 }
 
-// Exact labels (the seam for a bundle's tensor records) override the
-// categories and modules guessed from stacks.
-func TestLabels(t *testing.T) {
+// Roles (a bundle's tensor inventories) override the categories and
+// modules guessed from stacks: the allocation alive at the role's time at its
+// address, or holding it, takes the role.
+func TestRoles(t *testing.T) {
 	t.Parallel()
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
 	base := Analyze(s, 0, Options{}).Result
 	top := base.TopAllocations[0]
-	if top.Category == CatGradient {
-		t.Fatal("pick another label")
+	if top.Category == CatGradient || top.AllocIndex < 0 {
+		t.Fatal("pick another allocation")
 	}
-	from := int64(0)
-	if top.AllocIndex >= 0 {
-		from = base.Peak.TimeNS - top.AgeNS
+	at := base.Peak.TimeNS
+	for _, addr := range []uint64{top.Address, top.Address + 4096} {
+		a := Analyze(s, 0, Options{Roles: []Role{{Address: addr, TimeNS: at, Category: CatGradient, Module: "lm_head"}}}).Result
+		got := a.TopAllocations[0]
+		if got.Address != top.Address || got.Category != CatGradient || got.Module != "lm_head" {
+			t.Errorf("%#x: labelled top allocation %+v", addr, got)
+		}
+		if a.bytesAt(CatGradient) != base.bytesAt(CatGradient)+top.Bytes {
+			t.Errorf("%#x: gradient bytes %d, want %d", addr, a.bytesAt(CatGradient), base.bytesAt(CatGradient)+top.Bytes)
+		}
 	}
-	a := Analyze(s, 0, Options{Labels: []Label{{Address: top.Address, FromNS: from, ToNS: from, Category: CatGradient, Module: "lm_head"}}}).Result
-	got := a.TopAllocations[0]
-	if got.Address != top.Address || got.Category != CatGradient || got.Module != "lm_head" {
-		t.Errorf("labelled top allocation %+v", got)
-	}
-	if a.bytesAt(CatGradient) != base.bytesAt(CatGradient)+top.Bytes {
-		t.Errorf("gradient bytes %d, want %d", a.bytesAt(CatGradient), base.bytesAt(CatGradient)+top.Bytes)
-	}
-	// A label for another time leaves the allocation alone.
-	b := Analyze(s, 0, Options{Labels: []Label{{Address: top.Address, FromNS: from + 1, Category: CatGradient}}}).Result
+	// A role taken before the allocation was made names another one.
+	b := Analyze(s, 0, Options{Roles: []Role{{Address: top.Address, TimeNS: at - top.AgeNS - 1000, Category: CatGradient}}}).Result
 	if b.TopAllocations[0].Category != top.Category {
-		t.Errorf("a label outside the allocation's time applied")
+		t.Errorf("a role from before the allocation applied")
 	}
 }
 

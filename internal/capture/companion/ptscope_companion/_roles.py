@@ -150,25 +150,36 @@ class Inventory:
             recs.append(r)
 
         for root, _ in self.roots:
+            if self.fsdp:
+                # FSDP2 first: between its all-gather and its reshard a module's
+                # parameters are the unsharded ones, so named_parameters
+                # alone would take those for the model's own and miss the
+                # shards (which the optimizer's state is keyed by)
+                for path, fp in _fsdp_states(root):
+                    name = getattr(fp, "_param_fqn", None)
+                    if not name:
+                        mi = getattr(fp, "_module_info", None)
+                        name = (path + "." if path else "") + str(getattr(mi, "param_name", "?"))
+                    mod = _module_of(name)
+                    sp = getattr(fp, "sharded_param", None)
+                    if sp is not None:
+                        names[id(sp)] = (name, mod)
+                        add(_ref("parameter", name, mod, sp, {"fsdp": "sharded"}))
+                        g = getattr(sp, "grad", None)
+                        if g is not None:
+                            add(_ref("gradient", name, mod, g))
+                    up = getattr(fp, "_unsharded_param", None)
+                    if up is not None:
+                        add(_ref("parameter", name, mod, up, {"fsdp": "unsharded"}))
             for name, p in root.named_parameters():
                 mod = _module_of(name)
-                names[id(p)] = (name, mod)
+                names.setdefault(id(p), (name, mod))
                 add(_ref("parameter", name, mod, p, {"fsdp": "sharded"} if _local(p)[1] and self.fsdp else None))
                 g = getattr(p, "grad", None)
                 if g is not None:
                     add(_ref("gradient", name, mod, g))
             for name, b in root.named_buffers():
                 add(_ref("buffer", name, _module_of(name), b))
-            if self.fsdp:
-                for path, fp in _fsdp_states(root):
-                    up = getattr(fp, "_unsharded_param", None)
-                    if up is None:
-                        continue
-                    name = getattr(fp, "_param_fqn", None)
-                    if not name:
-                        mi = getattr(fp, "_module_info", None)
-                        name = (path + "." if path else "") + str(getattr(mi, "param_name", "?"))
-                    add(_ref("parameter", name, _module_of(name), up, {"fsdp": "unsharded"}))
         opts = [r() for r in self.optimizers]
         opts += [o for o in extra if not any(o is x for x in opts)]
         for oi, opt in enumerate(opts):
