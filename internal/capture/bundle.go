@@ -211,6 +211,25 @@ func IsBundle(dir string) bool {
 // (the process was killed while writing) is ignored; any other bad line is
 // an error naming the file and byte offset.
 func ReadBundle(dir string) (*Bundle, error) {
+	b, err := ListBundle(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range b.Ranks {
+		full, err := ReadRank(r.Dir, r.Rank)
+		if err != nil {
+			return nil, err
+		}
+		b.Ranks[i] = *full
+	}
+	return b, nil
+}
+
+// ListBundle reads a bundle's manifest and lists its rank folders without
+// reading them: each of Ranks holds only Rank and Dir. A reader of many
+// ranks reads them one at a time with ReadRank, so that its memory does not
+// grow with the number of ranks.
+func ListBundle(dir string) (*Bundle, error) {
 	if !IsBundle(dir) && IsBundle(filepath.Join(dir, "latest")) {
 		dir = filepath.Join(dir, "latest")
 	}
@@ -238,11 +257,7 @@ func ReadBundle(dir string) (*Bundle, error) {
 		if !ok || !e.IsDir() {
 			continue
 		}
-		r, err := readRank(filepath.Join(dir, e.Name()), n)
-		if err != nil {
-			return nil, err
-		}
-		b.Ranks = append(b.Ranks, *r)
+		b.Ranks = append(b.Ranks, Rank{Rank: n, Dir: filepath.Join(dir, e.Name())})
 	}
 	sort.SliceStable(b.Ranks, func(i, j int) bool {
 		if b.Ranks[i].Rank != b.Ranks[j].Rank {
@@ -253,7 +268,15 @@ func ReadBundle(dir string) (*Bundle, error) {
 	return b, nil
 }
 
+// ReadRank reads one rank folder of a bundle (dir, rank n): its files,
+// phases, live samples and tensor inventories.
+func ReadRank(dir string, n int) (*Rank, error) { return readRank(dir, n) }
+
 var rankDirRE = regexp.MustCompile(`^rank(\d+)(_pid\d+)?$`)
+
+// RankDirNumber returns the rank of a bundle's rank folder name ("rank3",
+// "rank3_pid1234"); false for any other name.
+func RankDirNumber(name string) (int, bool) { return rankDirNumber(name) }
 
 func rankDirNumber(name string) (int, bool) {
 	m := rankDirRE.FindStringSubmatch(name)
