@@ -8,64 +8,94 @@ import (
 	"github.com/ptscope/ptscope/internal/memory"
 )
 
-// addBundle analyses every snapshot of a ptscope run bundle, with the
-// device capacity from its manifest, the precision and the phases it
-// recorded, and the tensor inventories that say what its blocks are.
+// addBundle analyses every snapshot of a ptscope run bundle (of the ranks
+// o.Ranks names, when set), with the device capacity from its manifest, the
+// precision and the phases it recorded, and the tensor inventories that say
+// what its blocks are. Rank folders are read one at a time: a rank's side
+// files stay in memory only as its inputs' models.
 func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOptions) error {
-	b, err := capture.ReadBundle(dir)
+	b, err := capture.ListBundle(dir)
 	if err != nil {
 		return err
 	}
 	before := len(set.Report.Inputs)
-	for ri := range b.Ranks {
-		r := &b.Ranks[ri]
-		total := r.Info.DeviceTotalMemoryBytes
-		if total == 0 {
-			total = b.Manifest.DeviceTotalMemoryBytes
-		}
-		mo := o.Memory
-		if mo.DeviceMemory == 0 {
-			mo.DeviceMemory = total
-		}
-		if p := r.Info.Precision; p != nil {
-			mo.Precision = &memory.Precision{ParameterBytesByDtype: p.ParameterBytesByDtype, Autocast: p.AutocastCUDA,
-				AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
-		}
-		mo.Roles = rankRoles(r)
-		gpu := r.Info.DeviceName
-		if gpu == "" {
-			gpu = b.Manifest.DeviceName
-		}
-		info := func() *memory.BundleInfo {
-			return &memory.BundleInfo{Dir: b.Dir, Rank: r.Rank, GPU: gpu, DeviceTotalBytes: total,
-				Simulated: b.Manifest.Simulated, Mode: b.Manifest.Mode, Simulation: b.Manifest.SimulationSummary()}
-		}
-		if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
-			// No allocator snapshot (--no-gpu runs, or memory history off):
-			// the phases the companion measured are the result.
-			in := &memory.Input{Path: r.Dir, Format: "ptscope run bundle (phases only, no snapshot)", Devices: []*memory.Result{},
-				Bundle: info()}
-			in.Phases = phaseRows(r, nil)
-			set.Report.Inputs = append(set.Report.Inputs, in)
-			set.Inputs = append(set.Inputs, &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r})
+	for _, lr := range b.Ranks {
+		if o.Ranks != nil && !contains(o.Ranks, lr.Rank) {
 			continue
 		}
-		for _, path := range r.Snapshots {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			err := set.addFile(path, o, mo, b, r)
-			k := len(set.Report.Inputs) - 1
-			in := set.Report.Inputs[k]
-			in.Bundle = info()
-			if err != nil {
-				return err
-			}
-			in.Phases = phaseRows(r, set.Inputs[k].Devices)
+		r, err := capture.ReadRank(lr.Dir, lr.Rank)
+		if err != nil {
+			return err
+		}
+		if err := set.addBundleRank(ctx, b, r, o); err != nil {
+			return err
 		}
 	}
 	if len(set.Report.Inputs) == before {
+		if o.Ranks != nil {
+			return fmt.Errorf("%s: the bundle holds no snapshots and no phases of rank %v", dir, o.Ranks)
+		}
 		return fmt.Errorf("%s: the bundle holds no snapshots and no phases", dir)
+	}
+	return nil
+}
+
+// BundleRank analyses the snapshots of one rank of a bundle as Snapshots
+// does for the whole bundle (b may come from capture.ListBundle and r from
+// capture.ReadRank), for a reader of many ranks that keeps one at a time.
+// A rank with neither snapshots nor phases gives an empty set.
+func BundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions) (*SnapshotSet, error) {
+	set := &SnapshotSet{Report: memory.NewReport()}
+	err := set.addBundleRank(ctx, b, r, o)
+	set.Report.Compare()
+	return set, err
+}
+
+// addBundleRank analyses the snapshots of one rank of b.
+func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions) error {
+	total := r.Info.DeviceTotalMemoryBytes
+	if total == 0 {
+		total = b.Manifest.DeviceTotalMemoryBytes
+	}
+	mo := o.Memory
+	if mo.DeviceMemory == 0 {
+		mo.DeviceMemory = total
+	}
+	if p := r.Info.Precision; p != nil {
+		mo.Precision = &memory.Precision{ParameterBytesByDtype: p.ParameterBytesByDtype, Autocast: p.AutocastCUDA,
+			AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
+	}
+	mo.Roles = rankRoles(r)
+	gpu := r.Info.DeviceName
+	if gpu == "" {
+		gpu = b.Manifest.DeviceName
+	}
+	info := func() *memory.BundleInfo {
+		return &memory.BundleInfo{Dir: b.Dir, Rank: r.Rank, GPU: gpu, DeviceTotalBytes: total,
+			Simulated: b.Manifest.Simulated, Mode: b.Manifest.Mode, Simulation: b.Manifest.SimulationSummary()}
+	}
+	if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
+		// No allocator snapshot (--no-gpu runs, or memory history off):
+		// the phases the companion measured are the result.
+		in := &memory.Input{Path: r.Dir, Format: "ptscope run bundle (phases only, no snapshot)", Devices: []*memory.Result{},
+			Bundle: info()}
+		in.Phases = phaseRows(r, nil)
+		set.Report.Inputs = append(set.Report.Inputs, in)
+		set.Inputs = append(set.Inputs, &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r})
+		return nil
+	}
+	for _, path := range r.Snapshots {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := set.addFile(path, o, mo, b, r)
+		k := len(set.Report.Inputs) - 1
+		in := set.Report.Inputs[k]
+		in.Bundle = info()
+		if err != nil {
+			return err
+		}
+		in.Phases = phaseRows(r, set.Inputs[k].Devices)
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type SnapshotOptions struct {
 	AfterRead func()
 	// Progress, when set, is told what is being read ("reading x (2 of 5)").
 	Progress func(label string)
+	// Ranks, when set, limits bundles to these ranks (--rank).
+	Ranks []int
 }
 
 // SnapshotSet is the analyze document of a set of inputs together with the

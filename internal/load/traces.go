@@ -24,6 +24,8 @@ type TraceOptions struct {
 	KeepModels bool
 	// Progress, when set, is called before each trace is read.
 	Progress func(path string, i, n int)
+	// Ranks, when set, limits bundles to these ranks (--rank).
+	Ranks []int
 }
 
 // TraceSet is what Traces returns: the report, and the models when asked.
@@ -60,11 +62,18 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		case input.Trace:
 			traces = append(traces, f.Path)
 		case input.Bundle:
-			b, err := capture.ReadBundle(f.Path)
+			b, err := capture.ListBundle(f.Path)
 			if err != nil {
 				return nil, err
 			}
-			for _, r := range b.Ranks {
+			for _, lr := range b.Ranks {
+				if opt.Ranks != nil && !contains(opt.Ranks, lr.Rank) {
+					continue
+				}
+				r, err := capture.ReadRank(lr.Dir, lr.Rank)
+				if err != nil {
+					return nil, err
+				}
 				traces = append(traces, r.Traces...)
 			}
 		default:
@@ -122,21 +131,22 @@ func bundlePhases(dir string) ([]perf.Phase, error) {
 	if _, err := os.Stat(filepath.Join(dir, "phases.jsonl")); err != nil {
 		return nil, nil
 	}
-	b, err := capture.ReadBundle(root)
+	// Only this rank's folder is read: a bundle of many ranks would
+	// otherwise be read whole for each of its traces.
+	n, ok := capture.RankDirNumber(filepath.Base(dir))
+	if !ok {
+		return nil, nil
+	}
+	r, err := capture.ReadRank(dir, n)
 	if err != nil {
 		return nil, err
 	}
 	var out []perf.Phase
-	for _, r := range b.Ranks {
-		if filepath.Clean(r.Dir) != filepath.Clean(dir) {
+	for _, p := range r.Phases {
+		if p.Aborted || p.Parent != "" {
 			continue
 		}
-		for _, p := range r.Phases {
-			if p.Aborted || p.Parent != "" {
-				continue
-			}
-			out = append(out, perf.Phase{Name: p.Name, Step: p.Step, StartTimeNS: p.StartTimeUs * 1000, EndTimeNS: p.EndTimeUs * 1000})
-		}
+		out = append(out, perf.Phase{Name: p.Name, Step: p.Step, StartTimeNS: p.StartTimeUs * 1000, EndTimeNS: p.EndTimeUs * 1000})
 	}
 	return out, nil
 }
