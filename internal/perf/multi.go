@@ -98,30 +98,22 @@ func crossRank(ranks []Rank) *CrossRank {
 		name, pg string
 		n        int64
 	}
-	groups := map[key][]*commEvent{}
+	groups := map[key][]*CollectiveEvent{}
 	var order []key
-	for k, r := range ranks {
-		count := map[[2]string]int64{}
-		for i := range r.comm {
-			e := &r.comm[i]
-			kk := key{name: e.name, pg: e.pg}
-			if e.seq >= 0 {
-				kk.n = e.seq
-			} else {
-				id := [2]string{e.name, e.pg}
-				kk.n = count[id]
-				count[id]++
-			}
+	for k := range ranks {
+		ranks[k].CollectiveEvents(func(e CollectiveEvent) bool {
+			kk := key{name: e.Name, pg: e.Group, n: e.Index}
 			g := groups[kk]
 			if g == nil {
-				g = make([]*commEvent, len(ranks))
+				g = make([]*CollectiveEvent, len(ranks))
 				order = append(order, kk)
 			}
 			if g[k] == nil {
-				g[k] = e
+				g[k] = &e
 			}
 			groups[kk] = g
-		}
+			return true
+		})
 	}
 	for _, kk := range order {
 		g := groups[kk]
@@ -133,14 +125,14 @@ func crossRank(ranks []Rank) *CrossRank {
 				continue
 			}
 			seen++
-			if first < 0 || e.start < first {
-				first = e.start
+			if first < 0 || e.StartNS < first {
+				first = e.StartNS
 			}
-			if e.start > last {
-				last = e.start
+			if e.StartNS > last {
+				last = e.StartNS
 				x.LastRank = ranks[k].Rank
 			}
-			d := e.end - e.start
+			d := e.EndNS - e.StartNS
 			if d > x.MaxDurNS {
 				x.MaxDurNS = d
 				x.SlowestRank = ranks[k].Rank
