@@ -189,9 +189,11 @@ func (a *analyzer) atPeak() {
 		g.Bytes += b
 		g.Count++
 	}
+	// one group per (stack, module) pair, not per live allocation
+	groupsOf := newGroupMatcher(s, a.o.Rules)
 	type gkey struct {
 		stack snapshot.StackID
-		meta  uint32
+		meta  string
 	}
 	groupCache := map[gkey]string{}
 	type src struct{ source, module string }
@@ -204,10 +206,10 @@ func (a *analyzer) atPeak() {
 		if m := a.roles.module(al); m != "" {
 			meta = m
 		}
-		group, ok := groupCache[gkey{al.Stack, al.Metadata}]
-		if !ok || meta != "" {
-			group = groupOf(s, al.Stack, a.o.Rules, meta)
-			groupCache[gkey{al.Stack, al.Metadata}] = group
+		group, ok := groupCache[gkey{al.Stack, meta}]
+		if !ok {
+			group = groupsOf.group(al.Stack, meta)
+			groupCache[gkey{al.Stack, meta}] = group
 		}
 		c := &cats[al.Category]
 		c.Bytes += al.Size
@@ -291,11 +293,8 @@ func (a *analyzer) atPeak() {
 			meta = m
 		}
 		ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category,
-			Group: groupCache[gkey{al.Stack, al.Metadata}], Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr,
+			Group: groupCache[gkey{al.Stack, meta}], Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr,
 			AgeNS: -1, AllocIndex: int(al.AllocIdx), Origin: al.Origin, Stack: index[al.Stack]}
-		if meta != "" {
-			ta.Group = groupOf(s, al.Stack, a.o.Rules, meta)
-		}
 		if al.AllocIdx >= 0 && a.tr.HasTime {
 			ta.AgeNS = res.Peak.TimeNS - a.timeNS(int(al.AllocIdx))
 		}

@@ -11,9 +11,9 @@ import (
 // analysis names them, for views that look at blocks one by one (the web
 // UI's block panel and breakdowns at any entry). Safe for concurrent use.
 type StackInfo struct {
-	mu    sync.Mutex
-	c     *stacks
-	rules []Rule
+	mu     sync.Mutex
+	c      *stacks
+	groups *groupMatcher
 }
 
 // NewStackInfo classifies the frames of s.
@@ -40,8 +40,8 @@ func (x *StackInfo) Source(id snapshot.StackID) (name, module string) {
 func (x *StackInfo) Group(id snapshot.StackID, meta string) string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.rules == nil {
-		x.rules = DefaultRules()
+	if x.groups == nil {
+		x.groups = newGroupMatcher(x.c.s, DefaultRules())
 	}
-	return groupOf(x.c.s, id, x.rules, meta)
+	return x.groups.group(id, meta)
 }
