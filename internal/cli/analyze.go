@@ -25,6 +25,10 @@ out-of-memory explanations and findings with recommendations.
 
 A folder is searched recursively for snapshots (by content, not by name).
 Several inputs (ranks, iterations, runs) also print a comparison table.
+More than 8 ranks (bundles' rankN folders, rankN file or folder names) give
+a fleet summary instead: the distribution of peaks across ranks, outlier
+ranks, imbalance, ranks that ran out of memory or leak (docs/fleet.md);
+--rank N opens one rank's full report.
 
 Examples:
   ptscope analyze snapshot.pickle
@@ -33,6 +37,8 @@ Examples:
   ptscope analyze --out runs/ --device-memory 80GiB snapshots/
   ptscope analyze --steps all --rules my_groups.txt snapshot.pickle
   ptscope analyze --print-rules > my_groups.txt
+  ptscope analyze job_snapshots/                 # 1,000 ranks: one fleet summary
+  ptscope analyze --rank 17 job_snapshots/       # rank 17's full report
 `
 
 // memoryFlags are the analysis flags analyze, check and demo share.
@@ -116,6 +122,8 @@ func analyzeCommand() command {
 		rf.register(fs)
 		out.register(fs)
 		out.registerHTML(fs)
+		var ff fleetFlags
+		ff.register(fs)
 		printRules := fs.Bool("print-rules", false, "print the built-in keyword-group rules and exit")
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
@@ -137,6 +145,10 @@ func analyzeCommand() command {
 		}
 		o, err := mf.options()
 		if err != nil {
+			return err
+		}
+		done, paths, err := ff.analyze(e, paths, &o, &out, t)
+		if done || err != nil {
 			return err
 		}
 		tuneGC()

@@ -16,7 +16,9 @@ status 0 when every threshold holds, 1 when one is exceeded (each failure is
 printed), 2 when an input cannot be read.
 
 Memory thresholds apply to snapshots (and bundles); trace thresholds to Kineto
-traces (and bundles). Ratios are given as 0..1 or as percentages.
+traces (and bundles). Ratios are given as 0..1 or as percentages. More
+than 8 ranks are checked as a fleet: each threshold is applied to every
+rank and one line per exceeded threshold names the ranks (docs/fleet.md).
 
 Examples:
   ptscope check --max-peak 70GiB snapshot.pickle
@@ -24,6 +26,7 @@ Examples:
   ptscope check --min-gpu-util 80% --max-dataloader 10% rank0.pt.trace.json.gz
   ptscope check --baseline base.pickle --max-peak-increase 5% new.pickle
   ptscope check --baseline base_bundle/ --max-step-time-increase 10% new_bundle/
+  ptscope check --max-peak 70GiB --no-oom job_snapshots/    # every rank of a fleet
 `
 
 func checkCommand() command {
@@ -42,6 +45,8 @@ func checkCommand() command {
 		tc.register(fs)
 		var bc baselineChecks
 		bc.register(fs)
+		var ff fleetFlags
+		ff.register(fs)
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -73,6 +78,12 @@ func checkCommand() command {
 		memChecks := peak >= 0 || reserved >= 0 || eff >= 0 || *noLeak || *noOOM
 		if !memChecks && !tc.any() && !bc.any() {
 			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom, --min-gpu-util, --max-dataloader, --baseline with --max-peak-increase or --max-step-time-increase)")
+		}
+		if !bc.any() {
+			l := fleetLimits{peak: peak, reserved: reserved, eff: eff, noLeak: *noLeak, noOOM: *noOOM, trace: &tc}
+			if done, err := ff.check(e, paths, &mf, l); done {
+				return err
+			}
 		}
 		var fails []string
 		if bc.any() {

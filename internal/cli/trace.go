@@ -20,7 +20,10 @@ Analyse PyTorch profiler (Kineto) traces: *.pt.trace.json[.gz] written by
 torch.profiler (tensorboard_trace_handler or export_chrome_trace), plain or
 gzip/xz/zstd compressed, of any size, and the traces of ptscope run bundles.
 A folder is searched recursively; one trace per rank gives a cross-rank
-comparison (step skew, stragglers).
+comparison (step skew, stragglers). More than 8 ranks give a fleet summary:
+the distribution of step time, GPU utilisation and DataLoader share across
+ranks, stragglers and collective skew (docs/fleet.md); --rank N opens one
+rank's report.
 
 The overview lists the steps (the first, the last, the slowest and outliers;
 --steps all for every one) with their wall time split in the TensorBoard
@@ -45,6 +48,7 @@ Examples:
   ptscope trace --view steps --steps all trace.json.gz
   ptscope trace --json traces/ > report.json
   ptscope trace --out runs/ traces/          # run folder: report.txt, report.json, README.md, PNG charts
+  ptscope trace --rank 77 job_traces/        # one rank of a fleet
 `
 
 func traceCommand() command {
@@ -63,6 +67,8 @@ func traceCommand() command {
 		fs.BoolVar(&opt.GroupByShape, "group-by-shape", false, "one operator row per (name, input shapes); needs record_shapes=True")
 		fs.BoolVar(&opt.Annotations, "annotations", false, "include user annotations (record_function, ProfilerStep*) in the operator table")
 		fs.BoolVar(&opt.DropLastStep, "drop-last-step", false, "leave out the last step (HTA's default; it may be cut short)")
+		var ff fleetFlags
+		ff.register(fs)
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -87,8 +93,12 @@ func traceCommand() command {
 		if os.Getenv("GOGC") == "" {
 			defer debug.SetGCPercent(debug.SetGCPercent(50))
 		}
+		done, paths, err := ff.trace(e, paths, opt, &out, t)
+		if done || err != nil {
+			return err
+		}
 		prog := term.StartProgress(e.stderr, "trace: reading")
-		set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, KeepModels: out.html != "", Progress: func(p string, i, n int) {
+		set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, KeepModels: out.html != "", Ranks: ff.ranks(), Progress: func(p string, i, n int) {
 			label := "trace: reading " + filepath.Base(p)
 			if n > 1 {
 				label += fmt.Sprintf(" (%d of %d)", i+1, n)
