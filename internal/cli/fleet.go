@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -65,7 +66,9 @@ func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, [
 	if err := f.validate(); err != nil {
 		return nil, nil, err
 	}
-	if f.mode == "off" && f.rank < 0 {
+	if f.mode == "off" && f.rank < 0 || (f.mode == "auto" && f.rank < 0 && !anyDir(paths) && len(paths) <= FleetThreshold) {
+		// a few files (or stdin, which can be read only once) cannot be
+		// more than FleetThreshold ranks
 		return nil, paths, nil
 	}
 	in, err := fleet.Find(paths, kinds...)
@@ -99,6 +102,16 @@ func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, [
 		return in, nil, nil
 	}
 	return nil, paths, nil
+}
+
+// anyDir reports whether one of paths is a folder.
+func anyDir(paths []string) bool {
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // describeRanks writes "ranks 0-999" or "ranks 0, 3, 5" or "no ranks".
@@ -214,7 +227,7 @@ func (f *fleetFlags) check(e *env, paths []string, mf *memoryFlags, l fleetLimit
 	if err := f.validate(); err != nil {
 		return true, err
 	}
-	if f.mode == "off" && f.rank < 0 {
+	if f.mode == "off" && f.rank < 0 || (f.mode == "auto" && f.rank < 0 && !anyDir(paths) && len(paths) <= FleetThreshold) {
 		return false, nil
 	}
 	in, err := fleet.Find(paths, kinds...)

@@ -24,7 +24,8 @@ type Options struct {
 	// MaxInFlightBytes bounds the size of the inputs being read at once
 	// (compressed files count 8x their size on disk): a worker waits while
 	// others hold more. One input is always admitted, whatever its size.
-	// Default DefaultMaxInFlightBytes.
+	// Default: DefaultMaxInFlightBytes, or a quarter of the memory budget
+	// (input.Budget, --max-memory) when that is less.
 	MaxInFlightBytes int64
 	Snapshot         load.SnapshotOptions
 	Trace            perf.Options
@@ -65,7 +66,10 @@ func Each(ctx context.Context, in *Inputs, o Options, visit func(*Loaded) error)
 	workers = max(min(workers, n), 1)
 	budget := o.MaxInFlightBytes
 	if budget <= 0 {
-		budget = DefaultMaxInFlightBytes
+		// each reader may hold up to half of the memory budget
+		// (input.MaxInMemory); a quarter in flight leaves room for the
+		// analyses and the results being visited
+		budget = min(DefaultMaxInFlightBytes, input.Budget()/4)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -154,6 +154,11 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 	}
 	out := &Inputs{}
 	for _, root := range paths {
+		if root == "-" {
+			// the standard input has no rank, and can be read only once
+			out.Skipped = append(out.Skipped, Skipped{Path: root, Reason: "the standard input has no rank"})
+			continue
+		}
 		files, err := input.Find([]string{root}, append([]input.Kind{input.Bundle}, kinds...)...)
 		if err != nil {
 			return nil, err
