@@ -2,9 +2,12 @@ package load
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/capture"
@@ -21,15 +24,63 @@ type trainer struct {
 	set   *SnapshotSet
 }
 
-// analyzeTrainer extracts and analyses one trainer bundle.
+// trainers caches the analysed bundles: each is extracted and analysed once
+// for all the tests (into trainerDir, removed by TestMain).
+var (
+	trainerMu  sync.Mutex
+	trainers   = map[string]*trainerOnce{}
+	trainerDir string
+)
+
+type trainerOnce struct {
+	once sync.Once
+	tr   *trainer
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if trainerDir != "" {
+		os.RemoveAll(trainerDir)
+	}
+	os.Exit(code)
+}
+
+// analyzeTrainer extracts and analyses one trainer bundle (once).
 func analyzeTrainer(t *testing.T, name string) *trainer {
 	t.Helper()
-	dir := testfixture.TrainerBundle(t, name)
-	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
-	if err != nil {
-		t.Fatal(err)
+	root := testfixture.Root(t)
+	trainerMu.Lock()
+	if trainerDir == "" {
+		d, err := os.MkdirTemp("", "ptscope-trainers-")
+		if err != nil {
+			trainerMu.Unlock()
+			t.Fatal(err)
+		}
+		trainerDir = d
 	}
-	return &trainer{name: name, dir: dir, facts: testfixture.ReadFacts(t, dir), set: set}
+	o := trainers[name]
+	if o == nil {
+		o = &trainerOnce{}
+		trainers[name] = o
+	}
+	trainerMu.Unlock()
+	o.once.Do(func() {
+		dir := filepath.Join(trainerDir, name)
+		if o.err = testfixture.ExtractTrainerBundle(root, name, dir); o.err != nil {
+			return
+		}
+		set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+		if err != nil {
+			o.err = err
+			return
+		}
+		o.tr = &trainer{name: name, dir: dir, facts: testfixture.ReadFacts(t, dir), set: set}
+	})
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return o.tr
 }
 
 // result returns the analysis of the named snapshot of rank 0.
@@ -219,6 +270,7 @@ func TestTrainerRoles(t *testing.T) {
 			}
 			unsharded := map[*memory.Alloc]bool{}
 			checked := 0
+			module := map[uint64]string{} // of the allocations the inventory names
 			for _, x := range inv.Tensors {
 				a := holding(x.Ptr)
 				if a == nil {
@@ -228,12 +280,29 @@ func TestTrainerRoles(t *testing.T) {
 				if x.FSDP == "unsharded" {
 					unsharded[a] = true
 				}
+				if _, ok := module[a.Addr]; !ok && x.Module != "" && a.Addr == uint64(x.Ptr) {
+					module[a.Addr] = x.Module
+				}
 				if a.Category != cat[x.Kind] && !(x.Kind == capture.KindGradient && a.Category == memory.CatParameter) {
 					t.Errorf("%s %s at %#x: allocation labelled %s", x.Kind, x.Name, x.Ptr, a.Category)
 				}
 			}
 			if checked == 0 {
 				t.Errorf("no tensor of the inventory (%s, step %d) is alive at the peak", inv.At, inv.Step)
+			}
+			// parameters, gradients and optimizer state are attributed to
+			// their parameter's module
+			named := 0
+			for _, ta := range r.TopAllocations {
+				if m, ok := module[ta.Address]; ok {
+					named++
+					if ta.Module != m {
+						t.Errorf("%s of %d bytes at %#x: module %q, the inventory says %q", ta.Category, ta.Bytes, ta.Address, ta.Module, m)
+					}
+				}
+			}
+			if named == 0 {
+				t.Error("no top allocation is a tensor of the inventory")
 			}
 			transient := func(a *memory.Alloc) bool {
 				return a.AllocIdx >= 0 && a.FreeReqIdx >= 0 && an.Phases.StepOf[a.AllocIdx] == an.Phases.StepOf[a.FreeReqIdx]
@@ -258,6 +327,37 @@ func TestTrainerRoles(t *testing.T) {
 				if e := float64(c.got)/float64(c.want) - 1; e > 0.01 || e < -0.01 {
 					t.Errorf("%s: %d bytes at the peak, the process counted %d (%+.2f%%)", c.what, c.got, c.want, 100*e)
 				}
+			}
+		})
+	}
+}
+
+// Keyword groups come from the allocating frames: on FSDP2 only what FSDP's
+// own code allocated (shards, all-gather and reduce-scatter buffers) is in
+// the fsdp group, not the loss computed in a script named fsdp2.py, nor the
+// root module FSDP2 renamed FSDPTransformerLM.
+func TestTrainerGroups(t *testing.T) {
+	for _, name := range []string{"fsdp2", "fsdp2_sim2"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tr := analyzeTrainer(t, name)
+			r := tr.result(t, tr.mainSnapshot())
+			n := 0
+			for _, a := range r.TopAllocations {
+				if a.Group != "fsdp" {
+					continue
+				}
+				n++
+				fsdp := false
+				for _, f := range r.Stacks[a.Stack].Frames {
+					fsdp = fsdp || strings.Contains(f.Filename, "torch/distributed/fsdp/")
+				}
+				if !fsdp {
+					t.Errorf("%d bytes (%s, module %q) in group fsdp without an FSDP frame: %v", a.Bytes, a.Category, a.Module, r.Stacks[a.Stack].Frames)
+				}
+			}
+			if n == 0 {
+				t.Error("no allocation in group fsdp")
 			}
 		})
 	}

@@ -39,15 +39,17 @@ func (o *Options) defaults() {
 
 // analyzer carries what the parts of one analysis share.
 type analyzer struct {
-	res   *Result
-	s     *snapshot.Snapshot
-	tr    *snapshot.Trace
-	r     *Replay
-	ph    *Phases
-	o     Options
-	st    *stacks
-	roles *roles
-	live  []*Alloc // alive at the peak, largest first
+	res    *Result
+	s      *snapshot.Snapshot
+	tr     *snapshot.Trace
+	r      *Replay
+	ph     *Phases
+	o      Options
+	st     *stacks
+	roles  *roles
+	groups map[groupKey]string
+	gm     *groupMatcher
+	live   []*Alloc // alive at the peak, largest first
 }
 
 // Analyze runs every analysis on device d of s and returns the result with
@@ -71,7 +73,8 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	if tr.HasTime && tr.Len() > 0 {
 		res.FirstTimeNS, res.LastTimeNS = tr.TimeUS[0]*1000, tr.TimeUS[tr.Len()-1]*1000
 	}
-	a := &analyzer{res: res, s: s, tr: tr, r: r, ph: ph, o: o, st: newStacks(s), roles: rl}
+	a := &analyzer{res: res, s: s, tr: tr, r: r, ph: ph, o: o, st: newStacks(s), roles: rl,
+		groups: map[groupKey]string{}}
 	a.peak()
 	a.atPeak()
 	a.steps()
@@ -189,28 +192,11 @@ func (a *analyzer) atPeak() {
 		g.Bytes += b
 		g.Count++
 	}
-	// one group per (stack, module) pair, not per live allocation
-	groupsOf := newGroupMatcher(s, a.o.Rules)
-	type gkey struct {
-		stack snapshot.StackID
-		meta  string
-	}
-	groupCache := map[gkey]string{}
 	type src struct{ source, module string }
 	srcCache := map[snapshot.StackID]src{}
 	for _, al := range live {
-		meta := ""
-		if al.Metadata != 0 {
-			meta = s.Strings[al.Metadata]
-		}
-		if m := a.roles.module(al); m != "" {
-			meta = m
-		}
-		group, ok := groupCache[gkey{al.Stack, meta}]
-		if !ok {
-			group = groupsOf.group(al.Stack, meta)
-			groupCache[gkey{al.Stack, meta}] = group
-		}
+		meta := a.moduleOf(al)
+		group := a.group(al)
 		c := &cats[al.Category]
 		c.Bytes += al.Size
 		c.Count++
@@ -253,6 +239,7 @@ func (a *analyzer) atPeak() {
 	res.Groups = sortedGroups(groups)
 	res.Sources = sortedGroups(sources)
 	res.Modules = sortedGroups(modules)
+	res.ModuleGroups = moduleGroups(res.Modules)
 
 	ids := make([]snapshot.StackID, 0, len(stacks))
 	for id := range stacks {
@@ -285,21 +272,56 @@ func (a *analyzer) atPeak() {
 		if i >= MaxTopAllocations {
 			break
 		}
-		meta := ""
-		if al.Metadata != 0 {
-			meta = s.Strings[al.Metadata]
-		}
-		if m := a.roles.module(al); m != "" {
-			meta = m
-		}
 		ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category,
-			Group: groupCache[gkey{al.Stack, meta}], Module: meta, Stream: s.Streams[al.Stream], Address: al.Addr,
+			Group: a.group(al), Module: a.moduleOf(al), Stream: s.Streams[al.Stream], Address: al.Addr,
 			AgeNS: -1, AllocIndex: int(al.AllocIdx), Origin: al.Origin, Stack: index[al.Stack]}
 		if al.AllocIdx >= 0 && a.tr.HasTime {
 			ta.AgeNS = res.Peak.TimeNS - a.timeNS(int(al.AllocIdx))
 		}
 		res.TopAllocations = append(res.TopAllocations, ta)
 	}
+}
+
+// moduleOf is the module path of an allocation: its tensor's module from a
+// bundle's inventories, else the module ptscope run recorded while it was
+// made (forward, or backward in stacked steps), else "".
+func (a *analyzer) moduleOf(al *Alloc) string {
+	if m := a.roles.module(al); m != "" {
+		return m
+	}
+	if al.Metadata != 0 {
+		if m := a.s.Strings[al.Metadata]; m != DDPMetadata {
+			return m
+		}
+		return DDPBuckets
+	}
+	return ""
+}
+
+// groupKey is what an allocation's keyword group depends on.
+type groupKey struct {
+	stack snapshot.StackID
+	meta  uint32
+	role  string
+}
+
+// group is the keyword group of an allocation (groupOf), cached.
+func (a *analyzer) group(al *Alloc) string {
+	k := groupKey{al.Stack, al.Metadata, a.roles.module(al)}
+	if g, ok := a.groups[k]; ok {
+		return g
+	}
+	meta := ""
+	if al.Metadata != 0 {
+		meta = a.s.Strings[al.Metadata]
+	}
+	if a.gm == nil {
+		// each frame is matched once, however many stacks share it
+		a.gm = newGroupMatcher(a.s, a.o.Rules, a.st.kinds)
+	}
+	g := a.gm.group(al.Stack, meta, k.role)
+	a.groups[k] = g
+	return g
 }
 
 // resultStack is the result form of a stack; for stacks without Python

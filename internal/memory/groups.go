@@ -17,8 +17,9 @@ type Rule struct {
 }
 
 // DefaultRules are the keyword groups users name, matched case-insensitively
-// against "file:function" of each frame, innermost first.
-var defaultRuleText = `# group: regular expression over "path/file.py:function" of each frame (innermost first)
+// against the module path ptscope run recorded, then "path/file.py:function"
+// of each allocating frame, innermost first.
+var defaultRuleText = `# group: regular expression over the module path, then "path/file.py:function" of each frame (innermost first)
 optimizer: torch/optim/|optimizer|adam|_multi_tensor_|_fused_
 communication: nccl|c10d|all_reduce|allreduce|all_gather|allgather|reduce_scatter|broadcast|all_to_all|distributed_c10d
 fsdp: fsdp|fully_shard|flat_param|_fsdp_
@@ -67,21 +68,28 @@ func DefaultRules() []Rule {
 // DefaultRulesText is the built-in rules file, a starting point for users.
 func DefaultRulesText() string { return defaultRuleText }
 
-// groupMatcher names the keyword group of stacks: the first rule matching
-// the module path (meta), else the first frame (innermost first, noise
-// skipped) that a rule matches, by the first rule that matches it. Each
-// frame is matched against the rules once, however many stacks share it:
-// the rules are case-insensitive regexps, costly to run per stack frame.
+// groupMatcher names the keyword group of allocations: the first rule
+// matching its module path (meta, recorded by ptscope run while the
+// module's forward or backward ran), else the innermost of its group frames
+// that a rule matches, else the module of its tensor (role, from a bundle's
+// inventories); "other" if none does. Group frames are the allocating ones
+// up to the innermost module forward: what called that forward (a
+// trainer's compute_loss, a script named fsdp2.py) did not make the
+// allocation. A frame of the user's own code is matched by its function
+// name only, not its file. Each frame is matched against the rules once,
+// however many stacks share it: the rules are case-insensitive regexps,
+// costly to run per stack frame.
 type groupMatcher struct {
 	s     *snapshot.Snapshot
 	rules []Rule
-	frame []int32 // per frame: 0 not matched yet, -1 no rule, else rule index + 1
+	kinds []FrameKind // per frame
+	frame []int32     // per frame: 0 not matched yet, -1 no rule, else rule index + 1
 	meta  map[string]string
 	lits  [][]string // per rule: its words when it is a plain alternation (literalAlternation)
 }
 
-func newGroupMatcher(s *snapshot.Snapshot, rules []Rule) *groupMatcher {
-	g := &groupMatcher{s: s, rules: rules, frame: make([]int32, len(s.Frames)), meta: map[string]string{},
+func newGroupMatcher(s *snapshot.Snapshot, rules []Rule, kinds []FrameKind) *groupMatcher {
+	g := &groupMatcher{s: s, rules: rules, kinds: kinds, frame: make([]int32, len(s.Frames)), meta: map[string]string{},
 		lits: make([][]string, len(rules))}
 	for i, r := range rules {
 		g.lits[i] = literalAlternation(r.Pattern.String())
@@ -159,27 +167,22 @@ func (g *groupMatcher) match(key string) int {
 	return -1
 }
 
-// group returns the keyword group of stack id with module path meta ("" for
-// none).
-func (g *groupMatcher) group(id snapshot.StackID, meta string) string {
-	if meta != "" {
-		name, ok := g.meta[meta]
-		if !ok {
-			if i := g.match(meta); i >= 0 {
-				name = g.rules[i].Name
-			}
-			g.meta[meta] = name
-		}
-		if name != "" {
-			return name
-		}
+// group returns the keyword group of an allocation of stack id with module
+// path meta and tensor module role ("" for none).
+func (g *groupMatcher) group(id snapshot.StackID, meta, role string) string {
+	if name := g.module(meta); name != "" {
+		return name
 	}
-	for _, fid := range g.s.Stacks[id] {
+	for _, fid := range groupFrames(g.s, g.s.Stacks[id], g.kinds) {
 		m := g.frame[fid]
 		if m == 0 {
 			m = -1
 			if f := &g.s.Frames[fid]; !isNoise(f) {
-				m = int32(g.match(f.Filename+":"+f.Name)) + 1
+				key := f.Filename + ":" + f.Name
+				if g.kinds[fid] == FrameUser {
+					key = ":" + f.Name
+				}
+				m = int32(g.match(key)) + 1
 				if m == 0 {
 					m = -1
 				}
@@ -190,5 +193,72 @@ func (g *groupMatcher) group(id snapshot.StackID, meta string) string {
 			return g.rules[m-1].Name
 		}
 	}
+	if name := g.module(role); name != "" {
+		return name
+	}
 	return "other"
+}
+
+// module is the group of the first rule matching a module path, "" if none.
+// A root module is named by its class, which FSDP2 renames FSDP<Class>:
+// that prefix says nothing about what the module computes.
+func (g *groupMatcher) module(path string) string {
+	if path == "" {
+		return ""
+	}
+	name, ok := g.meta[path]
+	if !ok {
+		p := path
+		if rest, cut := strings.CutPrefix(p, "FSDP"); cut && rest != "" && rest[0] >= 'A' && rest[0] <= 'Z' && !strings.Contains(p, ".") {
+			p = rest
+		}
+		if i := g.match(p); i >= 0 {
+			name = g.rules[i].Name
+		}
+		g.meta[path] = name
+	}
+	return name
+}
+
+// groupFrames are a stack's allocating frames (allocating) up to and
+// including the innermost module forward.
+func groupFrames(s *snapshot.Snapshot, ids []snapshot.FrameID, kinds []FrameKind) []snapshot.FrameID {
+	ids = allocating(ids, kinds)
+	for i, f := range ids {
+		if s.Frames[f].Name == "forward" {
+			return ids[:i+1]
+		}
+	}
+	return ids
+}
+
+// ModuleGroupName replaces the numbers of a module path with "*"
+// ("model.layers.3.mlp" -> "model.layers.*.mlp").
+func ModuleGroupName(p string) string {
+	if !strings.ContainsAny(p, "0123456789") || strings.HasPrefix(p, "<") || strings.Contains(p, "/") {
+		return p // no number, or not a module path (a source file, "<no stack recorded>")
+	}
+	parts := strings.Split(p, ".")
+	for i, x := range parts {
+		if x != "" && strings.Trim(x, "0123456789") == "" {
+			parts[i] = "*"
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// moduleGroups merges module groups by ModuleGroupName, largest first.
+func moduleGroups(mods []Group) []Group {
+	by := map[string]*Group{}
+	for _, m := range mods {
+		k := ModuleGroupName(m.Name)
+		g := by[k]
+		if g == nil {
+			g = &Group{Name: k}
+			by[k] = g
+		}
+		g.Bytes += m.Bytes
+		g.Count += m.Count
+	}
+	return sortedGroups(by)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
 func TestLiteralAlternation(t *testing.T) {
@@ -58,6 +60,76 @@ func TestGroupMatchAgreesWithRegexp(t *testing.T) {
 		}
 		if got := g.match(k); got != want {
 			t.Errorf("%q: rule %d, the regexps say %d", k, got, want)
+		}
+	}
+}
+
+// stackOf adds a stack of frames ("file:function", innermost first) to s.
+func stackOf(s *snapshot.Snapshot, frames ...[2]string) snapshot.StackID {
+	var ids []snapshot.FrameID
+	for _, f := range frames {
+		s.Frames = append(s.Frames, snapshot.Frame{Filename: f[0], Name: f[1], Line: 1})
+		ids = append(ids, snapshot.FrameID(len(s.Frames)-1))
+	}
+	s.Stacks = append(s.Stacks, ids)
+	return snapshot.StackID(len(s.Stacks) - 1)
+}
+
+const sp = "/usr/lib/python3.12/site-packages/"
+
+// Keyword groups come from the module path, then the allocating frames up
+// to the innermost module forward (a frame of the user's code by its
+// function only), then the tensor's module.
+func TestKeywordGroups(t *testing.T) {
+	s := &snapshot.Snapshot{Stacks: [][]snapshot.FrameID{{}}, Strings: []string{""}}
+	rules := DefaultRules()
+	cases := []struct {
+		name       string
+		stack      snapshot.StackID
+		meta, role string
+		want       string
+	}{
+		// FSDP2's loss input in a script named fsdp2.py: the user's frame
+		// is matched by its function, not its file
+		{"logits.float() in main", stackOf(s, [2]string{"/home/u/fsdp2.py", "main"}), "", "", "other"},
+		{"cross_entropy in main", stackOf(s, [2]string{sp + "torch/nn/functional.py", "cross_entropy"},
+			[2]string{"/home/u/fsdp2.py", "main"}), "", "", "loss/logits"},
+		// HF Trainer: a Linear inside the MLP; compute_loss is further out
+		{"a linear under compute_loss", stackOf(s, [2]string{sp + "torch/nn/modules/linear.py", "forward"},
+			[2]string{sp + "transformers/models/llama/modeling_llama.py", "forward"},
+			[2]string{sp + "transformers/trainer.py", "compute_loss"}, [2]string{"/home/u/train.py", "main"}),
+			"model.layers.0.mlp.up_proj", "", "mlp"},
+		{"same without a module path", stackOf(s, [2]string{sp + "torch/nn/modules/linear.py", "forward"},
+			[2]string{sp + "transformers/trainer.py", "compute_loss"}), "", "", "other"},
+		// FSDP2 renames the root's class FSDP<Class>: not the fsdp group
+		{"FSDP2 root module", stackOf(s, [2]string{"/home/u/model.py", "forward"}), "FSDPTransformerLM", "", "other"},
+		{"FSDP2 all-gather", stackOf(s, [2]string{sp + "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", "foreach_all_gather"}),
+			"blocks.0", "", "communication"},
+		{"GELU module", stackOf(s, [2]string{sp + "torch/nn/modules/activation.py", "forward"}), "blocks.0.mlp.act", "", "mlp"},
+		// optimizer state: its frames before its parameter's module
+		{"optimizer state", stackOf(s, [2]string{sp + "torch/optim/adam.py", "_init_group"}), "", "layers.0.mlp.fc1", "optimizer"},
+		{"a gradient without frames", 0, "", "layers.0.attn.qkv", "attention"},
+	}
+	g := newGroupMatcher(s, rules, frameKinds(s))
+	for _, c := range cases {
+		if got := g.group(c.stack, c.meta, c.role); got != c.want {
+			t.Errorf("%s: group %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestModuleGroupName(t *testing.T) {
+	for in, want := range map[string]string{
+		"model.layers.3.mlp.up_proj": "model.layers.*.mlp.up_proj",
+		"blocks.10":                  "blocks.*",
+		"enc.layers.0.linear1":       "enc.layers.*.linear1",
+		"lm_head":                    "lm_head",
+		"trainers/fsdp2.py":          "trainers/fsdp2.py",
+		"<no stack recorded>":        "<no stack recorded>",
+		"h0.attn":                    "h0.attn",
+	} {
+		if got := ModuleGroupName(in); got != want {
+			t.Errorf("%s: %q, want %q", in, got, want)
 		}
 	}
 }

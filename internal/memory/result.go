@@ -30,7 +30,10 @@ type Result struct {
 	Groups     []Group         `json:"groups_at_peak"`  // keyword groups (Options.Rules)
 	Sources    []Group         `json:"sources_at_peak"` // first Python frame outside PyTorch
 	Modules    []Group         `json:"modules_at_peak"` // module path (ptscope run) or source file
-	Stacks     []StackGroup    `json:"stacks_at_peak"`  // every stack alive at the peak
+	// ModuleGroups are Modules with the numbers of module paths as "*"
+	// ("model.layers.*.mlp"): the layers of a stack together.
+	ModuleGroups []Group      `json:"module_groups_at_peak"`
+	Stacks       []StackGroup `json:"stacks_at_peak"` // every stack alive at the peak
 	// TopAllocations are the largest allocations alive at the peak, at
 	// most MaxTopAllocations.
 	TopAllocations []TopAlloc `json:"top_allocations"`

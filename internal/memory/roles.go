@@ -26,6 +26,9 @@ type Role struct {
 // gradient buckets.
 const DDPMetadata = "ptscope:ddp"
 
+// DDPBuckets is the module name of what carries DDPMetadata.
+const DDPBuckets = "<DDP gradient buckets>"
+
 // roles maps allocations to the role that labels them.
 type roles struct {
 	of map[*Alloc]*Role

@@ -41,7 +41,7 @@ func (x *StackInfo) Group(id snapshot.StackID, meta string) string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.groups == nil {
-		x.groups = newGroupMatcher(x.c.s, DefaultRules())
+		x.groups = newGroupMatcher(x.c.s, DefaultRules(), x.c.kinds)
 	}
-	return x.groups.group(id, meta)
+	return x.groups.group(id, meta, "")
 }

@@ -8,6 +8,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -107,41 +108,49 @@ var TrainerBundles = []string{"hf_trainer", "accelerate", "lightning_roots", "li
 // a temporary folder of the test and returns that folder.
 func TrainerBundle(t testing.TB, name string) string {
 	t.Helper()
-	f, err := os.Open(Testdata(t, "bundles", "trainers", name+".tar.xz"))
-	if err != nil {
+	dir := t.TempDir()
+	if err := ExtractTrainerBundle(Root(t), name, dir); err != nil {
 		t.Fatal(err)
+	}
+	return dir
+}
+
+// ExtractTrainerBundle extracts trainer bundle name of the repository at
+// root into dir (for a package's TestMain that shares one extraction).
+func ExtractTrainerBundle(root, name, dir string) error {
+	f, err := os.Open(filepath.Join(root, "testdata", "bundles", "trainers", name+".tar.xz"))
+	if err != nil {
+		return err
 	}
 	defer f.Close()
 	xr, err := xz.NewReader(bufio.NewReader(f))
 	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	dir := t.TempDir()
 	tr := tar.NewReader(xr)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		if h.Typeflag != tar.TypeReg || !filepath.IsLocal(h.Name) {
 			continue
 		}
 		p := filepath.Join(dir, filepath.FromSlash(h.Name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		data, err := io.ReadAll(tr)
 		if err != nil {
-			t.Fatalf("%s: %s: %v", name, h.Name, err)
+			return fmt.Errorf("%s: %s: %w", name, h.Name, err)
 		}
 		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	return dir
 }
 
 // Facts are what a trainer's process measured about itself (facts.json of

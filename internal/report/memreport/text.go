@@ -244,6 +244,10 @@ func writeDevice(p *printer, d *memory.Result) {
 		p.section("By module or file")
 		groupTable(p, "module/file", d.Modules, pk.AllocatedBytes, o.Top, "modules")
 	}
+	if len(d.ModuleGroups) < len(d.Modules) {
+		p.section("By module group (numbered layers as *)")
+		groupTable(p, "module group", d.ModuleGroups, pk.AllocatedBytes, o.Top, "module groups")
+	}
 	p.section("By keyword group")
 	groupTable(p, "group", d.Groups, pk.AllocatedBytes, o.Top, "groups")
 
