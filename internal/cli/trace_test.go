@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/ptscope/ptscope/internal/kineto/gen"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 func traceRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -24,6 +26,10 @@ func traceRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // bundleTrace is the real trace of the committed ptscope run bundle (an
 // H200, transformer_lm small, bf16, two profiled steps).
 var bundleTrace = filepath.Join("..", "..", "testdata", "bundles", "lm_small_bf16", "rank0", "trace_step4.pt.trace.json.gz")
+
+// realTrace is a real fixture trace: ../shared/fixtures, else the
+// repository's copy (testdata/traces/real).
+func realTrace(t *testing.T, name string) string { return testfixture.Path(t, name) }
 
 // synthTrace is a committed synthetic trace (testdata/traces/README.md).
 func synthTrace(name string) string { return filepath.Join("..", "..", "testdata", "traces", name) }
@@ -263,8 +269,17 @@ func TestTraceGolden(t *testing.T) {
 		{"trace_dataloader_100.golden", "100", []string{synthTrace("dataloader.pt.trace.json.gz")}},
 		{"trace_dataloader_steps_all_80.golden", "80", []string{"--view", "steps", "--steps", "all", synthTrace("dataloader.pt.trace.json.gz")}},
 		{"trace_ddp1_80.golden", "80", []string{synthTrace("ddp1.pt.trace.json.gz")}},
+		{"trace_gpt2_6l_100.golden", "100", []string{"real:gpt2_6l_dataloader_bottleneck.pt.trace.json.gz"}},
+		{"trace_gpt2_6l_80.golden", "80", []string{"real:gpt2_6l_dataloader_bottleneck.pt.trace.json.gz"}},
+		{"trace_gpt2tiny_with_stack_100.golden", "100", []string{"real:gpt2tiny_with_stack.pt.trace.json"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
+			real := false
+			for i, a := range c.args {
+				if name, ok := strings.CutPrefix(a, "real:"); ok {
+					c.args[i], real = realTrace(t, name), true
+				}
+			}
 			t.Setenv("COLUMNS", c.env)
 			code, out, errs := traceRun(t, c.args...)
 			if code != 0 {
@@ -283,6 +298,12 @@ func TestTraceGolden(t *testing.T) {
 					w = 80
 				}
 				fits(t, out, w)
+			}
+			if real {
+				// the real fixture's path depends on where it was found
+				// (../shared, the repository's copy, a temporary file): the
+				// golden starts after the path line
+				out = afterFirstLine(out)
 			}
 			golden := filepath.Join("testdata", c.golden)
 			if *update {
@@ -334,4 +355,31 @@ func TestTraceSixtySteps(t *testing.T) {
 	if strings.Count(all, "ProfilerStep#") < 120 {
 		t.Errorf("--steps all lists %d step rows", strings.Count(all, "ProfilerStep#"))
 	}
+}
+
+func afterFirstLine(s string) string {
+	if _, rest, ok := strings.Cut(s, "\n"); ok {
+		return rest
+	}
+	return s
+}
+
+// TestTraceRealFixture: the real fixture's overview says what its recording
+// facts are (fixtures README): three steps, aten::mm 153 calls, fp32 kernels
+// without tensor cores on an H100, the DataLoader hidden behind GPU work.
+func TestTraceRealFixture(t *testing.T) {
+	code, out, errs := traceRun(t, realTrace(t, "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"ProfilerStep#2", "ProfilerStep#4", "average", "[critical] no-tensor-cores", "[info] dataloader",
+		"14.5% of the host's step time", "sm80_xmma_gemm_f32f32", "NVIDIA H100 80GB HBM3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`\naten::mm +153 +99.0 ms`).MatchString(out) {
+		t.Errorf("aten::mm's row (153 calls, 98.968 ms of device time) is not the first operator:\n%s", out)
+	}
+	fits(t, out, 100)
 }
