@@ -128,8 +128,12 @@ type Precision struct {
 
 // OOM is what the allocator's out-of-memory observer reported.
 type OOM struct {
-	Device               int    `json:"device"`
-	RequestedBytes       int64  `json:"requested_bytes"`
+	Device         int   `json:"device"`
+	RequestedBytes int64 `json:"requested_bytes"`
+	// DeviceAllocatedBytes is what the allocator's OOM observer reports as
+	// its third argument: the most the process may use (its
+	// set_per_process_memory_fraction limit) when it set one, else the
+	// device's total memory.
 	DeviceAllocatedBytes int64  `json:"device_allocated_bytes"`
 	DeviceFreeBytes      int64  `json:"device_free_bytes"`
 	TimeUs               int64  `json:"time_us"`

@@ -66,6 +66,12 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 			AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
 	}
 	mo.Roles = rankRoles(r)
+	if x := r.OOM; x != nil && x.DeviceAllocatedBytes > 0 && (total == 0 || x.DeviceAllocatedBytes < total) {
+		// the OOM observer reports the process's own limit
+		// (set_per_process_memory_fraction) in place of the device's total
+		// when one is set
+		mo.AllowedBytes = x.DeviceAllocatedBytes
+	}
 	gpu := r.Info.DeviceName
 	if gpu == "" {
 		gpu = b.Manifest.DeviceName

@@ -14,6 +14,11 @@ type Options struct {
 	// Precision is what a ptscope run bundle saw of the numeric precision;
 	// nil for bare snapshots, which carry no dtypes.
 	Precision *Precision
+	// AllowedBytes is the most the process's allocator could reserve on
+	// the device when it had a limit of its own
+	// (torch.cuda.set_per_process_memory_fraction; a bundle's OOM record
+	// carries it); 0 when none or unknown.
+	AllowedBytes int64
 	// Roles are what allocations were, from a record that knows the
 	// program's tensors (a ptscope run bundle's inventories); they override
 	// the categories guessed from stacks and phases.

@@ -10,6 +10,7 @@ import (
 // Finding thresholds (documented in docs/analyze.md).
 const (
 	minEfficiency       = 0.95      // allocated / reserved at the peak
+	poorEfficiency      = 0.80      // below it the finding is a warning
 	minCachedAtPeak     = 64 << 20  // and that much cached then
 	largeCachedFree     = 100 << 20 // cached free bytes at the end
 	largePendingFree    = 100 << 20
@@ -74,12 +75,19 @@ func (a *analyzer) findings() []finding.Finding {
 		}
 		nums := finding.Numbers{"requested_bytes": float64(x.RequestedBytes), "device_free_bytes": float64(x.DeviceFreeBytes),
 			"cached_free_bytes": float64(x.CachedFreeBytes), "allocated_bytes": float64(x.AllocatedBytes), "reserved_bytes": float64(x.ReservedBytes)}
-		if x.Verdict == VerdictCapacity {
+		nums["allowed_bytes"] = float64(x.AllowedBytes)
+		switch {
+		case x.Verdict == VerdictCapacity && x.Limited:
 			add(finding.New("oom-capacity", finding.Critical, nums,
-				fmt.Sprintf("Out of memory asking for %s with %s free on the device and %s cached: it truly did not fit.",
-					B(x.RequestedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
+				fmt.Sprintf("Out of memory asking for %s with %s of tensors in the %s this process may use (its per-process memory fraction; %s was free on the device): it does not fit under that limit.",
+					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.AllowedBytes), B(x.DeviceFreeBytes)),
+				"Raise torch.cuda.set_per_process_memory_fraction, or cut memory: a smaller batch or sequence, activation checkpointing, mixed precision, sharding (FSDP/ZeRO)."), ref)
+		case x.Verdict == VerdictCapacity:
+			add(finding.New("oom-capacity", finding.Critical, nums,
+				fmt.Sprintf("Out of memory asking for %s with %s of tensors, %s free on the device and %s cached: it does not fit.",
+					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
 				"Reduce the batch or sequence length, use activation checkpointing or mixed precision, or shard (FSDP/ZeRO)."), ref)
-		} else {
+		default:
 			add(finding.New("oom-fragmentation", finding.Critical, nums,
 				fmt.Sprintf("Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation.",
 					B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
@@ -88,10 +96,16 @@ func (a *analyzer) findings() []finding.Finding {
 	}
 	if o := a.o.DeviceMemory; o > 0 && p.ReservedBytes > 0 && float64(p.ReservedBytes) > nearCapacity*float64(o) {
 		share := float64(p.ReservedBytes) / float64(o)
-		add(finding.New("near-capacity", finding.Warning,
-			finding.Numbers{"reserved_bytes": float64(p.ReservedBytes), "device_bytes": float64(o), "share_ratio": share},
-			fmt.Sprintf("Peak reserved %s is %s of the device's %s: little headroom.", B(p.ReservedBytes), units.Percent(share), B(o)),
-			"A longer sequence or a larger batch will go out of memory; leave 10% free or cut activations (checkpointing, bf16)."), atPeak())
+		nums := finding.Numbers{"reserved_bytes": float64(p.ReservedBytes), "device_bytes": float64(o), "share_ratio": share}
+		if p.ReservedBytes > o {
+			add(finding.New("does-not-fit", finding.Critical, nums,
+				fmt.Sprintf("Peak reserved %s is %s of the device's %s: it does not fit.", B(p.ReservedBytes), units.Percent(share), B(o)),
+				"Cut the peak below the device (a smaller micro-batch or sequence, activation checkpointing, bf16, sharding with FSDP/ZeRO) or use a larger GPU."), atPeak())
+		} else {
+			add(finding.New("near-capacity", finding.Warning, nums,
+				fmt.Sprintf("Peak reserved %s is %s of the device's %s: little headroom.", B(p.ReservedBytes), units.Percent(share), B(o)),
+				"A longer sequence or a larger batch will go out of memory; leave 10% free or cut activations (checkpointing, bf16)."), atPeak())
+		}
 	}
 	if res.Pattern == PatternLeak && res.Leak != nil {
 		l := res.Leak
@@ -120,7 +134,13 @@ func (a *analyzer) findings() []finding.Finding {
 			&finding.Ref{View: "steps", Device: dev, Step: finding.Int(top.Index), EventIndex: finding.Int(top.PeakIndex)})
 	}
 	if p.ReservedAtPeakBytes > 0 && f.EfficiencyAtPeak < minEfficiency && f.CachedFreeAtPeakBytes > minCachedAtPeak {
-		add(finding.New("low-efficiency", finding.Warning,
+		// A few percent of reserved memory in cached blocks is what a
+		// caching allocator costs; a fifth or more is worth acting on.
+		sev := finding.Info
+		if f.EfficiencyAtPeak < poorEfficiency {
+			sev = finding.Warning
+		}
+		add(finding.New("low-efficiency", sev,
 			finding.Numbers{"efficiency_ratio": f.EfficiencyAtPeak, "allocated_bytes": float64(p.AllocatedBytes),
 				"reserved_bytes": float64(p.ReservedAtPeakBytes), "cached_free_bytes": float64(f.CachedFreeAtPeakBytes)},
 			fmt.Sprintf("At the peak only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks.",

@@ -6,19 +6,24 @@ import (
 
 // OOM explains one out-of-memory event of the trace.
 type OOM struct {
-	EventIndex       int             `json:"event_index"`
-	TimeNS           int64           `json:"time_ns"`
-	RequestedBytes   int64           `json:"requested_bytes"`
-	DeviceFreeBytes  int64           `json:"device_free_bytes"`
-	AllocatedBytes   int64           `json:"allocated_bytes"`
-	ReservedBytes    int64           `json:"reserved_bytes"`
-	CachedFreeBytes  int64           `json:"cached_free_bytes"`
-	LargestFreeBytes int64           `json:"largest_free_bytes"` // -1 if unknown at that moment
-	Verdict          Verdict         `json:"verdict"`
-	Phase            Phase           `json:"phase"`
-	Step             int             `json:"step"`      // index into Steps; -1 outside any step
-	Filled           []CategoryGroup `json:"filled_by"` // categories alive at the OOM
-	Stack                            // where the failing allocation came from
+	EventIndex       int   `json:"event_index"`
+	TimeNS           int64 `json:"time_ns"`
+	RequestedBytes   int64 `json:"requested_bytes"`
+	DeviceFreeBytes  int64 `json:"device_free_bytes"`
+	AllocatedBytes   int64 `json:"allocated_bytes"`
+	ReservedBytes    int64 `json:"reserved_bytes"`
+	CachedFreeBytes  int64 `json:"cached_free_bytes"`
+	LargestFreeBytes int64 `json:"largest_free_bytes"` // -1 if unknown at that moment
+	// AllowedBytes is what the allocator could hold then: the process's
+	// own limit (torch.cuda.set_per_process_memory_fraction) when Limited,
+	// else what it reserved plus what was free on the device.
+	AllowedBytes int64           `json:"allowed_bytes"`
+	Limited      bool            `json:"limited"`
+	Verdict      Verdict         `json:"verdict"`
+	Phase        Phase           `json:"phase"`
+	Step         int             `json:"step"`      // index into Steps; -1 outside any step
+	Filled       []CategoryGroup `json:"filled_by"` // categories alive at the OOM
+	Stack                        // where the failing allocation came from
 }
 
 // ooms explains every oom entry of the device.
@@ -55,11 +60,11 @@ func (a *analyzer) ooms() []OOM {
 			}
 			x.LargestFreeBytes = max(x.LargestFreeBytes, 0)
 		}
-		if x.DeviceFreeBytes+x.CachedFreeBytes < RoundSize(x.RequestedBytes) {
-			x.Verdict = VerdictCapacity
-		} else {
-			x.Verdict = VerdictFragmentation
+		x.AllowedBytes = x.ReservedBytes + x.DeviceFreeBytes
+		if l := a.o.AllowedBytes; l > 0 && l < x.AllowedBytes {
+			x.AllowedBytes, x.Limited = l, true
 		}
+		x.Verdict = verdict(x)
 		var cats [numCategories]CategoryGroup
 		for _, al := range r.LiveAt(i) {
 			cats[al.Category].Bytes += al.Size
@@ -77,6 +82,32 @@ func (a *analyzer) ooms() []OOM {
 		out = append(out, x)
 	}
 	return out
+}
+
+// atLimit is the share of what the allocator could hold above which live
+// tensors and the request leave too little for fragmentation to be the
+// story: packing the cached blocks perfectly would win a few percent, and the
+// allocations after this one would run out anyway.
+const atLimit = 0.95
+
+// verdict says why an allocation failed: capacity when the request does not
+// fit in what the allocator could still get (free under its limit plus its
+// cached free blocks), or when live tensors and the request take more than
+// atLimit of what it could hold; fragmentation when enough was free, but
+// not in one piece.
+func verdict(x OOM) Verdict {
+	req := RoundSize(x.RequestedBytes)
+	free := x.AllowedBytes - x.ReservedBytes
+	if x.DeviceFreeBytes < free {
+		free = x.DeviceFreeBytes
+	}
+	switch {
+	case max(free, 0)+x.CachedFreeBytes < req:
+		return VerdictCapacity
+	case x.AllowedBytes > 0 && float64(x.AllocatedBytes+req) > atLimit*float64(x.AllowedBytes):
+		return VerdictCapacity
+	}
+	return VerdictFragmentation
 }
 
 // sortCategories orders category groups largest first.

@@ -67,32 +67,82 @@ func (a *analyzer) pattern() (Pattern, *Leak) {
 	return PatternStable, nil
 }
 
-// leakStacks groups allocations made during full steps and never freed.
+// leakStacks groups the allocations made during full steps that outlive
+// the last of them, by stack, largest first: what accumulates. A stack
+// whose surviving allocations were all made in one step is left out: a
+// one-time allocation (AdamW's state, made in the first step) is not a
+// leak. Allocations made in steps without stacks (ptscope run records them
+// in windows of steps) join the stack of a stacked one of the same size,
+// category and recorded module path: the same allocation site in another
+// step.
 func (a *analyzer) leakStacks(full []Step) []StackGroup {
 	lo, hi := full[0].Start, full[len(full)-1].End
 	type acc struct {
 		g     StackGroup
 		cats  [numCategories]int64
 		first *Alloc
+		steps map[int32]bool
+	}
+	type site struct {
+		size int64
+		meta uint32
+		cat  Category
 	}
 	by := map[snapshot.StackID]*acc{}
-	for i := range a.r.Allocs {
-		al := &a.r.Allocs[i]
-		if al.FreeReqIdx >= 0 || al.AllocIdx < int32(lo) || al.AllocIdx >= int32(hi) {
-			continue
-		}
-		g := by[al.Stack]
+	add := func(id snapshot.StackID, al *Alloc) {
+		g := by[id]
 		if g == nil {
-			g = &acc{first: al}
-			by[al.Stack] = g
+			g = &acc{first: al, steps: map[int32]bool{}}
+			by[id] = g
 		}
 		g.g.Bytes += al.Size
 		g.g.Count++
 		g.cats[al.Category] += al.Size
+		g.steps[a.ph.StepOf[al.AllocIdx]] = true
+	}
+	framed := map[site]snapshot.StackID{} // a stacked site of each (size, module)
+	var bare []*Alloc
+	for i := range a.r.Allocs {
+		al := &a.r.Allocs[i]
+		if al.AllocIdx < int32(lo) || al.AllocIdx >= int32(hi) || al.FreeReqIdx >= 0 && al.FreeReqIdx < int32(hi) {
+			continue
+		}
+		if len(a.s.Stacks[al.Stack]) == 0 {
+			bare = append(bare, al)
+			continue
+		}
+		if k := (site{al.Size, al.Metadata, al.Category}); al.Metadata != 0 {
+			if _, ok := framed[k]; !ok {
+				framed[k] = al.Stack
+			}
+		}
+		add(al.Stack, al)
+	}
+	// Bare allocations of no stacked site accumulate when their own site
+	// (size, category, module path) recurs in two steps or more.
+	siteSteps := map[site]map[int32]bool{}
+	for _, al := range bare {
+		k := site{al.Size, al.Metadata, al.Category}
+		if siteSteps[k] == nil {
+			siteSteps[k] = map[int32]bool{}
+		}
+		siteSteps[k][a.ph.StepOf[al.AllocIdx]] = true
+	}
+	recurring := map[snapshot.StackID]bool{}
+	for _, al := range bare {
+		k := site{al.Size, al.Metadata, al.Category}
+		if id, ok := framed[k]; ok && al.Metadata != 0 {
+			add(id, al)
+		} else if len(siteSteps[k]) >= 2 {
+			add(al.Stack, al)
+			recurring[al.Stack] = true
+		}
 	}
 	ids := make([]snapshot.StackID, 0, len(by))
-	for id := range by {
-		ids = append(ids, id)
+	for id, g := range by {
+		if len(g.steps) >= 2 && (len(a.s.Stacks[id]) > 0 || recurring[id]) {
+			ids = append(ids, id)
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool {
 		if by[ids[i]].g.Bytes != by[ids[j]].g.Bytes {

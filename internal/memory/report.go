@@ -68,8 +68,10 @@ type CompareRow struct {
 }
 
 // Compare fills the comparison of a report with two or more device
-// results (and clears it otherwise).
+// results (and clears it otherwise), and flags the ranks of a run whose
+// peaks differ (rank-imbalance).
 func (rep *Report) Compare() {
+	rep.rankImbalance()
 	var rows []CompareRow
 	for _, x := range rep.Inputs {
 		for _, d := range x.Devices {

@@ -107,9 +107,12 @@ func sizeRows(f memory.Fragmentation) []sizeRow {
 }
 
 // verdictText explains an OOM verdict.
-func verdictText(v memory.Verdict) string {
-	if v == memory.VerdictCapacity {
-		return "the request is larger than everything free on the device plus all cached free blocks: it does not fit"
+func verdictText(x *memory.OOM) string {
+	if x.Verdict == memory.VerdictCapacity {
+		if x.Limited {
+			return fmt.Sprintf("live tensors and the request fill the %s this process may use (its per-process memory fraction): it does not fit under that limit", units.Bytes(x.AllowedBytes))
+		}
+		return "the request is larger than everything free on the device plus all cached free blocks, or live tensors fill almost all of it: it does not fit"
 	}
 	return "enough memory was free in total, but not in one piece: cached free blocks are scattered in segments that also hold live tensors"
 }
@@ -127,7 +130,7 @@ func writeOOMs(p *printer, d *memory.Result) {
 		p.wrap(fmt.Sprintf("%s requested, %s free on the device, allocated %s, reserved %s, cached free %s (largest %s)",
 			units.Bytes(x.RequestedBytes), units.Bytes(x.DeviceFreeBytes), units.Bytes(x.AllocatedBytes),
 			units.Bytes(x.ReservedBytes), units.Bytes(x.CachedFreeBytes), lf), fmt.Sprintf("  entry %s: ", comma(int64(x.EventIndex))), "    ")
-		p.wrap(strings.ToUpper(x.Verdict.String())+": "+verdictText(x.Verdict), "  verdict: ", "    ")
+		p.wrap(strings.ToUpper(x.Verdict.String())+": "+verdictText(&x), "  verdict: ", "    ")
 		var parts []string
 		for _, g := range x.Filled {
 			parts = append(parts, g.Category.String()+" "+units.Bytes(g.Bytes))
