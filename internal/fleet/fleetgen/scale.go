@@ -32,9 +32,15 @@ func ScaleOf(f float64) Scale { return Scale{int64(math.Round(f * ScaleDen))} }
 func (s Scale) Float() float64 { return float64(s.Num) / ScaleDen }
 
 func (s Scale) apply(v int64) int64 {
-	// v * Num / ScaleDen without overflow for addresses near 2^47
+	// v * Num / ScaleDen rounded, without overflow for addresses near 2^47;
+	// a positive value stays positive (traces record requested sizes, some
+	// of 1 byte)
 	q, r := v/ScaleDen, v%ScaleDen
-	return q*s.Num + r*s.Num/ScaleDen
+	out := q*s.Num + (r*s.Num+ScaleDen/2)/ScaleDen
+	if v > 0 && out <= 0 {
+		out = 1
+	}
+	return out
 }
 
 // sizeKeys are the snapshot fields that hold sizes or addresses (segments,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/memory"
@@ -44,7 +45,7 @@ func analyze(t *testing.T, data []byte) *memory.Result {
 func TestScaleSnapshot(t *testing.T) {
 	src := readSnapshot(t, "validate_gpt2tiny_fp32.pickle.xz")
 	base := analyze(t, src)
-	for _, c := range []struct{ size, time float64 }{{1, 1}, {1.25, 1}, {0.8, 1.5}, {2, 0.5}} {
+	for _, c := range []struct{ size, time float64 }{{1, 1}, {1.25, 1}, {0.8, 1.5}, {2, 0.5}, {0.99, 1.01}} {
 		var out bytes.Buffer
 		size, tm := ScaleOf(c.size), ScaleOf(c.time)
 		if err := ScaleSnapshot(&out, src, size, tm); err != nil {
@@ -54,6 +55,9 @@ func TestScaleSnapshot(t *testing.T) {
 			t.Errorf("identity rewrite grew %d -> %d bytes", len(src), out.Len())
 		}
 		got := analyze(t, out.Bytes())
+		if finding.Has(got.Findings, "invalid-entries") {
+			t.Errorf("%v: the scaled snapshot has malformed entries", c)
+		}
 		if got.Entries != base.Entries || len(got.Steps) != len(base.Steps) || got.UnmatchedFrees != base.UnmatchedFrees || got.Pattern != base.Pattern {
 			t.Fatalf("%v: entries %d/%d, steps %d/%d, unmatched %d/%d, pattern %s/%s", c, got.Entries, base.Entries,
 				len(got.Steps), len(base.Steps), got.UnmatchedFrees, base.UnmatchedFrees, got.Pattern, base.Pattern)
