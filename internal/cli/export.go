@@ -20,6 +20,7 @@ import (
 )
 
 const exportUsage = `Usage: ptscope export FORMAT [flags] INPUT
+       ptscope export parquet -o DIR INPUT...
 
 Write a snapshot or a profiler trace in a format other tools read.
 
@@ -38,6 +39,10 @@ Formats:
               (pytorch.org/memory_viz), trimmed to --steps or --from/--to and to
               allocations of --min-size, so that a snapshot too big for it opens;
               -o FILE.pickle writes it as a pickle (python -m torch.cuda._memory_viz)
+  parquet     tables of every rank of snapshots, traces, bundles and folders of
+              ranks (ranks, snapshots, steps, categories and modules at the peak,
+              top stacks, operators, kernels, collectives, findings) into the
+              folder -o DIR, for DuckDB and Spark (docs/parquet.md)
 
 INPUT is a snapshot (pickle or JSON, compressed or not), a Kineto trace
 (perfetto only) or a ptscope run bundle (its last snapshot; --rank picks the
@@ -56,6 +61,8 @@ Examples:
   ptscope export memory-viz --steps 2-3 --min-size 1MiB -o viz.json snapshot.pickle
   ptscope export memory-viz --steps 2 -o step2.pickle snapshot.pickle &&
     python -m torch.cuda._memory_viz trace_plot step2.pickle -o step2.html
+  ptscope export parquet -o /shared/job42/$(hostname) /local/job42/ &&
+    duckdb -c "SELECT max(peak_allocated_bytes) FROM '/shared/job42/*/ranks.parquet'"
 `
 
 type exportFlags struct {
@@ -70,7 +77,7 @@ type exportFlags struct {
 	rank        int
 }
 
-var exportFormats = []string{"pprof", "folded", "perfetto", "memory-viz"}
+var exportFormats = []string{"pprof", "folded", "perfetto", "memory-viz", "parquet"}
 
 func exportCommand() command {
 	c := command{name: "export", summary: "write snapshots and traces for pprof, Perfetto, memory_viz, flame graphs", usage: exportUsage}
@@ -89,6 +96,8 @@ func exportCommand() command {
 		fs.StringVar(&f.minDuration, "min-duration", "", "perfetto of a trace: drop events shorter than `DURATION` (e.g. 10us)")
 		fs.IntVar(&f.maxPoints, "max-points", export.DefaultMaxPoints, "perfetto of a snapshot: most points per counter track (min/max per bucket keep every peak)")
 		fs.IntVar(&f.rank, "rank", -1, "bundles: the rank whose snapshot is exported (default: the lowest)")
+		var pf parquetFlags
+		pf.register(fs)
 		pos, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -100,11 +109,14 @@ func exportCommand() command {
 		if !validFormat(format) {
 			return usagef("export: unknown format %q (want one of %s)", format, strings.Join(exportFormats, ", "))
 		}
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if format == "parquet" || pf.any(set) {
+			return runExportParquet(e, format, pos[1:], &f, &pf, set)
+		}
 		if len(pos) != 2 {
 			return usagef("export %s: give exactly one input, not %d", format, len(pos)-1)
 		}
-		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 		return runExport(e, format, pos[1], &f, set)
 	}
 	return c

@@ -198,3 +198,41 @@ func TestCheckFleet(t *testing.T) {
 		t.Errorf("--rank 9: exit %d\n%s\n%s", code, out, errs)
 	}
 }
+
+func TestExportParquet(t *testing.T) {
+	t.Parallel()
+	dir := writeFleet(t, 10)
+	out := filepath.Join(t.TempDir(), "tables")
+	code, _, errs := run(t, "export", "parquet", "-o", out, dir)
+	if code != 0 || !strings.Contains(errs, "wrote "+out+": 10 tables") || !strings.Contains(errs, "10 ranks from 20 inputs") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, name := range []string{"ranks", "snapshots", "memory_steps", "peak_groups", "peak_stacks", "trace_steps", "operators", "kernels", "collectives", "findings"} {
+		if st, err := os.Stat(filepath.Join(out, name+".parquet")); err != nil || st.Size() < 100 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// one rank, one file; a second export replaces the tables
+	code, _, errs = run(t, "export", "parquet", "--rank", "9", "--top-stacks", "3", "-o", out, dir)
+	if code != 0 || !strings.Contains(errs, "1 rank from 2 inputs") {
+		t.Errorf("--rank 9: exit %d: %s", code, errs)
+	}
+	code, _, errs = run(t, "export", "parquet", "-o", out, snap("oom_capacity.pickle.xz"))
+	if code != 0 || !strings.Contains(errs, "1 rank from 1 input") {
+		t.Errorf("a file without a rank: exit %d: %s", code, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export", "parquet", dir}, "give the output folder with -o DIR"},
+		{[]string{"export", "parquet", "--at", "end", "-o", out, dir}, "--at does not apply"},
+		{[]string{"export", "pprof", "--top-stacks", "3", dir}, "apply to parquet"},
+		{[]string{"export", "parquet", "-o", out, t.TempDir()}, "no snapshot or trace found"},
+	} {
+		code, _, errs := run(t, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %q", c.args, code, errs)
+		}
+	}
+}

@@ -60,8 +60,9 @@ type Input struct {
 
 // Skipped is an input that was found but not made into a rank.
 type Skipped struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
+	Path   string     `json:"path"`
+	Kind   input.Kind `json:"kind"` // snapshot, trace or bundle; unknown for the standard input
+	Reason string     `json:"reason"`
 }
 
 // Inputs are the artifacts found under some paths, by rank.
@@ -79,6 +80,22 @@ func (in *Inputs) Ranks() []int {
 			out = append(out, f.Rank)
 		}
 	}
+	return out
+}
+
+// WithUnranked returns the inputs with the snapshots and traces that named
+// no rank added as rank -1 (for exports, which keep every input).
+func (in *Inputs) WithUnranked() *Inputs {
+	out := &Inputs{Files: make([]Input, 0, len(in.Files)+len(in.Skipped))}
+	for _, s := range in.Skipped {
+		if s.Kind == input.Snapshot || s.Kind == input.Trace {
+			out.Files = append(out.Files, Input{Rank: -1, Kind: s.Kind, Path: s.Path, Source: FromPath})
+			continue
+		}
+		out.Skipped = append(out.Skipped, s)
+	}
+	out.Files = append(out.Files, in.Files...)
+	sortInputs(out.Files)
 	return out
 }
 
@@ -156,7 +173,7 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 	for _, root := range paths {
 		if root == "-" {
 			// the standard input has no rank, and can be read only once
-			out.Skipped = append(out.Skipped, Skipped{Path: root, Reason: "the standard input has no rank"})
+			out.Skipped = append(out.Skipped, Skipped{Path: root, Kind: input.Unknown, Reason: "the standard input has no rank"})
 			continue
 		}
 		files, err := input.Find([]string{root}, append([]input.Kind{input.Bundle}, kinds...)...)
@@ -180,8 +197,14 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 			}
 		}
 	}
-	sort.SliceStable(out.Files, func(i, j int) bool {
-		a, b := out.Files[i], out.Files[j]
+	sortInputs(out.Files)
+	return out, nil
+}
+
+// sortInputs orders inputs by rank, then kind (snapshots first), then path.
+func sortInputs(fs []Input) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
 		if a.Rank != b.Rank {
 			return a.Rank < b.Rank
 		}
@@ -190,7 +213,6 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 		}
 		return a.Path < b.Path
 	})
-	return out, nil
 }
 
 func (out *Inputs) addByPath(f input.File, root string) {
@@ -198,7 +220,7 @@ func (out *Inputs) addByPath(f input.File, root string) {
 		out.Files = append(out.Files, Input{Rank: n, Kind: f.Kind, Path: f.Path, Source: FromPath})
 		return
 	}
-	out.Skipped = append(out.Skipped, Skipped{Path: f.Path, Reason: fmt.Sprintf("a %s with no rank in its name or folder", f.Kind)})
+	out.Skipped = append(out.Skipped, Skipped{Path: f.Path, Kind: f.Kind, Reason: fmt.Sprintf("a %s with no rank in its name or folder", f.Kind)})
 }
 
 // addBundle lists a bundle's ranks: one snapshot input per rank folder with
@@ -210,7 +232,7 @@ func (out *Inputs) addBundle(dir string, want func(input.Kind) bool) error {
 		return err
 	}
 	if len(b.Ranks) == 0 {
-		out.Skipped = append(out.Skipped, Skipped{Path: dir, Reason: "a bundle with no rank folder"})
+		out.Skipped = append(out.Skipped, Skipped{Path: dir, Kind: input.Bundle, Reason: "a bundle with no rank folder"})
 	}
 	for _, r := range b.Ranks {
 		snaps, traces, err := rankFiles(r.Dir)
