@@ -3,6 +3,7 @@ package perf
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -276,5 +277,20 @@ func TestOverheadFinding(t *testing.T) {
 		if ok && (f.Severity != c.want || !strings.Contains(f.Message, c.says) || f.Recommendation == "" || f.ID != "profiling-overhead") {
 			t.Errorf("%s: %+v", c.name, f)
 		}
+	}
+}
+
+// TestNoNullLists: every list of the document is [] when empty, never null.
+func TestNoNullLists(t *testing.T) {
+	tr, err := kineto.Read(context.Background(), strings.NewReader(`[{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 5, "dur": 1}]`), kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(Compare([]*Rank{Analyze(tr, Options{})}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("null")) {
+		t.Errorf("null in %s", b)
 	}
 }

@@ -136,6 +136,19 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	}
 	wg.Wait()
 	r.Findings = findings(g, r)
+	// lists are [] in the JSON, never null
+	if r.Comm.Collectives == nil {
+		r.Comm.Collectives = []Collective{}
+	}
+	if r.Memory.Devices == nil {
+		r.Memory.Devices = []MemoryDevice{}
+	}
+	if r.UtilTimeline == nil {
+		r.UtilTimeline = []UtilPoint{}
+	}
+	if r.GPUs == nil {
+		r.GPUs = []GPU{}
+	}
 	return r
 }
 
