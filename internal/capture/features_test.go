@@ -300,3 +300,53 @@ func TestFakeTorchOptimizerFreed(t *testing.T) {
 		t.Errorf("features %v", rk.Info.Features)
 	}
 }
+
+// FSDP2: between its all-gather and its reshard a module's parameters are
+// the unsharded copies. The inventory names the shards from their FSDPParam
+// (and the optimizer state keyed by them), flags the unsharded copies, and
+// counts each once.
+func TestFakeTorchFSDPInventory(t *testing.T) {
+	py := needPython(t)
+	t.Parallel()
+	o := testOptions(t, fakeTorchEnv(t))
+	r := runIt(t, o, py, "testdata/faketrain.py", "4", "fsdp")
+	if r.res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := &b.Ranks[0]
+	var fwd, step *Inventory
+	for i := range rk.Inventories {
+		inv := &rk.Inventories[i]
+		switch {
+		case inv.At == "forward_end" && inv.Step == 1:
+			fwd = inv
+		case inv.At == "step_end" && inv.Step == 0:
+			step = inv
+		}
+	}
+	if fwd == nil || step == nil {
+		t.Fatalf("inventories %v", rk.Inventories)
+	}
+	got := map[string]bool{}
+	for _, x := range fwd.Tensors {
+		got[fmt.Sprintf("%s:%s:%s:%s", x.Kind, x.Name, x.Module, x.FSDP)] = true
+	}
+	for _, mod := range []string{"h0.attn", "h1.attn"} {
+		for _, want := range []string{"parameter:" + mod + ".w:" + mod + ":sharded", "parameter:" + mod + ".w:" + mod + ":unsharded",
+			"optimizer_state:" + mod + ".w.exp_avg:" + mod + ":", "optimizer_state:" + mod + ".w.exp_avg_sq:" + mod + ":"} {
+			if !got[want] {
+				t.Errorf("forward_end of step 1 lacks %s: %v", want, got)
+			}
+		}
+	}
+	if n := len(fwd.Tensors); n != 8 {
+		t.Errorf("forward_end: %d tensors, want 8 (2 shards, 2 unsharded, 4 states)", n)
+	}
+	if step.Bytes(KindParameter) != 8<<20 || step.Bytes(KindGradient) != 8<<20 || step.Bytes(KindOptimizerState) != 16<<20 {
+		t.Errorf("end of step 0: %+v", step.Tensors)
+	}
+}

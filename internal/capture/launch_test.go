@@ -425,6 +425,8 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 		{"accum", 2, "0:forward 0:backward 0:forward 0:backward 0:optimizer 1:forward 1:backward 1:forward 1:backward 1:optimizer"},
 		{"forward", 3, "0:forward 1:forward 2:forward"},
 		{"bf16", 1, "0:forward 0:backward 0:optimizer"},
+		// accelerate turns autocast on inside the model's forward
+		{"accel", 1, "0:forward 0:backward 0:optimizer"},
 		// Lightning: training_step calls three submodules: one forward phase
 		{"roots", 2, "0:forward(roots=3) 0:backward 0:optimizer 1:forward(roots=3) 1:backward 1:optimizer"},
 		{"lightning", 2, "0:forward(closure,roots=3) 0:backward(closure) 0:optimizer 1:forward(closure,roots=3) 1:backward(closure) 1:optimizer"},
@@ -477,8 +479,11 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 			if tt.mode == "roots" || tt.mode == "lightning" || tt.mode == "nograd" {
 				want.ParameterBytesByDtype["float32"] = 12 << 20
 			}
-			if tt.mode == "bf16" {
+			switch tt.mode {
+			case "bf16":
 				want = Precision{ParameterBytesByDtype: map[string]int64{"bfloat16": 4 << 20}, AutocastCUDA: true, AutocastDtype: "bfloat16"}
+			case "accel":
+				want.AutocastCUDA, want.AutocastDtype = true, "bfloat16"
 			}
 			if p := b.Ranks[0].Info.Precision; p == nil || !reflect.DeepEqual(*p, want) {
 				t.Errorf("precision = %+v, want %+v", p, want)

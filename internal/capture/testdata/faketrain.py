@@ -7,6 +7,8 @@ frees one; the optimizer keeps two state tensors per parameter.
 MODE:
   train     forward, backward, optimizer step, zero_grad (the default)
   bf16      bf16 parameters under CUDA autocast (otherwise fp32 without)
+  accel     fp32 parameters, autocast entered inside the model's forward (as
+            accelerate's wrapped forward does, after the module's pre-hooks)
   closure   forward and backward run inside optimizer.step(closure)
   wrapped   a wrapping optimizer's step calls the inner one's (accelerate)
   accum     2 micro-batches per optimizer step
@@ -19,6 +21,7 @@ MODE:
   nograd    roots under torch.no_grad(), no optimizer: each iteration is a step
   ddp       the model wrapped in DistributedDataParallel
   leak      from step 5 on, each step keeps a 4 MiB tensor (the peak rises every step)
+  fsdp      each attention module and the model under (fake) FSDP2's fully_shard
   scoped    like train, but the optimizer is made and used inside a function
             (in a reference cycle, as a Trainer holds it) and is collected
             before the program ends, as a real training function's is
@@ -88,6 +91,20 @@ lit = mode in ("roots", "lightning", "nograd")
 net = Lit() if lit else Net()
 if mode == "ddp":
     net = torch.nn.parallel.DistributedDataParallel(net)
+if mode == "accel":
+    plain_forward = net.forward
+
+    def autocast_forward(x):
+        torch.set_autocast_enabled(True)
+        try:
+            return plain_forward(x)
+        finally:
+            torch.set_autocast_enabled(False)
+
+    net.forward = autocast_forward
+if mode == "fsdp":
+    for blk in (net.h0, net.h1):
+        torch.distributed.fsdp.fully_shard(blk.attn)
 opt = None if mode == "scoped" else torch.optim.Optimizer(net.parameters())
 if mode == "wrapped":
     opt = torch.optim.WrappingOptimizer(opt)
@@ -123,6 +140,8 @@ def train(opt):
             torch.empty(2 << 30)
         if mode != "forward":
             torch.autograd.backward(out)
+            if mode == "fsdp":
+                torch.distributed.fsdp.reshard_all(net)
             opt.step()
             opt.zero_grad()
         out.free()

@@ -19,8 +19,12 @@ recorded), each against a number read inside the process:
   windows   stack windows: the set-up and the warm-up were stacked
   snapshot  an end snapshot (an OOM snapshot for the oom trainer)
 and per trainer: DDP's bucket region, the leak's peak windows, the OOM step.
-With ANALYZE_JSON (ptscope analyze --json of the bundle) it also prints the
-analysis' peak and step count next to the facts (informational)."""
+FSDP2: the forward_end inventories name the shards (the process's parameter
+bytes) and flag unsharded parameters. With ANALYZE_JSON (ptscope analyze
+--json of the bundle): analyze_steps (complete steps = optimizer steps),
+analyze_peak (= max_memory_allocated within 0.1%), analyze_leak or
+analyze_no_leak, analyze_oom (capacity under the process's limit), and INFO
+lines with categories, groups and modules next to the facts."""
 import json
 import os
 import sys
@@ -45,6 +49,39 @@ def within(a, b, rel=0.01):
     return b > 0 and abs(a - b) <= rel * b
 
 
+def analysis_checks(name, doc, facts, check):
+    """PASS/FAIL lines for what `ptscope analyze --json` says about the run's
+    main snapshot (the OOM's for the oom trainer, else the end one): steps =
+    optimizer steps, the peak = max_memory_allocated (within 0.1%), the leak
+    and the OOM as the process made them."""
+    want = "snapshot_oom.pickle" if name == "oom" else "snapshot_end.pickle"
+    devs = [d for inp in doc.get("inputs", []) if os.path.basename(inp.get("path", "")) == want for d in inp.get("devices", [])]
+    if not devs:
+        check("analyze", False, "no analysed %s" % want)
+        return
+    d = devs[0]
+    full = [st["name"] for st in d.get("steps", []) if not st.get("partial")]
+    check("analyze_steps", len(full) == facts["optimizer_steps"] and d.get("step_source") == "ptscope_step",
+          "%d complete steps from %s, optimizer steps %d" % (len(full), d.get("step_source"), facts["optimizer_steps"]))
+    peak = d.get("peak", {}).get("allocated_bytes", 0)
+    check("analyze_peak", within(peak, facts["max_memory_allocated_bytes"], 0.001),
+          "peak %d, max_memory_allocated %d (%+.3f%%)" % (peak, facts["max_memory_allocated_bytes"],
+                                                           100.0 * (peak / facts["max_memory_allocated_bytes"] - 1)))
+    if facts.get("leaked_bytes_per_step"):
+        lk = d.get("leak") or {}
+        stacks = lk.get("stacks") or []
+        check("analyze_leak", d.get("pattern") == "leak" and within(lk.get("per_step_bytes", 0), facts["leaked_bytes_per_step"])
+              and bool(stacks) and bool(stacks[0].get("frames")),
+              "pattern %s, %s bytes/step (kept %d), first stack %s" % (d.get("pattern"), lk.get("per_step_bytes"),
+                                                                      facts["leaked_bytes_per_step"], stacks[0]["source"] if stacks else None))
+    else:
+        check("analyze_no_leak", d.get("pattern") != "leak", "pattern %s" % d.get("pattern"))
+    if name == "oom":
+        o = (d.get("ooms") or [{}])[0]
+        check("analyze_oom", o.get("verdict") == "capacity" and o.get("limited") and o.get("allowed_bytes") == facts.get("memory_cap_bytes"),
+              "verdict %s, limited %s, allowed %s (cap %s)" % (o.get("verdict"), o.get("limited"), o.get("allowed_bytes"), facts.get("memory_cap_bytes")))
+
+
 def summarize(name, doc, facts):
     """INFO lines: what `ptscope analyze --json` (docs/json.md) made of each
     snapshot, next to the process's facts: the peak, the steps, how much of
@@ -65,16 +102,23 @@ def summarize(name, doc, facts):
             mods = d.get("modules_at_peak", [])
             named = sum(m["bytes"] for m in mods if m["name"] and not m["name"].startswith("<"))
             cats = ", ".join("%s %.0f MiB" % (c["category"], c["bytes"] / 2**20) for c in d.get("categories_at_peak", []))
-            print("INFO %s analyze %s: peak %d (%.2f%% of the process's %d) in %s of step %s; %d steps (%d complete, "
+            k = p.get("step", -1)
+            step = steps[k]["name"] if 0 <= k < len(steps) else "no step"
+            print("INFO %s analyze %s: peak %d (%.2f%% of the process's %d) in %s of %s; %d steps (%d complete, "
                   "source %s; optimizer steps %s); at the peak %.0f%% of bytes with frames, %.0f%% with a module; %s"
                   % (name, snap, p.get("allocated_bytes", 0), 100.0 * p.get("allocated_bytes", 0) / peak, peak,
-                     p.get("phase"), p.get("step"), len(steps), len(full), d.get("step_source"),
+                     p.get("phase"), step, len(steps), len(full), d.get("step_source"),
                      facts.get("optimizer_steps"), 100.0 * framed / total, 100.0 * named / max(1, sum(m["bytes"] for m in mods)), cats))
             if d.get("pattern") == "leak" or facts.get("leaked_bytes_per_step"):
                 lk = d.get("leak") or {}
                 print("INFO %s analyze %s: pattern %s, leak %s bytes/step (the process kept %s), leak stacks with frames %d/%d"
                       % (name, snap, d.get("pattern"), lk.get("per_step_bytes"), facts.get("leaked_bytes_per_step"),
                          sum(1 for x in lk.get("stacks", []) if x.get("frames")), len(lk.get("stacks", []))))
+            groups = ", ".join("%s %.0f MiB" % (g["name"], g["bytes"] / 2**20) for g in d.get("groups_at_peak", [])[:6])
+            mgroups = ", ".join("%s %.0f MiB" % (g["name"], g["bytes"] / 2**20) for g in d.get("module_groups_at_peak", [])[:6])
+            print("INFO %s analyze %s: groups %s; module groups %s" % (name, snap, groups, mgroups))
+            for f in d.get("findings", []):
+                print("INFO %s analyze %s: finding [%s] %s" % (name, snap, f.get("severity"), f.get("id")))
             for o in d.get("ooms", []):
                 fb = ", ".join("%s %.0f MiB" % (c["category"], c["bytes"] / 2**20) for c in o.get("filled_by", []))
                 print("INFO %s analyze %s: OOM requested %s at %s of step %s, verdict %s, filled by %s, frames %d"
@@ -180,9 +224,19 @@ def main():
               "oom.json %s, the process ran out at step %s requesting %s" % (oom, facts.get("oom_step"), facts.get("oom_requested")))
         check("oom_inventory", any(i["at"] == "oom" for i in invs), "inventories %s" % [i["at"] for i in invs])
 
+    if name == "fsdp2" or name == "fsdp2_sim2":
+        fe = [i for i in invs if i["at"] == "forward_end"]
+        sharded = max((sum(t["bytes"] for t in i["tensors"] if t.get("fsdp") == "sharded") for i in fe), default=0)
+        unsharded = max((sum(1 for t in i["tensors"] if t.get("fsdp") == "unsharded") for i in fe), default=0)
+        check("fsdp_inventory", fe and within(sharded, facts["parameter_bytes"]) and unsharded > 0,
+              "forward_end inventories: sharded parameters %d bytes (process %d), %d unsharded tensors" % (
+                  sharded, facts["parameter_bytes"], unsharded))
+
     if analyze and os.path.exists(analyze):
         try:
-            summarize(name, json.load(open(analyze)), facts)
+            doc = json.load(open(analyze))
+            analysis_checks(name, doc, facts, check)
+            summarize(name, doc, facts)
         except Exception as err:
             print("INFO %s analyze: unreadable (%r)" % (name, err))
     print("summary %s pass=%d fail=%d" % (name, res["pass"], res["fail"]))

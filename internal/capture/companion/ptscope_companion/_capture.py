@@ -133,6 +133,7 @@ class Capture(PhasesMixin):
         self.main_ident = self.main_thread.ident
         self.names = weakref.WeakKeyDictionary()  # module -> fqn
         self.stack = []  # modules whose forward runs on the main thread
+        self.inner_seen = False  # a module was called inside a root's forward (precision's autocast check)
         self.peak_device_used = 0
         self.peak_rss = 0
         self.handles = []

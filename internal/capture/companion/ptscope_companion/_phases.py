@@ -247,6 +247,9 @@ class PhasesMixin:
             stack = self.stack
             if not stack and self.graph_task_id() == -1:
                 self._root_begin(module)
+            elif stack and not self.inner_seen:
+                self.inner_seen = True
+                self._guard("precision", self._inner_autocast)
             stack.append(module)
             if self.set_metadata is not None:
                 self.set_metadata(self.names.get(module) or type(module).__name__)
@@ -337,9 +340,28 @@ class PhasesMixin:
             top.use_root_end = at_root_end and top.root_end is not None
             self._phase_end("forward")
 
+    def _inner_autocast(self):
+        """At the first module called inside a root's forward: accelerate (and
+        so the HF Trainer) enters autocast inside the model's wrapped forward,
+        after the root's pre-hook saw it off."""
+        rec = self.facts.get("precision")
+        if not rec or rec.get("autocast_cuda"):
+            return
+        try:
+            on = torch.is_autocast_enabled("cuda")
+        except TypeError:  # torch < 2.4 takes no device type
+            on = torch.is_autocast_enabled()
+        if on:
+            rec["autocast_cuda"] = True
+            try:
+                rec["autocast_dtype"] = str(torch.get_autocast_dtype("cuda")).replace("torch.", "")
+            except Exception:
+                pass
+
     def _record_precision(self, root):
         """At the first forward: the model's parameter bytes by dtype, whether
-        CUDA autocast is on, and whether FSDP wraps the model (its mixed
+        CUDA autocast is on (here, or at the first module the root calls:
+        _inner_autocast), and whether FSDP wraps the model (its mixed
         precision policy computes in low precision without autocast). analyze
         reads them for its fp32-compute finding."""
         by = {}

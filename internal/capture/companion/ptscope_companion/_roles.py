@@ -155,11 +155,16 @@ class Inventory:
                 # parameters are the unsharded ones, so named_parameters
                 # alone would take those for the model's own and miss the
                 # shards (which the optimizer's state is keyed by)
+                # named by the companion's root: FSDP2's _param_fqn is relative
+                # to the root of its own tree, which need not be the model
+                mpath = {id(m): p for p, m in root.named_modules()}
                 for path, fp in _fsdp_states(root):
-                    name = getattr(fp, "_param_fqn", None)
-                    if not name:
-                        mi = getattr(fp, "_module_info", None)
-                        name = (path + "." if path else "") + str(getattr(mi, "param_name", "?"))
+                    mi = getattr(fp, "_module_info", None)
+                    owner = mpath.get(id(getattr(mi, "module", None)))
+                    if owner is not None and getattr(mi, "param_name", None):
+                        name = (owner + "." if owner else "") + str(mi.param_name)
+                    else:
+                        name = getattr(fp, "_param_fqn", None) or path
                     mod = _module_of(name)
                     sp = getattr(fp, "sharded_param", None)
                     if sp is not None:

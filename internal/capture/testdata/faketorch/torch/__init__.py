@@ -617,8 +617,84 @@ for _n, _f in dict(init_process_group=init_process_group, get_rank=get_rank, get
     setattr(distributed, _n, _f)
 distributed.distributed_c10d = c10d
 
+# FSDP2 (fully_shard), as much as the tensor inventories read: the module's
+# class becomes FSDP<Class>, each parameter a sharded DTensor parameter (its
+# local shard is itself here) owned by an FSDPParam that, between unshard()
+# (before the module's forward) and reshard(), puts an unsharded copy on
+# the module; gradients land on the shards.
+distributed.fsdp = types.ModuleType("torch.distributed.fsdp")
+distributed._composable_state = types.ModuleType("torch.distributed._composable_state")
+
+
+class _ShardedParam(Parameter):
+    @property
+    def _local_tensor(self):
+        return self
+
+
+class FSDPParam:
+    def __init__(self, module, name, fqn):
+        self._module_info = types.SimpleNamespace(module=module, param_name=name)
+        self._param_fqn = fqn
+        old = module._params[name]
+        self.sharded_param = _ShardedParam(old.n, old.dtype)
+        old.free()
+        self._unsharded_param = None
+        self._set(self.sharded_param)
+
+    def _set(self, p):
+        m = self._module_info.module
+        m._params[self._module_info.param_name] = p
+        object.__setattr__(m, self._module_info.param_name, p)
+
+    def unshard(self):
+        if self._unsharded_param is None:
+            sp = self.sharded_param
+            self._unsharded_param = Parameter(sp.n, sp.dtype)
+            self._set(self._unsharded_param)
+
+    def reshard(self):
+        up = self._unsharded_param
+        if up is not None:
+            if up.grad is not None:  # reduce-scatter into the shard's gradient
+                if self.sharded_param.grad is None:
+                    self.sharded_param.grad = Tensor(self.sharded_param.nbytes, self.sharded_param.dtype)
+                up.grad.free()
+            up.free()
+            self._unsharded_param = None
+            self._set(self.sharded_param)
+
+
+def fully_shard(module):
+    paths = {id(m): p for p, m in module.named_modules()}
+    group = types.SimpleNamespace(fsdp_params=[FSDPParam(module, k, k) for k in list(module._params)])
+    module.__dict__["_fake_fsdp_state"] = types.SimpleNamespace(_fsdp_param_group=group)
+    cls = type(module)
+
+    def call(self, *args):
+        for fp in group.fsdp_params:
+            fp.unshard()
+        return cls.__call__(self, *args)
+
+    module.__class__ = type("FSDP" + cls.__name__, (cls,), {"__call__": call, "__hash__": cls.__hash__})
+    del paths
+    return module
+
+
+def _reshard_all(root):
+    for m in root.modules():
+        st = m.__dict__.get("_fake_fsdp_state")
+        if st is not None:
+            for fp in st._fsdp_param_group.fsdp_params:
+                fp.reshard()
+
+
+distributed.fsdp.fully_shard = fully_shard
+distributed.fsdp.reshard_all = _reshard_all  # stands for FSDP2's post-backward hooks
+distributed._composable_state._get_module_state = lambda m: m.__dict__.get("_fake_fsdp_state")
+
 import sys as _sys
 
-for _m in (_C, _C._distributed_c10d, distributed, c10d, cuda, cuda.memory, autograd, autograd.profiler, nn, nn.modules,
+for _m in (_C, _C._distributed_c10d, distributed, c10d, distributed.fsdp, distributed._composable_state, cuda, cuda.memory, autograd, autograd.profiler, nn, nn.modules,
            nn.modules.module, nn.parallel, nn.parallel.distributed, optim, optim.optimizer, profiler):
     _sys.modules[_m.__name__] = _m
