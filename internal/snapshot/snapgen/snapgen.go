@@ -11,11 +11,9 @@
 package snapgen
 
 import (
-	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"strconv"
 )
 
 func mathFloat64bits(f float64) uint64 { return math.Float64bits(f) }
@@ -33,7 +31,23 @@ type Options struct {
 	// StrSizeEvery writes the size of every that many entries as a str
 	// (a malformed snapshot, for the reader's invalid-entry counts).
 	StrSizeEvery int
+	// Model is the training the trace records (default: ModelSynthetic).
+	Model Model
 }
+
+// Model is the shape of the generated training.
+type Model int
+
+const (
+	// ModelSynthetic is a training step of random sizes: activations of at
+	// most 1 MiB and temporaries of at most 512 KiB over 400 persistent blocks
+	// that predate the recording.
+	ModelSynthetic Model = iota
+	// ModelGPT2Small is GPT-2 small (124M parameters, fp32, AdamW) trained
+	// at batch 8 x 512 tokens and recorded from before the model is built,
+	// op by op as transformers' GPT2LMHeadModel allocates (see gpt2.go).
+	ModelGPT2Small
+)
 
 type frame struct {
 	file, name string
@@ -42,6 +56,9 @@ type frame struct {
 
 // Write writes one snapshot pickle to w.
 func Write(w io.Writer, o Options) error {
+	if o.Model == ModelGPT2Small {
+		return writeGPT2(w, o)
+	}
 	if o.Frames <= 0 {
 		o.Frames = 120
 	}
@@ -50,244 +67,68 @@ func Write(w io.Writer, o Options) error {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 7))
 	frames, stacks := phaseStacks(rng, o.Frames, o.Stacks)
-
-	p := newPickler(w)
-	key := map[string]int{}
-	k := func(s string) {
-		if i, ok := key[s]; ok {
-			p.get(i)
-			return
-		}
-		key[s] = p.str(s)
-	}
-	frameMemo := make([]int, o.Frames)
-	for i := range frameMemo {
-		frameMemo[i] = -1
-	}
-	writeFrames := func(st []int) int {
-		p.emptyList()
-		m := p.memoize()
-		if len(st) != 1 {
-			p.mark() // CPython writes a one-item list as item APPEND
-		}
-		for _, f := range st {
-			if frameMemo[f] >= 0 {
-				p.get(frameMemo[f])
-				continue
-			}
-			p.emptyDict()
-			frameMemo[f] = p.memoize()
-			p.mark()
-			k("name")
-			p.str(frames[f].name)
-			k("filename")
-			p.str(frames[f].file)
-			k("line")
-			p.int(int64(frames[f].line))
-			p.setitems()
-		}
-		if len(st) == 1 {
-			p.appendOne()
-		} else {
-			p.appends()
-		}
-		return m
-	}
+	g := newGen(w, frames, rng, o.StrSizeEvery)
 
 	// Persistent blocks (parameters, optimizer state) that predate recording.
 	const segBase = int64(0x7f0000000000)
-	type blk struct {
-		addr, size int64
-		stack      int
-	}
-	var persistent []blk
+	var persistent []segBlock
 	addr := segBase
 	for i := 0; i < 400; i++ {
 		sz := int64(512 * (1 + rng.IntN(1<<13)))
-		persistent = append(persistent, blk{addr, sz, rng.IntN(len(stacks[stForward]))})
+		persistent = append(persistent, segBlock{size: sz, stack: stacks[stForward][rng.IntN(len(stacks[stForward]))]})
 		addr += sz
 	}
 	persistentEnd := addr
 	workBase := (persistentEnd/(2<<20) + 1) * (2 << 20)
 
-	p.emptyDict()
-	p.memoize()
-	p.mark()
+	g.begin()
 	// segments come first in the real writer, but we need the trace first to
 	// know the final state; the real file order is kept by writing segments
 	// from the persistent set (the trace frees everything it allocates).
-	k("segments")
-	p.emptyList()
-	p.memoize()
-	p.mark()
 	segSize := ((persistentEnd-segBase)/(2<<20) + 1) * (2 << 20)
-	writeSegment := func(base, total int64, blocks []blk) {
-		p.emptyDict()
-		p.memoize()
-		p.mark()
-		var alloc int64
-		for _, b := range blocks {
-			alloc += b.size
-		}
-		k("device")
-		p.int(0)
-		k("address")
-		p.int(base)
-		k("total_size")
-		p.int(total)
-		k("allocated_size")
-		p.int(alloc)
-		k("active_size")
-		p.int(alloc)
-		k("requested_size")
-		p.int(alloc)
-		k("stream")
-		p.int(0)
-		k("segment_type")
-		k("large")
-		k("segment_pool_id")
-		p.int(0)
-		p.int(0)
-		p.tuple2()
-		p.memoize()
-		k("is_expandable")
-		p.boolean(false)
-		k("frames")
-		p.emptyList()
-		p.memoize()
-		k("blocks")
-		p.emptyList()
-		p.memoize()
-		p.mark()
-		a := base
-		emit := func(size int64, state string, st int) {
-			p.emptyDict()
-			p.memoize()
-			p.mark()
-			k("address")
-			p.int(a)
-			k("size")
-			p.int(size)
-			k("requested_size")
-			p.int(size)
-			k("state")
-			k(state)
-			k("frames")
-			if st >= 0 {
-				writeFrames(stacks[stForward][st])
-			} else {
-				p.emptyList()
-				p.memoize()
-			}
-			p.setitems()
-			a += size
-		}
-		for _, b := range blocks {
-			emit(b.size, "active_allocated", b.stack)
-		}
-		if rest := base + total - a; rest > 0 {
-			emit(rest, "inactive", -1)
-		}
-		p.appends()
-		p.setitems()
-	}
-	writeSegment(segBase, segSize, persistent)
-	writeSegment(workBase, 1<<30, nil)
-	p.appends()
-	p.boundary()
+	g.segment(segBase, segSize, persistent)
+	g.segment(workBase, 1<<30, nil)
+	g.endSegments()
 
-	k("device_traces")
-	p.emptyList()
-	p.memoize()
-	p.mark()
-	t := int64(1795272504665726)
-	n := 0
-	inBatch := 0
 	type live struct {
 		addr, size int64
 		frames     int // memo of the frames list
 	}
-	var entry func(action string, a, size int64, framesMemo int, fresh []int) int
 	segment := func() {
-		if o.SegmentEvery <= 0 || n%o.SegmentEvery != o.SegmentEvery-1 || n >= o.Entries {
+		if o.SegmentEvery <= 0 || g.n%o.SegmentEvery != o.SegmentEvery-1 || g.n >= o.Entries {
 			return
 		}
 		act := "segment_alloc"
 		if rng.IntN(2) == 0 {
 			act = "segment_free"
 		}
-		entry(act, workBase, 2<<20, -2, nil)
+		g.entry(act, workBase, 2<<20, -2, nil)
 	}
-	entry = func(action string, a, size int64, framesMemo int, fresh []int) int {
-		p.emptyDict()
-		p.memoize()
-		p.mark()
-		k("action")
-		k(action)
-		k("addr")
-		p.int(a)
-		k("size")
-		if o.StrSizeEvery > 0 && n%o.StrSizeEvery == o.StrSizeEvery-1 {
-			p.str(strconv.FormatInt(size, 10))
-		} else {
-			p.int(size)
-		}
-		k("stream")
-		p.int(0)
-		k("time_us")
-		p.int(t)
-		k("compile_context")
-		p.str("N/A")
-		k("user_metadata")
-		k("")
-		k("frames")
-		m := framesMemo
-		switch {
-		case framesMemo >= 0:
-			p.get(framesMemo)
-		case framesMemo == -2:
-			p.emptyList()
-			m = p.memoize()
-		default:
-			m = writeFrames(fresh)
-		}
-		p.setitems()
-		n++
-		inBatch++
-		if inBatch == 1000 {
-			p.appends()
-			p.boundary()
-			p.mark()
-			inBatch = 0
-		}
-		t += int64(1 + rng.IntN(40))
-		return m
-	}
-	pick := func(g int) []int { return stacks[g][rng.IntN(len(stacks[g]))] }
+	pick := func(k int) []int { return stacks[k][rng.IntN(len(stacks[k]))] }
 	// alloc and free write one allocation's entries while entries remain.
-	alloc := func(a, sz int64, g int) live {
-		if n >= o.Entries {
+	alloc := func(a, sz int64, k int) live {
+		if g.n >= o.Entries {
 			return live{}
 		}
 		segment()
-		return live{a, sz, entry("alloc", a, sz, -1, pick(g))}
+		return live{a, sz, g.entry("alloc", a, sz, -1, pick(k))}
 	}
-	free := func(l live, g int) {
-		if n >= o.Entries || l.size == 0 {
+	free := func(l live, k int) {
+		if g.n >= o.Entries || l.size == 0 {
 			return
 		}
-		m := entry("free_requested", l.addr, l.size, -1, pick(g))
-		if n < o.Entries {
-			entry("free_completed", l.addr, l.size, m, nil)
+		m := g.entry("free_requested", l.addr, l.size, -1, pick(k))
+		if g.n < o.Entries {
+			g.entry("free_completed", l.addr, l.size, m, nil)
 		}
 	}
 	const tempBase = 640 << 20 // temporaries above the activations, in the 1 GiB segment
 	writeTrace := func() {
-		for n < o.Entries {
+		for g.n < o.Entries {
 			// Forward: activations kept for backward, some temporaries.
 			var acts []live
 			a, tmp := workBase, workBase+tempBase
-			for i, k := 0, 500+rng.IntN(200); i < k && n < o.Entries; i++ {
+			for i, k := 0, 500+rng.IntN(200); i < k && g.n < o.Entries; i++ {
 				sz := int64(512 * (1 + rng.IntN(1<<11)))
 				acts = append(acts, alloc(a, sz, stForward))
 				a += (sz + 511) / 512 * 512
@@ -297,7 +138,7 @@ func Write(w io.Writer, o Options) error {
 			}
 			// Backward: a gradient temporary per layer, activations freed
 			// in reverse.
-			for i := len(acts) - 1; i >= 0 && n < o.Entries; i-- {
+			for i := len(acts) - 1; i >= 0 && g.n < o.Entries; i-- {
 				if i%3 == 0 {
 					free(alloc(tmp, int64(512*(1+rng.IntN(1<<10))), stBackward), stBackward)
 				}
@@ -305,7 +146,7 @@ func Write(w io.Writer, o Options) error {
 			}
 			// Optimizer: AdamW's multi-tensor temporaries.
 			var opt []live
-			for i, k := 0, 20+rng.IntN(20); i < k && n < o.Entries; i++ {
+			for i, k := 0, 20+rng.IntN(20); i < k && g.n < o.Entries; i++ {
 				sz := int64(512 * (1 + rng.IntN(1<<9)))
 				opt = append(opt, alloc(tmp, sz, stOptimizer))
 				tmp += (sz + 511) / 512 * 512
@@ -315,44 +156,19 @@ func Write(w io.Writer, o Options) error {
 			}
 		}
 	}
+	g.beginTraces()
 	devices := max(o.Devices, 1)
 	total := o.Entries
 	for dev := 0; dev < devices; dev++ {
-		p.emptyList()
-		p.memoize()
-		p.mark()
-		n, inBatch = 0, 0
+		g.beginDevice()
 		o.Entries = total / devices
 		if dev < total%devices {
 			o.Entries++
 		}
 		writeTrace()
-		p.appends()
-		p.boundary()
+		g.endDevice()
 	}
-	p.appends()
-	p.boundary()
-	k("allocator_settings")
-	p.emptyDict()
-	p.memoize()
-	p.mark()
-	k("PYTORCH_CUDA_ALLOC_CONF")
-	k("")
-	k("max_split_size")
-	p.int(-1)
-	k("garbage_collection_threshold")
-	p.float(0)
-	k("expandable_segments")
-	p.boolean(false)
-	p.setitems()
-	k("external_annotations")
-	p.emptyList()
-	p.memoize()
-	p.setitems()
-	if err := p.stop(); err != nil {
-		return fmt.Errorf("snapgen: %w", err)
-	}
-	return nil
+	return g.finish()
 }
 
 // Stack groups.
