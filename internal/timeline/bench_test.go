@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"bytes"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -11,28 +12,40 @@ import (
 )
 
 var (
-	bench1MOnce sync.Once
-	bench1M     *Memory
-	bench1MA    *memory.Analysis
+	bench1MOnce, benchGPT2Once sync.Once
+	bench1M, benchGPT2         *Memory
 )
 
 // memory1M indexes a generated 1,000,000-entry snapshot (the size of the
 // goals in docs/serve.md).
 func memory1M(b *testing.B) *Memory {
 	b.Helper()
-	bench1MOnce.Do(func() {
-		var buf bytes.Buffer
-		if err := snapgen.Write(&buf, snapgen.Options{Entries: 1_000_000, Seed: 1}); err != nil {
-			b.Fatal(err)
-		}
-		s, err := snapshot.Read(&buf)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bench1MA = memory.Analyze(s, 0, memory.Options{})
-		bench1M = NewMemory(s, 0, bench1MA.Replay, bench1MA.Phases)
-	})
+	bench1MOnce.Do(func() { bench1M = generated(b, snapgen.Options{Entries: 1_000_000, Seed: 1}) })
 	return bench1M
+}
+
+// memoryGPT2 indexes a generated 1,000,000-entry GPT-2 small training
+// (batch 8 x 512): blocks of 12-785 MiB, so that the whole-trace view
+// draws thousands of blocks, as on the real recording.
+func memoryGPT2(b *testing.B) *Memory {
+	b.Helper()
+	benchGPT2Once.Do(func() {
+		benchGPT2 = generated(b, snapgen.Options{Entries: 1_000_000, Seed: 1, Model: snapgen.ModelGPT2Small})
+	})
+	return benchGPT2
+}
+
+func generated(b *testing.B, o snapgen.Options) *Memory {
+	var buf bytes.Buffer
+	if err := snapgen.Write(&buf, o); err != nil {
+		b.Fatal(err)
+	}
+	s, err := snapshot.Read(&buf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := memory.Analyze(s, 0, memory.Options{})
+	return NewMemory(s, 0, a.Replay, a.Phases)
 }
 
 // BenchmarkNewMemory1M builds the index (pyramids, block table,
@@ -46,8 +59,9 @@ func BenchmarkNewMemory1M(b *testing.B) {
 	}
 }
 
-func benchView(b *testing.B, x0, x1 int) {
-	m := memory1M(b)
+func benchView(b *testing.B, x0, x1 int) { benchViewOf(b, memory1M(b), x0, x1) }
+
+func benchViewOf(b *testing.B, m *Memory, x0, x1 int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var v *View
@@ -81,5 +95,17 @@ func BenchmarkState1M(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		m.State(500_000 + i%1000)
+	}
+}
+
+// BenchmarkViewGPT2 zooms into the GPT-2 small training as the page does
+// from its first view: the whole trace, then halves around the middle.
+func BenchmarkViewGPT2(b *testing.B) {
+	for _, span := range []int{1_000_000, 500_000, 250_000, 125_000, 31_250, 3_906} {
+		b.Run(strconv.Itoa(span), func(b *testing.B) {
+			m := memoryGPT2(b)
+			x0 := max(0, min(m.Len()-span, m.Len()/2-span/2))
+			benchViewOf(b, m, x0, min(m.Len(), x0+span))
+		})
 	}
 }

@@ -124,10 +124,11 @@ func (m *Memory) keys() *keys {
 
 // Key returns block id's key in breakdown by.
 func (m *Memory) Key(by By, id int) int32 {
+	if by == ByCategory {
+		return int32(m.cats[id])
+	}
 	a := m.Alloc(id)
 	switch by {
-	case ByCategory:
-		return int32(a.Category)
 	case ByStack:
 		return int32(a.Stack)
 	case BySource:

@@ -52,11 +52,20 @@ type Memory struct {
 	Reserved  *Pyramid
 
 	n         int
-	bySize    []int32 // block ids, largest first
-	freeAt    []int32 // per entry: the block whose allocated life ends there, or -1
+	cats      []memory.Category // per block: its allocation's category (views read it for every block drawn)
+	bySize    []sized           // the blocks, largest first
+	freeAt    []int32           // per entry: the block whose allocated life ends there, or -1
 	ckpt      checkpoints
 	segEvents []segEvent
 	keyTable  keys
+}
+
+// sized is a block as the viewport selection scans it (by size, in one
+// pass over memory).
+type sized struct {
+	size       int64
+	start, end int32
+	id         int32
 }
 
 // Len is the number of trace entries.
@@ -99,24 +108,18 @@ func NewMemory(s *snapshot.Snapshot, d int, r *memory.Replay, ph *memory.Phases)
 			m.Blocks = append(m.Blocks, b)
 		}
 	}
-	type sized struct {
-		size int64
-		id   int32
+	m.bySize = make([]sized, len(m.Blocks))
+	m.cats = make([]memory.Category, len(m.Blocks))
+	for i, b := range m.Blocks {
+		m.bySize[i] = sized{b.Size, b.Start, b.End, int32(i)}
+		m.cats[i] = r.Allocs[b.Alloc].Category
 	}
-	order := make([]sized, len(m.Blocks))
-	for i := range order {
-		order[i] = sized{m.Blocks[i].Size, int32(i)}
-	}
-	slices.SortFunc(order, func(a, b sized) int {
+	slices.SortFunc(m.bySize, func(a, b sized) int {
 		if a.size != b.size {
 			return cmp.Compare(b.size, a.size)
 		}
 		return cmp.Compare(a.id, b.id)
 	})
-	m.bySize = make([]int32, len(order))
-	for i, o := range order {
-		m.bySize[i] = o.id
-	}
 	m.freeAt = make([]int32, n)
 	for i := range m.freeAt {
 		m.freeAt[i] = -1
@@ -130,6 +133,9 @@ func NewMemory(s *snapshot.Snapshot, d int, r *memory.Replay, ph *memory.Phases)
 	m.segEvents = segmentEvents(s.Trace(d))
 	return m
 }
+
+// Category is the category of block id's allocation.
+func (m *Memory) Category(id int) memory.Category { return m.cats[id] }
 
 // Alloc returns the replay's allocation behind block id.
 func (m *Memory) Alloc(id int) *memory.Alloc { return &m.Replay.Allocs[m.Blocks[id].Alloc] }

@@ -76,6 +76,16 @@ func inputs(t *testing.T) []input {
 			t.Fatal(err)
 		}
 		inputsAll = append(inputsAll, load(t, s, "snapgen60k"))
+		// GPT-2 small at batch 8: blocks of 12-785 MiB, pixels tall in
+		// every view, freed under drawn ones in backward
+		buf.Reset()
+		if err := snapgen.Write(&buf, snapgen.Options{Entries: 8000, Seed: 1, Model: snapgen.ModelGPT2Small}); err != nil {
+			t.Fatal(err)
+		}
+		if s, err = snapshot.Read(&buf); err != nil {
+			t.Fatal(err)
+		}
+		inputsAll = append(inputsAll, load(t, s, "gpt2s8k"))
 	})
 	if len(inputsAll) == 0 {
 		t.Fatal("no inputs")
@@ -203,7 +213,17 @@ func checkView(t *testing.T, name string, m *Memory, v *View, width int) {
 	for _, b := range v.Blocks {
 		drawn[b.ID] = true
 	}
-	// exactly the blocks at least one pixel wide and tall are drawn
+	// exactly the blocks at least one pixel wide and tall are drawn, the
+	// others alive in the range are counted in the band
+	alive := 0
+	for _, b := range m.Blocks {
+		if b.Start < int32(v.X1) && b.End > int32(v.X0) {
+			alive++
+		}
+	}
+	if v.Summarized != alive-len(v.Blocks) {
+		t.Fatalf("%s [%d,%d): %d blocks in the band, want %d", name, v.X0, v.X1, v.Summarized, alive-len(v.Blocks))
+	}
 	for id, b := range m.Blocks {
 		wide := int64(b.End-max(b.Start, -1))*int64(width) >= int64(span)
 		want := b.Start < int32(v.X1) && b.End > int32(v.X0) && b.Size >= v.MinBytes && wide

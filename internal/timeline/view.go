@@ -2,6 +2,8 @@ package timeline
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 
 	"github.com/ptscope/ptscope/internal/memory"
@@ -97,77 +99,77 @@ func (m *Memory) View(q ViewQuery) (*View, error) {
 
 	// the blocks drawn on their own, in stacking order
 	var drawn []int32
-	for _, id := range m.bySize {
-		b := &m.Blocks[id]
-		if b.Size < v.MinBytes {
+	for _, b := range m.bySize {
+		if b.size < v.MinBytes {
 			break
 		}
-		if b.Start < int32(q.X1) && b.End > int32(q.X0) && b.End-max(b.Start, -1) >= minSpan {
-			drawn = append(drawn, id)
+		if b.start < int32(q.X1) && b.end > int32(q.X0) && b.end-max(b.start, -1) >= minSpan {
+			drawn = append(drawn, b.id)
 		}
 	}
-	sort.Slice(drawn, func(i, j int) bool { return drawn[i] < drawn[j] })
-	for id := range m.Blocks {
-		if b := &m.Blocks[id]; b.Start < int32(q.X1) && b.End > int32(q.X0) {
-			v.Summarized++
-		}
-	}
-	v.Summarized -= len(drawn)
-	m.layout(v, drawn)
+	slices.Sort(drawn)
+	// the blocks alive in the range: those allocated after X0, and those
+	// allocated inside it (blocks are numbered in allocation order)
+	live, offs := m.AllocatedLiveAt(q.X0)
+	from := sort.Search(len(m.Blocks), func(k int) bool { return m.Blocks[k].Start > int32(q.X0) })
+	to := sort.Search(len(m.Blocks), func(k int) bool { return m.Blocks[k].Start >= int32(q.X1) })
+	v.Summarized = len(live) + max(0, to-from) - len(drawn)
+	m.layout(v, drawn, live, offs)
 	if q.Highlight != nil {
 		for p := range v.Blocks {
 			v.Blocks[p].Highlighted = q.Highlight(m, int(v.Blocks[p].ID))
 		}
-	}
-	if q.Highlight != nil {
-		v.Highlighted = m.highlighted(v, q.Highlight)
+		v.Highlighted = m.highlighted(v, q.Highlight, live)
 	}
 	return v, nil
 }
 
-// layout computes the drawn blocks' lower edges by sweeping the range once:
-// a block alive at X0 starts from the live set there (a checkpoint plus a
-// replay), one allocated inside starts at the allocated bytes minus its own
-// size (it is on top), and every free inside moves the drawn blocks above
-// the freed one down, through a Fenwick tree over the drawn blocks.
-func (m *Memory) layout(v *View, drawn []int32) {
+// layout computes the drawn blocks' lower edges by sweeping the range once.
+// A block alive at X0 starts from the live set there (live, offs: a
+// checkpoint plus a replay), one allocated inside starts at the allocated
+// bytes minus its own size (it is on top). Every free inside moves the
+// drawn blocks above the freed one down: the sweep keeps the drawn blocks
+// alive, in stacking order, and a free adds its size to a pending
+// decrement of those above it (found by binary search; most frees are of
+// blocks above all of them and cost one comparison), which each column
+// boundary applies in one pass. The cost is one step per entry in range
+// plus one pass over the live drawn blocks per column where something
+// under them was freed.
+func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
 	W, x0 := v.Columns, v.X0
 	half := max(1, v.MinBytes/2) // an edge moves once the offset moved half a pixel
 	v.Blocks = make([]ViewBlock, len(drawn))
-	fw := make([]int64, len(drawn)+1) // range add (from a position on), point query
-	add := func(p int, d int64) {
-		for p++; p < len(fw); p += p & -p {
-			fw[p] += d
-		}
-	}
-	sum := func(p int) int64 {
-		var s int64
-		for p++; p > 0; p -= p & -p {
-			s += fw[p]
-		}
-		return s
-	}
-	// a block's offset is base[p] + sum(p); last[p] is its last edge's offset
-	base := make([]int64, len(drawn))
-	last := make([]int64, len(drawn))
-	var active []int // drawn positions alive, in stacking order
-	start := func(p, col int, off int64) {
-		base[p], last[p] = off-sum(p), off
-		v.Blocks[p].Edges = append(v.Blocks[p].Edges, Edge{int32(col), off})
-		active = append(active, p)
-	}
 	if len(drawn) == 0 {
 		return
 	}
+	type edge struct {
+		p   int32
+		col int32
+		off int64
+	}
+	type act struct {
+		id, p     int32
+		end       int32
+		off, last int64
+		dec       int64 // pending: subtract from this block and all above it
+	}
+	var edges []edge
+	var active []act
+	var pending int64 // the sum of the pending decrements
+	start := func(p, col int, off int64) {
+		b := &m.Blocks[drawn[p]]
+		edges = append(edges, edge{int32(p), int32(col), off})
+		// the pending decrements apply to it when they are resolved: add them
+		active = append(active, act{id: drawn[p], p: int32(p), end: b.End, off: off + pending, last: off})
+	}
 	// the sweep ends with the last drawn block; frees of blocks allocated
 	// after every drawn one are above all of them and move none
-	end, top := int32(v.X1), drawn[len(drawn)-1]
+	end := int32(v.X1)
 	lastEnd := int32(0)
 	for _, id := range drawn {
 		lastEnd = max(lastEnd, m.Blocks[id].End)
 	}
 	end = min(end, lastEnd)
-	ids, offs := m.AllocatedLiveAt(x0)
 	k, next := 0, 0 // next: the first drawn position not started yet
 	for p, id := range drawn {
 		b := &m.Blocks[id]
@@ -176,58 +178,132 @@ func (m *Memory) layout(v *View, drawn []int32) {
 			continue
 		}
 		next = p + 1
-		for k < len(ids) && ids[k] < id {
+		for k < len(live) && live[k] < id {
 			k++
 		}
-		if k < len(ids) && ids[k] == id { // drawn blocks overlap the range: alive after X0
+		if k < len(live) && live[k] == id { // drawn blocks overlap the range: alive after X0
 			start(p, 0, offs[k])
 		}
 	}
-	c, nextCol := 0, v.Col(1)
-	for i := x0 + 1; i < int(end); i++ {
-		boundary := c+1 < W && nextCol == i
+	minEnd := int32(math.MaxInt32)
+	for _, a := range active {
+		minEnd = min(minEnd, a.end)
+	}
+	startOf := func(p int) int32 {
+		if p < len(drawn) {
+			return m.Blocks[drawn[p]].Start
+		}
+		return math.MaxInt32
+	}
+	nextStart := startOf(next)
+	// below: free the drawn blocks above f by the size of f (f < top)
+	below := func(f int32) {
+		lo, hi := 0, len(active)-1 // the first active block above f
+		for lo < hi {
+			if h := int(uint(lo+hi) >> 1); active[h].id > f {
+				hi = h
+			} else {
+				lo = h + 1
+			}
+		}
+		sz := m.Blocks[f].Size
+		active[lo].dec += sz
+		pending += sz
+	}
+	// top: the frees that move drawn blocks are of blocks under the
+	// topmost one alive (as unsigned, no free (-1) is under it)
+	top := uint32(0)
+	if len(active) > 0 {
+		top = uint32(active[len(active)-1].id)
+	}
+	freeAt := m.freeAt[:end]
+	c, nextCol := 0, int32(v.Col(1))
+	if W == 1 {
+		nextCol = math.MaxInt32
+	}
+	for i := int32(x0 + 1); i < end; i++ {
+		// entries up to the next column boundary or drawn block's start
+		// only move blocks
+		for stop := min(end, nextCol, nextStart); i < stop; i++ {
+			if f := freeAt[i]; uint32(f) < top {
+				below(f)
+			}
+		}
+		if i == end {
+			break
+		}
+		boundary := i == nextCol
 		if boundary {
 			c++
-			nextCol = v.Col(c + 1)
-		}
-		if f := m.freeAt[i]; f >= 0 && f < top {
-			if p := sort.Search(len(drawn), func(k int) bool { return drawn[k] > f }); p < len(drawn) {
-				add(p, -m.Blocks[f].Size)
+			nextCol = math.MaxInt32
+			if c+1 < W {
+				nextCol = int32(v.Col(c + 1))
 			}
 		}
-		started := next
-		for next < len(drawn) && m.Blocks[drawn[next]].Start == int32(i) {
-			start(next, c, m.AllocatedAt(i)-m.Blocks[drawn[next]].Size)
-			next++
+		if f := freeAt[i]; uint32(f) < top {
+			below(f)
 		}
-		if !boundary {
+		started := len(active)
+		for nextStart == i {
+			start(next, c, m.AllocatedAt(int(i))-m.Blocks[drawn[next]].Size)
+			minEnd = min(minEnd, m.Blocks[drawn[next]].End)
+			top = uint32(drawn[next])
+			next++
+			nextStart = startOf(next)
+		}
+		if !boundary || (pending == 0 && i < minEnd) {
 			continue
 		}
+		// resolve the decrements, emit the edges that moved, drop the ended
+		var run int64
 		w := 0
-		for _, p := range active {
-			b := &m.Blocks[drawn[p]]
-			if b.End <= int32(i) {
+		minEnd = math.MaxInt32
+		for q := range active {
+			a := active[q]
+			run += a.dec
+			a.dec = 0
+			a.off -= run
+			if a.end <= i {
 				continue
 			}
-			active[w] = p
+			if q < started && a.last-a.off >= half {
+				edges = append(edges, edge{a.p, int32(c), a.off})
+				a.last = a.off
+			}
+			minEnd = min(minEnd, a.end)
+			active[w] = a
 			w++
-			if p >= started {
-				continue
-			}
-			if off := base[p] + sum(p); last[p]-off >= half {
-				v.Blocks[p].Edges = append(v.Blocks[p].Edges, Edge{int32(c), off})
-				last[p] = off
-			}
 		}
 		active = active[:w]
+		pending = 0
+		top = 0
+		if w > 0 {
+			top = uint32(active[w-1].id)
+		}
+	}
+	// the edges by block, in one array
+	count := make([]int32, len(drawn)+1)
+	for _, e := range edges {
+		count[e.p+1]++
+	}
+	for p := 1; p < len(count); p++ {
+		count[p] += count[p-1]
+	}
+	flat := make([]Edge, len(edges))
+	at := append([]int32(nil), count[:len(drawn)]...)
+	for _, e := range edges {
+		flat[at[e.p]] = Edge{e.col, e.off}
+		at[e.p]++
+	}
+	for p := range v.Blocks {
+		v.Blocks[p].Edges = flat[count[p]:count[p+1]:count[p+1]]
 	}
 }
 
 // highlighted sums, per column, the allocated bytes of the blocks accept
 // takes after the column's first entry.
-func (m *Memory) highlighted(v *View, accept func(m *Memory, id int) bool) []int64 {
+func (m *Memory) highlighted(v *View, accept func(m *Memory, id int) bool, ids []int32) []int64 {
 	out := make([]int64, v.Columns)
-	ids, _ := m.AllocatedLiveAt(v.X0)
 	var cur int64
 	for _, id := range ids {
 		if accept(m, int(id)) {
