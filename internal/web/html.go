@@ -141,7 +141,7 @@ func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
 			if err != nil {
 				return nil, err
 			}
-			enc := base64.StdEncoding.EncodeToString(EncodeView(m, v, timeline.ByCategory))
+			enc := base64.StdEncoding.EncodeToString(EncodeView(m, v, ViewEncoding{Color: timeline.ByCategory, Height: o.Height, IDs: true}))
 			size += len(enc)
 			tiles = append(tiles, htmlTile{x0, x1, enc})
 			for _, bl := range v.Blocks {

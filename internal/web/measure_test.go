@@ -94,8 +94,9 @@ func TestMeasure(t *testing.T) {
 	views := eval[[][]float64](t, b, `performance.getEntriesByType('resource').filter(e => e.name.includes('/api/v1/mem/view'))
 	  .map(e => [(e.serverTiming.find(s => s.name === 'app') || {duration: -1}).duration, e.encodedBodySize, e.duration])`)
 	var srv, kb, total []float64
-	for _, v := range views {
+	for k, v := range views {
 		srv, kb, total = append(srv, v[0]), append(kb, v[1]/1024), append(total, v[2])
+		report(fmt.Sprintf("  view %d: server ms / KB sent / request ms", k+1), fmt.Sprintf("%.1f / %.1f / %.1f", v[0], v[1]/1024, v[2]))
 	}
 	report("zoom/pan views: server ms median / max", fmt.Sprintf("%.1f / %.1f (%d views)", median(srv), maxf(srv), len(srv)))
 	report("zoom/pan views: KB median / max", fmt.Sprintf("%.1f / %.1f", median(kb), maxf(kb)))

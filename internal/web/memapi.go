@@ -1,8 +1,6 @@
 package web
 
 import (
-	"encoding/binary"
-	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -149,82 +147,7 @@ func (s *Server) memView(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	return rawBody(EncodeView(md.tl, v, color)), nil
-}
-
-// viewVersion is the layout of EncodeView's output (ui/src/data.js reads it).
-const viewVersion = 1
-
-// EncodeView writes a view in the page's binary layout, little endian:
-//
-//	u32 version, x0, x1, columns, blocks, summarized
-//	f64 y0, y1, min_bytes
-//	f32 alloc_min[columns], alloc_max[...], reserved_min[...], reserved_max[...]
-//	u8  phase[columns]
-//	u8  has_highlight; f32 highlighted[columns] when set
-//	per block: i32 id, start, end; f32 size; u8 category, flags (1: highlighted);
-//	           u16 edges; u32 colour key; edges x (u16 column, f32 offset)
-//
-// Sizes and offsets are float32 bytes (exact to 1 part in 16 million, far
-// below a pixel); the block panel asks for exact numbers.
-func EncodeView(m *timeline.Memory, v *timeline.View, color timeline.By) []byte {
-	W := v.Columns
-	n := 24 + 24 + 17*W + 1 + len(v.Blocks)*24
-	if v.Highlighted != nil {
-		n += 4 * W
-	}
-	for _, b := range v.Blocks {
-		n += 6 * min(len(b.Edges), math.MaxUint16)
-	}
-	buf := make([]byte, 0, n)
-	le := binary.LittleEndian
-	u32 := func(x uint32) { buf = le.AppendUint32(buf, x) }
-	f32 := func(x int64) { buf = le.AppendUint32(buf, math.Float32bits(float32(x))) }
-	f64 := func(x int64) { buf = le.AppendUint64(buf, math.Float64bits(float64(x))) }
-	u32(viewVersion)
-	u32(uint32(v.X0))
-	u32(uint32(v.X1))
-	u32(uint32(W))
-	u32(uint32(len(v.Blocks)))
-	u32(uint32(v.Summarized))
-	f64(v.Y0)
-	f64(v.Y1)
-	f64(v.MinBytes)
-	for _, col := range [][]int64{v.AllocMin, v.AllocMax, v.ResMin, v.ResMax} {
-		for _, x := range col {
-			f32(x)
-		}
-	}
-	for _, p := range v.Phase {
-		buf = append(buf, byte(p))
-	}
-	if v.Highlighted != nil {
-		buf = append(buf, 1)
-		for _, x := range v.Highlighted {
-			f32(x)
-		}
-	} else {
-		buf = append(buf, 0)
-	}
-	for _, b := range v.Blocks {
-		u32(uint32(b.ID))
-		u32(uint32(b.Start))
-		u32(uint32(b.End))
-		f32(b.Size)
-		var flags byte
-		if b.Highlighted {
-			flags |= 1
-		}
-		edges := b.Edges[:min(len(b.Edges), math.MaxUint16)]
-		buf = append(buf, byte(m.Alloc(int(b.ID)).Category), flags)
-		buf = le.AppendUint16(buf, uint16(len(edges)))
-		u32(uint32(m.Key(color, int(b.ID))))
-		for _, e := range edges {
-			buf = le.AppendUint16(buf, uint16(e.Col))
-			f32(e.OffsetBytes)
-		}
-	}
-	return buf
+	return rawBody(EncodeView(md.tl, v, ViewEncoding{Color: color, Height: q.Height})), nil
 }
 
 // Frame is a stack frame with whether it is the user's own (the first

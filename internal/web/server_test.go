@@ -2,11 +2,9 @@ package web
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ptscope/ptscope/internal/testfixture"
-	"github.com/ptscope/ptscope/internal/timeline"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -199,62 +196,6 @@ func TestEndpointsGolden(t *testing.T) {
 	}
 	if code != 200 || json.Unmarshal(body, &tsum) != nil || len(tsum.Result.Kernels) != 1 || len(tsum.Lanes) != 2 {
 		t.Fatalf("trace summary %d: %.300s", code, body)
-	}
-}
-
-// The binary view decodes to exactly the timeline's view.
-func TestViewEncoding(t *testing.T) {
-	s, ts, _ := testServer(t)
-	it, _ := s.inputs.get(0)
-	m := it.mem[0].tl
-	code, body := get(t, ts, "/api/v1/mem/view?input=0&x0=100&x1=2000&w=300&h=200&hl=category:4")
-	if code != 200 {
-		t.Fatalf("%d %s", code, body)
-	}
-	v, err := m.View(timeline.ViewQuery{X0: 100, X1: 2000, Width: 300, Height: 200,
-		Highlight: func(m *timeline.Memory, id int) bool { return m.Key(timeline.ByCategory, id) == 4 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := binary.LittleEndian
-	o := 0
-	u32 := func() uint32 { x := le.Uint32(body[o:]); o += 4; return x }
-	f32 := func() float64 { x := math.Float32frombits(le.Uint32(body[o:])); o += 4; return float64(x) }
-	f64 := func() float64 { x := math.Float64frombits(le.Uint64(body[o:])); o += 8; return x }
-	if u32() != viewVersion || u32() != 100 || u32() != 2000 || int(u32()) != v.Columns || int(u32()) != len(v.Blocks) || int(u32()) != v.Summarized {
-		t.Fatal("header differs")
-	}
-	if f64() != float64(v.Y0) || f64() != float64(v.Y1) || f64() != float64(v.MinBytes) {
-		t.Fatal("y range differs")
-	}
-	for _, col := range [][]int64{v.AllocMin, v.AllocMax, v.ResMin, v.ResMax} {
-		for _, x := range col {
-			if got := f32(); math.Abs(got-float64(x)) > float64(x)/1e6 {
-				t.Fatalf("curve %v, want %d", got, x)
-			}
-		}
-	}
-	o += v.Columns // phases
-	if body[o] != 1 {
-		t.Fatal("no highlight")
-	}
-	o++
-	o += 4 * v.Columns
-	for _, b := range v.Blocks {
-		if int32(u32()) != b.ID || int32(u32()) != b.Start || int32(u32()) != b.End || f32() != float64(float32(b.Size)) {
-			t.Fatalf("block %d differs", b.ID)
-		}
-		o += 2
-		if int(le.Uint16(body[o:])) != len(b.Edges) {
-			t.Fatalf("block %d edges", b.ID)
-		}
-		o += 2 + 4 + 6*len(b.Edges)
-	}
-	if o != len(body) {
-		t.Fatalf("decoded %d of %d bytes", o, len(body))
-	}
-	if len(v.Blocks) == 0 {
-		t.Fatal("no block drawn")
 	}
 }
 

@@ -16,13 +16,25 @@ export async function get(path, params = {}, binary = false) {
   if (inline) return fromInline(path, params);
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v != null) q.set(k, v);
-  const r = await fetch(`/api/v1/${path}?${q}`);
+  const url = `/api/v1/${path}?${q}`;
+  lastURL[path] = new URL(url, location.href).href;
+  const r = await fetch(url);
   if (!r.ok) {
     let msg = `${r.status} ${r.statusText}`;
     try { msg = (await r.json()).error || msg; } catch (e) { /* not JSON */ }
     throw new ApiError(msg);
   }
   return binary ? r.arrayBuffer() : r.json();
+}
+
+// sentBytes is the body size the last request for path took on the wire
+// (compressed), from the page's resource timing; 0 when unknown (an
+// --html file, or the timing entry not recorded yet).
+const lastURL = {};
+export function sentBytes(path) {
+  if (inline || !lastURL[path] || typeof performance === 'undefined') return 0;
+  const es = performance.getEntriesByName(lastURL[path]);
+  return es.length ? es[es.length - 1].encodedBodySize : 0;
 }
 
 // fromInline answers from the inlined data: memory views from the
@@ -84,32 +96,43 @@ function need(x) {
   return x;
 }
 
-// decodeView reads the binary memory view (internal/web EncodeView).
+// decodeView reads the binary memory view (internal/web EncodeView, whose
+// comment is the layout): positions come quantised to the view's columns
+// and eighths of its pixel rows, and are turned back into entries (by
+// column) and bytes here, so that drawing needs no other units.
 export function decodeView(buf) {
-  const dv = new DataView(buf);
+  const dv = new DataView(buf), u8 = new Uint8Array(buf);
   let o = 0;
   const u32 = () => { const v = dv.getUint32(o, true); o += 4; return v; };
-  const i32 = () => { const v = dv.getInt32(o, true); o += 4; return v; };
-  const f32 = () => { const v = dv.getFloat32(o, true); o += 4; return v; };
   const f64 = () => { const v = dv.getFloat64(o, true); o += 8; return v; };
+  const uv = () => { let x = 0, m = 1, b; do { b = u8[o++]; x += (b & 127) * m; m *= 128; } while (b & 128); return x; };
+  const sv = () => { const x = uv(); return x % 2 ? -(x + 1) / 2 : x / 2; };
   const version = u32();
-  if (version !== 1) throw new ApiError(`view version ${version} not understood`);
-  const v = { x0: u32(), x1: u32(), cols: u32(), nblocks: u32(), summarized: u32(), y0: f64(), y1: f64(), minBytes: f64() };
-  const arr = () => { const a = new Float64Array(v.cols); for (let i = 0; i < v.cols; i++) a[i] = f32(); return a; };
-  v.allocMin = arr(); v.allocMax = arr(); v.resMin = arr(); v.resMax = arr();
-  v.phase = new Uint8Array(buf.slice(o, o + v.cols)); o += v.cols;
-  const hasHL = dv.getUint8(o); o += 1;
-  v.hl = hasHL ? arr() : null;
+  if (version !== 2) throw new ApiError(`view version ${version} not understood`);
+  const v = { x0: u32(), x1: u32(), cols: u32(), nblocks: u32(), summarized: u32(), height: u32(), y0: f64(), y1: f64(), minBytes: f64() };
+  const flags = u8[o++];
+  v.hasIds = !!(flags & 2);
+  const scale = v.height * 8 / Math.max(1, v.y1 - v.y0); // sub-rows per byte
+  const pal = new Array(uv());
+  for (let k = 0; k < pal.length; k++) { const cat = u8[o], fl = u8[o + 1]; o += 2; pal[k] = { cat, flags: fl, key: uv() }; }
+  const curve = () => { const a = new Float64Array(v.cols); let r = 0; for (let i = 0; i < v.cols; i++) { r += sv(); a[i] = v.y0 + r / scale; } return a; };
+  v.allocMin = curve(); v.allocMax = curve(); v.resMin = curve(); v.resMax = curve();
+  v.hl = flags & 1 ? curve() : null;
+  v.phase = u8.slice(o, o + v.cols); o += v.cols;
   v.blocks = new Array(v.nblocks);
+  let c0 = 0, bot = 0, id = 0;
   for (let k = 0; k < v.nblocks; k++) {
-    const b = { id: i32(), start: i32(), end: i32(), size: f32() };
-    b.cat = dv.getUint8(o); b.flags = dv.getUint8(o + 1); o += 2;
-    const ne = dv.getUint16(o, true); o += 2;
-    b.key = u32();
-    b.cols = new Int32Array(ne); b.offs = new Float64Array(ne);
-    for (let e = 0; e < ne; e++) { b.cols[e] = dv.getUint16(o, true); o += 2; b.offs[e] = f32(); }
+    c0 += uv();
+    const c1 = c0 + uv(), p = pal[uv()], size = uv() / scale, ne = uv();
+    const b = { c0, c1, cat: p.cat, flags: p.flags, key: p.key, size, cols: new Int32Array(ne), offs: new Float64Array(ne), id: -1 };
+    bot += sv();
+    let col = c0, r = bot;
+    b.cols[0] = col; b.offs[0] = v.y0 + r / scale;
+    for (let e = 1; e < ne; e++) { col += uv(); r -= uv(); b.cols[e] = col; b.offs[e] = v.y0 + r / scale; }
+    if (v.hasIds) { id += uv(); b.id = id; }
     v.blocks[k] = b;
   }
+  if (o !== buf.byteLength) throw new ApiError(`view: ${buf.byteLength - o} bytes left over`);
   v.bytes = buf.byteLength;
   return v;
 }

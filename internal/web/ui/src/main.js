@@ -143,6 +143,7 @@ async function showMemory(it, view, body) {
     onBlock: async (id, b) => {
       try {
         b = b || await get('mem/block', { input: it.id, device, id });
+        window.__ptscope.block = b;
         blockPanel(panel, b, {
           startNS: summary.start_ns,
           zoom: (blk) => { const s = Math.max(0, blk.alloc_event_index), e = blk.free_requested_event_index < 0 ? summary.entries : blk.free_requested_event_index + 1; const pad = Math.max(2, (e - s) / 4); tl.zoomTo(s - pad, e + pad); },

@@ -2,7 +2,7 @@
 // pixel in both directions drawn on its own at its stacking offsets (from
 // the server), the rest as the band under the allocated curve; zoom (wheel;
 // shift+wheel for bytes), pan (drag), click for a block's stack.
-import { get, decodeView, colEntry, htmlMode } from './data.js';
+import { get, decodeView, colEntry, htmlMode, sentBytes } from './data.js';
 import { bytes, exact, dur, el, categoryColors, phaseColors, keyColor } from './fmt.js';
 
 const AXIS_L = 64, AXIS_B = 34, PHASE_H = 6;
@@ -64,13 +64,14 @@ export class MemoryTimeline {
     this.data = decodeView(buf);
     this.requests++;
     this.lastBytes = this.data.bytes;
+    this.lastSent = sentBytes('mem/view');
     this.lastFetchMS = performance.now() - t0;
     this.draw();
     this.lastDrawMS = performance.now() - t0 - this.lastFetchMS;
     this.node.dataset.state = 'ready';
     this.node.dataset.blocks = this.data.nblocks;
     window.__ptscope.timings.memoryTimeline ??= performance.now();
-    window.__ptscope.lastView = { bytes: this.lastBytes, fetchMS: this.lastFetchMS, drawMS: this.lastDrawMS, blocks: this.data.nblocks, x0: this.vp.x0, x1: this.vp.x1 };
+    window.__ptscope.lastView = { bytes: this.lastBytes, sent: this.lastSent, fetchMS: this.lastFetchMS, drawMS: this.lastDrawMS, blocks: this.data.nblocks, x0: this.vp.x0, x1: this.vp.x1 };
   }
 
   fail(e) {
@@ -114,7 +115,7 @@ export class MemoryTimeline {
       const color = this.color === 'category' ? (categoryColors[cats[b.cat]] || '#999') : keyColor(b.key);
       c.fillStyle = color;
       c.globalAlpha = hl && !(b.flags & 1) ? 0.25 : 1;
-      const bs = this.X(Math.max(b.start, this.vp.x0 - 1)), be = this.X(Math.min(b.end, this.vp.x1 + 1));
+      const bs = this.X(colEntry(d, b.c0)), be = this.X(colEntry(d, b.c1));
       for (let e = 0; e < b.cols.length; e++) {
         let xa = e === 0 ? bs : this.X(colEntry(d, b.cols[e]));
         let xb = e + 1 < b.cols.length ? this.X(colEntry(d, b.cols[e + 1])) : be;
@@ -165,6 +166,7 @@ export class MemoryTimeline {
     }
     this.axes(c, W, H);
     this.info.textContent = `entries ${exact(this.vp.x0)}–${exact(this.vp.x1)} · ${exact(d.nblocks)} blocks drawn, ${exact(d.summarized)} in the band (under ${bytes(d.minBytes)} or a pixel) · ${(d.bytes / 1024).toFixed(1)} KB` +
+      (this.lastSent ? ` (${(this.lastSent / 1024).toFixed(1)} KB sent)` : '') +
       (htmlMode ? ' · offline file: detail stops at its deepest level; use ptscope serve for more' : '');
   }
 
@@ -232,11 +234,13 @@ export class MemoryTimeline {
     cv.addEventListener('dblclick', () => { this.vp = { x0: 0, x1: this.ctx.summary.entries, y0: 0, y1: null }; this.refresh(); });
   }
 
-  // hitLocal finds a drawn block under (entry, bytes).
+  // hitLocal finds a drawn block under (entry, bytes) in a view that
+  // carries block ids (--html files; the server hit-tests clicks itself).
   hitLocal(e, by) {
     const d = this.data;
+    if (!d.hasIds) return -1;
     for (const b of d.blocks) {
-      if (e < b.start || e >= b.end) continue;
+      if (e < colEntry(d, b.c0) || e >= colEntry(d, b.c1)) continue;
       let k = 0;
       for (let j = 0; j < b.cols.length; j++) if (colEntry(d, b.cols[j]) <= e) k = j;
       if (by >= b.offs[k] && by < b.offs[k] + b.size) return b.id;
