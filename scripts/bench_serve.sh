@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Measures ptscope serve and --html against the goals in docs/serve.md:
-# a generated 1M-entry snapshot and a ~350 MB trace (or the files given),
+# a generated 1M-entry snapshot (GPT-2 small trained at batch 8 x 512, whose
+# blocks of 12-785 MiB draw ~16,000 blocks in the first view, as a real
+# recording does; SNAPGEN_MODEL=synthetic for the older random-size one) and
+# a ~350 MB trace (or the files given),
 # `analyze --json` beside the server's time to ready, then the browser
 # numbers (headless Chromium: apt-get install chromium-headless-shell).
 # Usage: scripts/bench_serve.sh [SNAPSHOT [TRACE]]
@@ -8,9 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${TMPDIR:-/tmp}/ptscope-bench-serve
 mkdir -p "$work"
-snap=${1:-$work/snap1m.pickle}
+model=${SNAPGEN_MODEL:-gpt2s}
+snap=${1:-$work/${model}_1m.pickle}
 trace=${2:-$work/trace350.json}
-[ -f "$snap" ] || go run ./scripts/gensnapshot -o "$snap"
+[ -f "$snap" ] || go run ./scripts/gensnapshot -model "$model" -o "$snap"
 if [ ! -f "$trace" ] && [ -f ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json ]; then
 	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 350MB -o "$trace"
 fi
