@@ -3,11 +3,14 @@ package web
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/memory"
@@ -337,6 +340,94 @@ func TestViewEncodingManyBlocks(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkDecoded(t, m, v, d, color, false)
+		}
+	}
+}
+
+// An --html file holds, for every block its tiles draw, a row of details
+// equal to what the server's block endpoint answers; its tiles are gzipped
+// views with ids, of the ranges they say.
+func TestHTMLTilesAndBlocks(t *testing.T) {
+	t.Parallel()
+	m := gpt2Memory(t, 30_000)
+	r := memory.Analyze(m.Snap, 0, memory.Options{})
+	var page bytes.Buffer
+	if err := WriteHTML(&page, "t", []HTMLMemory{{Path: "g.pickle", Analysis: r}}, nil, HTMLOptions{Budget: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	s := page.String()
+	i := strings.Index(s, "window.__PTSCOPE_DATA__")
+	j := strings.Index(s[i:], "=") + i + 1
+	k := strings.Index(s[j:], "</script>") + j
+	var d htmlData
+	if err := json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(s[j:k]), ";")), &d); err != nil {
+		t.Fatal(err)
+	}
+	hm := d.Mem["0"]
+	if hm.Levels < 3 || len(hm.Tiles) < 7 {
+		t.Fatalf("%d levels in %d tiles within 1 MB", hm.Levels, len(hm.Tiles))
+	}
+	row := map[int64]int{}
+	for k, id := range hm.Blocks.Cols["id"] {
+		row[id] = k
+	}
+	text := map[string]bool{}
+	for _, c := range hm.Blocks.TextCols {
+		text[c] = true
+	}
+	tl := timeline.NewMemory(m.Snap, 0, r.Replay, r.Phases)
+	for _, tile := range hm.Tiles {
+		raw, err := base64.StdEncoding.DecodeString(tile.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dv, err := decodeViewBytes(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := tl.View(timeline.ViewQuery{X0: tile.X0, X1: tile.X1, Width: 1200, Height: 400})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDecoded(t, tl, v, dv, timeline.ByCategory, true)
+		for _, b := range dv.blocks {
+			k, ok := row[int64(b.id)]
+			if !ok {
+				t.Fatalf("tile [%d,%d) draws block %d, which has no details", tile.X0, tile.X1, b.id)
+			}
+			want, _ := json.Marshal(blockDetails(tl, b.id))
+			var w map[string]any
+			json.Unmarshal(want, &w)
+			for c, col := range hm.Blocks.Cols {
+				got := any(float64(col[k]))
+				switch {
+				case text[c]:
+					got = hm.Blocks.Strings[col[k]]
+				case c == "alloc_time_ns" || c == "free_time_ns":
+					if col[k] < 0 {
+						got = nil
+					} else {
+						got = float64(col[k] + hm.Summary.StartNS)
+					}
+				case c == "stack_id" || c == "free_stack_id":
+					continue // frames are shared by stack: checked below
+				}
+				if wv, ok := w[c]; (ok || got != nil && got != "" && got != float64(0)) && fmt.Sprint(wv) != fmt.Sprint(got) {
+					t.Fatalf("block %d %s: %v, the server %v", b.id, c, got, wv)
+				}
+			}
+			a := tl.Alloc(b.id)
+			if st := hm.Stacks[fmt.Sprint(hm.Blocks.Cols["stack_id"][k])]; len(st) != len(frames(tl, a.Stack)) {
+				t.Fatalf("block %d: %d frames, the server %d", b.id, len(st), len(frames(tl, a.Stack)))
+			}
 		}
 	}
 }

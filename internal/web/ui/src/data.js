@@ -37,11 +37,33 @@ export function sentBytes(path) {
   return es.length ? es[es.length - 1].encodedBodySize : 0;
 }
 
+// inflate un-gzips bytes (the --html file's tiles) with the browser's own
+// DecompressionStream.
+async function inflate(bytes) {
+  return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'))).arrayBuffer();
+}
+
+// blockRow rebuilds a block's details from the --html file's columns (one
+// row per block, in id order: internal/web htmlBlocks).
+function blockRow(m, id) {
+  const t = m.blocks, ids = t.cols.id;
+  let lo = 0, hi = ids.length;
+  while (lo < hi) { const h = (lo + hi) >> 1; if (ids[h] < id) lo = h + 1; else hi = h; }
+  if (ids[lo] !== id) return null;
+  const b = {};
+  for (const [k, col] of Object.entries(t.cols)) b[k] = col[lo];
+  for (const k of t.text_cols) b[k] = t.strings[b[k]];
+  for (const k of t.time_cols) b[k] = b[k] < 0 ? 0 : m.summary.start_ns + b[k];
+  const at = t.cols.alloc_time_ns[lo], ft = t.cols.free_time_ns[lo];
+  if (at >= 0 && ft >= 0) b.lifetime_ns = ft - at;
+  return b;
+}
+
 // fromInline answers from the inlined data: memory views from the
 // precomputed tiles (the smallest one holding the requested range), block
 // details of every block those tiles draw, states and breakdowns at the
 // entries the file holds.
-function fromInline(path, p) {
+async function fromInline(path, p) {
   const D = inline;
   const mem = D.mem && D.mem[p.input ?? 0];
   const tr = D.trace && D.trace[p.input ?? 0];
@@ -55,12 +77,12 @@ function fromInline(path, p) {
       for (const t of m.tiles) {
         if (t.x0 <= x0 && t.x1 >= x1 && t.x1 - t.x0 < best.x1 - best.x0) best = t;
       }
-      if (!best.buf) best.buf = b64(best.data);
+      if (!best.buf) best.buf = await inflate(b64(best.data));
       return best.buf;
     }
     case 'mem/block': {
       const m = need(mem);
-      const b = m.blocks[p.id];
+      const b = blockRow(m, +p.id);
       if (!b) throw new ApiError(`block ${p.id} is not in this file`);
       return { ...b, frames: m.stacks[b.stack_id] || [], free_frames: b.free_stack_id ? m.stacks[b.free_stack_id] : null };
     }
