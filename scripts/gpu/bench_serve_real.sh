@@ -109,4 +109,11 @@ e=$(date +%s.%N)
 size=$(stat -c %s "$OUT/real_1m.html")
 if [ "$size" -le 10000000 ]; then v=PASS; else v=FAIL; rc=1; fi
 echo "$v --html <= 10 MB: $(calc "$size / 1e6") MB, analyze --html $(calc "$e - $s") s (open $OUT/real_1m.html in Chromium for the draw time)"
+python3 - "$OUT/real_1m.html" <<'EOF'
+import json, sys
+s = open(sys.argv[1]).read()
+j = s.index("=", s.index("window.__PTSCOPE_DATA__")) + 1
+m = json.loads(s[j:s.index("</script>", j)].strip().rstrip(";"))["mem"]["0"]
+print(f"  --html: {m['levels']} levels of detail in {len(m['tiles'])} tiles, details of {len(m['blocks']['cols']['id'])} blocks")
+EOF
 exit $rc
