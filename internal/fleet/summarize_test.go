@@ -29,6 +29,7 @@ var genFleet = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	tempDirs = append(tempDirs, dir)
 	snap := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "snapshots", name))
 		if err != nil {
@@ -49,10 +50,14 @@ var genFleet = sync.OnceValues(func() (string, error) {
 	return dir, os.WriteFile(filepath.Join(bad, fleetgen.SnapshotName), o.Snapshot[:len(o.Snapshot)/3], 0o644)
 })
 
+// tempDirs are the folders the generated fleets were written to, removed
+// when the tests end.
+var tempDirs []string
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if dir, err := genFleet(); err == nil && dir != "" {
-		os.RemoveAll(dir)
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
 	}
 	os.Exit(code)
 }
