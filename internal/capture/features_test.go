@@ -46,11 +46,12 @@ func TestFakeTorchStackWindows(t *testing.T) {
 		// warm-up only: stacks off from step 3 on
 		{"auto", "train", 6, DefaultRecordSteps(), "python", 100000,
 			[]win{{"setup", -1, -1}, {"warmup", 0, 2}}, []any{"alloc", nil}},
-		// a small ring: about 21 entries a step, so a stacked step every 8
-		// keeps one in the last 200 entries
-		{"periodic", "train", 30, DefaultRecordSteps(), "python", 200,
-			[]win{{"setup", -1, -1}, {"warmup", 0, 2}, {"periodic", 10, 10}, {"periodic", 18, 18}, {"periodic", 26, 26}},
-			[]any{"alloc", nil, "alloc", nil, "alloc", nil, "alloc", nil}},
+		// a small ring: about 21 entries a step, 9 steps in the last 200
+		// entries; a stacked step as the last one is about to leave the
+		// ring, but at most every 32nd step (a stacked step costs the most)
+		{"periodic", "train", 50, DefaultRecordSteps(), "python", 200,
+			[]win{{"setup", -1, -1}, {"warmup", 0, 2}, {"periodic", 10, 10}, {"periodic", 42, 42}},
+			[]any{"alloc", nil, "alloc", nil, "alloc", nil}},
 		// a leak raises the peak from step 6 on: the next step is stacked,
 		// with a gap that doubles (1, 2, 4, 8 steps)
 		{"peak", "leak", 24, DefaultRecordSteps(), "python", 100000,
@@ -138,8 +139,8 @@ print(json.dumps({"calls": [c["context"] for c in s["fake_history_calls"]], "ent
 			}
 			if tt.name == "periodic" {
 				// the ring holds the last 200 entries, among them all of
-				// step 26's: 7 stacked allocations
-				if facts.Entries != 200 || facts.ByStep["26"] != 7 {
+				// step 42's: 7 stacked allocations
+				if facts.Entries != 200 || facts.ByStep["42"] != 7 {
 					t.Errorf("ring: %d entries, stacked allocations by step %v", facts.Entries, facts.ByStep)
 				}
 			}

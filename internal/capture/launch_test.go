@@ -40,7 +40,7 @@ type runOut struct {
 	status         string
 }
 
-func testOptions(t *testing.T, extraEnv ...string) Options {
+func testOptions(t testing.TB, extraEnv ...string) Options {
 	o := DefaultOptions()
 	o.OutDir = filepath.Join(t.TempDir(), "out")
 	o.CacheDir = filepath.Join(t.TempDir(), "cache")
@@ -59,7 +59,7 @@ func testOptions(t *testing.T, extraEnv ...string) Options {
 	return o
 }
 
-func fakeTorchEnv(t *testing.T) string {
+func fakeTorchEnv(t testing.TB) string {
 	abs, err := filepath.Abs("testdata/faketorch")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func fakeTorchEnv(t *testing.T) string {
 	return "PYTHONPATH=" + abs
 }
 
-func runIt(t *testing.T, o Options, argv ...string) runOut {
+func runIt(t testing.TB, o Options, argv ...string) runOut {
 	t.Helper()
 	var stdout, stderr, status bytes.Buffer
 	o.Stdout, o.Stderr, o.Status = &stdout, &stderr, &status

@@ -253,11 +253,15 @@ func DefaultOptions() Options {
 		OOM:              true,
 		MaxSnapshotBytes: 4 << 30,
 		Schedule:         DefaultSchedule(),
-		ProfileMemory:    true,
-		RecordShapes:     true,
-		Phases:           true,
-		Modules:          true,
-		Interval:         time.Second,
+		// --trace records kernels and operators without shapes or memory
+		// events: both slow the profiled steps, host time most (docs/bundle.md),
+		// a bundle's snapshots already hold the memory, and the trace's own
+		// profiling-overhead finding advises them off for step timings.
+		ProfileMemory: false,
+		RecordShapes:  false,
+		Phases:        true,
+		Modules:       true,
+		Interval:      time.Second,
 	}
 }
 

@@ -12,18 +12,30 @@
 #        bf16, AdamW, 3 warm-up + 40 measured steps: GPU-bound (~41 ms steps);
 #        "run" is the sum of the measured steps
 #
-# Capture options (CONFIGS, default "off default all trace"):
-#   off      plain python, no ptscope
-#   default  ptscope run with its defaults (stacks in windows of steps)
-#   all      --record-steps all: a stack with every allocation of every step
-#   trace    default + --trace --schedule wait=20,warmup=2,active=10,repeat=1;
-#            the table adds the median of the 10 profiled steps against the
-#            same steps without capture
-#   trace_light  trace with --profile-memory=false --record-shapes=false
-#   none     --stacks none (history without stacks); live  --memory=false
-#            --phases=false --modules=false (the companion's floor)
-# e.g. CONFIGS="off trace trace_light" WORKLOADS=hf (about 3 minutes) compares
-# the profiler's options.
+# Capture options (CONFIGS, default "off default all trace"); the parts of the
+# default, one at a time, for a breakdown of what it costs:
+#   off        plain python, no ptscope
+#   floor      the companion with live samples and the OOM observer only
+#              (--memory=false --phases=false --modules=false --snapshot-at none;
+#              "live" is the same)
+#   hooks      phases and module metadata, no allocator history (--memory=false
+#              --snapshot-at none): the global module hooks and step bookkeeping
+#   nomodules  the default without module metadata (--modules=false: module
+#              hooks remain, for the phases)
+#   history    allocator history with the default stack windows, no hooks
+#              (--phases=false --modules=false)
+#   none       the default without any Python stack (--stacks none)
+#   nolive     the default without the live sampler (--interval 1h)
+#   default    ptscope run with its defaults (stacks in windows of steps)
+#   all        --record-steps all: a stack with every allocation of every step
+#   trace      default + --trace --schedule wait=20,warmup=2,active=10,repeat=1
+#              (the profiler without shapes or memory events, --trace's
+#              default); the table adds the median of the 10 profiled steps
+#              against the same steps without capture. trace_light is the same.
+#   trace_full trace with --record-shapes --profile-memory (the earlier default)
+# Each ptscope run prints how many of its steps recorded stacks.
+# e.g. one breakdown run of about 7 minutes on an H100:
+#   CONFIGS="off floor hooks history none default trace trace_full" WORKLOADS=hf REPS=2 HF_STEPS=100
 # Goal: default within 3% of off on both workloads (median step time).
 #
 # Usage (the device tool; build the Linux binary here first):
@@ -65,10 +77,14 @@ flags() {
     off) ;;
     default) echo "--quiet" ;;
     all) echo "--quiet --record-steps all" ;;
-    trace) echo "--quiet --trace --schedule $TRACE_SCHED" ;;
-    trace_light) echo "--quiet --trace --schedule $TRACE_SCHED --profile-memory=false --record-shapes=false" ;;
+    trace|trace_light) echo "--quiet --trace --schedule $TRACE_SCHED --profile-memory=false --record-shapes=false" ;;
+    trace_full) echo "--quiet --trace --schedule $TRACE_SCHED --profile-memory --record-shapes" ;;
     none) echo "--quiet --stacks none" ;;
-    live) echo "--quiet --memory=false --phases=false --modules=false --snapshot-at none" ;;
+    floor|live) echo "--quiet --memory=false --phases=false --modules=false --snapshot-at none" ;;
+    hooks) echo "--quiet --memory=false --snapshot-at none" ;;
+    nomodules) echo "--quiet --modules=false" ;;
+    history) echo "--quiet --phases=false --modules=false" ;;
+    nolive) echo "--quiet --interval 1h" ;;
   esac
 }
 cmd() {
@@ -90,7 +106,19 @@ for rep in $(seq 1 "$REPS"); do
         timeout 200 "$PTSCOPE" run $(flags "$c") --out "$WORK/bundles" -- $(cmd "$w" "$res") >"$WORK/last.out" 2>&1
       fi
       rc=$?
-      say "   $w $c rep $rep: exit $rc, $((SECONDS - t0)) s wall, load before $load"
+      stacked=""
+      if [ "$c" != off ]; then
+        stacked=$($PYTHON - "$WORK/bundles/latest" <<'PY' 2>/dev/null
+import glob, json, os, sys
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "rank*", "process.json")))[:1]:
+    d = json.load(open(p))
+    n = sum(w["last_step"] - w["first_step"] + 1 for w in d.get("stack_windows") or [] if w["first_step"] >= 0)
+    print(", stacked steps %d of %d (%s)" % (n, d.get("steps", 0), " ".join(
+        "%s:%d-%d" % (w["reason"], w["first_step"], w["last_step"]) for w in d.get("stack_windows") or [])))
+PY
+)
+      fi
+      say "   $w $c rep $rep: exit $rc, $((SECONDS - t0)) s wall, load before $load$stacked"
       [ "$rc" = 0 ] || tail -n 5 "$WORK/last.out" | sed 's/^/   | /' | tee -a "$LOG"
       rm -rf "$WORK/bundles"
     done
@@ -132,7 +160,8 @@ for w, cs in summary.items():
     off = cs.get("off")
     print("== %s (median over %d interleaved runs of each run's median/mean step)" % (w, reps))
     print("   %-11s %12s %8s %12s %8s %10s %8s %22s" % ("capture", "median step", "vs off", "mean step", "vs off", "run", "vs off", "profiled steps vs off"))
-    order = ["off", "live", "none", "default", "all", "trace_light", "trace"]
+    order = ["off", "floor", "live", "hooks", "history", "nomodules", "none", "nolive", "default", "all",
+             "trace_light", "trace", "trace_full"]
     for c, s in sorted(cs.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99):
         r = lambda k: ("%+7.1f%%" % ((s[k] / off[k] - 1) * 100)) if off and off.get(k) else "        "
         pw = ""

@@ -20,6 +20,8 @@ from ._phases import PhasesMixin
 from ._roles import Inventory
 
 _MAX_JSONL_BYTES = 256 << 20  # per phases.jsonl / live.jsonl
+# one encoder for every record: json.dumps with separators builds one per call
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _now_us():
@@ -50,7 +52,7 @@ class _Jsonl:
         self.lock = threading.Lock()
 
     def write(self, rec):
-        line = json.dumps(rec, separators=(",", ":")) + "\n"
+        line = _ENCODE(rec) + "\n"
         with self.lock:
             if self.f is None:
                 return
@@ -113,6 +115,8 @@ class Capture(PhasesMixin):
         self.bw_roots = []  # the last backward roots given the reset pre-hook
         self.label_hooks = {}
         self.owners = []  # naming roots: the model(s) seen in forward
+        self.holding = False  # inside one hook's bookkeeping (_raw)
+        self.held = None
         self.inv = None  # _roles.Inventory, once the rank folder exists
         self.opt_del = None  # (torch.optim.Optimizer, the finalizer installed on it)
         self.inv_enabled = True
@@ -133,6 +137,8 @@ class Capture(PhasesMixin):
         self.main_ident = self.main_thread.ident
         self.names = weakref.WeakKeyDictionary()  # module -> fqn
         self.stack = []  # modules whose forward runs on the main thread
+        self.stack_names = []  # their names (module paths), in step
+        self.name_by_id = {}  # id(module) -> (weak reference, path): the hot path's names
         self.inner_seen = False  # a module was called inside a root's forward (precision's autocast check)
         self.peak_device_used = 0
         self.peak_rss = 0
@@ -154,31 +160,46 @@ class Capture(PhasesMixin):
             log_once(key, "%s failed (%r); that part of the capture is skipped" % (key, err))
             return None
 
-    def _entries(self):
-        """(history events, max_allocated, max_reserved): the allocator's
-        running count of allocations plus two per free (free_requested,
-        free_completed), and its peaks."""
-        raw = getattr(torch._C, "_cuda_memoryStats", None)
-        if raw is not None:
-            s = raw(self.device)
-            a = s["allocation"]["all"]
-            return (int(a["allocated"]) + 2 * int(a["freed"]), s["allocated_bytes"]["all"]["peak"],
-                    s["reserved_bytes"]["all"]["peak"])
-        s = torch.cuda.memory_stats(self.device)
-        return (int(s.get("allocation.all.allocated", 0)) + 2 * int(s.get("allocation.all.freed", 0)),
-                s.get("allocated_bytes.all.peak", 0), s.get("reserved_bytes.all.peak", 0))
-
-    def _stats(self):
-        """(allocated, reserved, max_allocated, max_reserved) in bytes for self.device."""
+    def _raw(self):
+        """(allocated, reserved, max_allocated, max_reserved, history events)
+        for self.device, from one allocator stats call (history events: the
+        allocator's running count of allocations plus two per free, as the
+        trace records free_requested and free_completed). Inside a hold (one
+        hook's bookkeeping, where nothing is allocated) the first call's
+        answer is reused: a phase's end and the next one's start, a step's end
+        and the next step's stack decision cost one call."""
+        if self.held is not None:
+            return self.held
         raw = getattr(torch._C, "_cuda_memoryStats", None)
         if raw is not None:  # nested dict, cheaper than torch.cuda.memory_stats' flattening
             s = raw(self.device)
             a = s["allocated_bytes"]["all"]
             r = s["reserved_bytes"]["all"]
-            return a["current"], r["current"], a["peak"], r["peak"]
-        s = torch.cuda.memory_stats(self.device)
-        return (s.get("allocated_bytes.all.current", 0), s.get("reserved_bytes.all.current", 0),
-                s.get("allocated_bytes.all.peak", 0), s.get("reserved_bytes.all.peak", 0))
+            n = s["allocation"]["all"]
+            v = (a["current"], r["current"], a["peak"], r["peak"], int(n["allocated"]) + 2 * int(n["freed"]))
+        else:
+            s = torch.cuda.memory_stats(self.device)
+            v = (s.get("allocated_bytes.all.current", 0), s.get("reserved_bytes.all.current", 0),
+                 s.get("allocated_bytes.all.peak", 0), s.get("reserved_bytes.all.peak", 0),
+                 int(s.get("allocation.all.allocated", 0)) + 2 * int(s.get("allocation.all.freed", 0)))
+        if self.holding:
+            self.held = v
+        return v
+
+    def _hold(self):
+        self.holding, self.held = True, None
+
+    def _release(self):
+        self.holding, self.held = False, None
+
+    def _entries(self):
+        """(history events, max_allocated, max_reserved)."""
+        v = self._raw()
+        return v[4], v[2], v[3]
+
+    def _stats(self):
+        """(allocated, reserved, max_allocated, max_reserved) in bytes for self.device."""
+        return self._raw()[:4]
 
     def _rank_dir(self):
         base = "rank%d" % self.rank

@@ -10,10 +10,12 @@ for the steps where they pay ("windows"):
             parameters, optimizer state, DDP buckets and the first steps'
             peaks, whose blocks keep their stacks in every later snapshot;
   periodic  one step whenever the last stacked step is about to leave the
-            history ring (max_entries), so the ring always holds a stacked
-            steady-state step for the end or OOM snapshot (at most every 8th
-            step: with steps of over a third of the ring that promise needs
-            a larger max_entries);
+            history ring (max_entries), so the ring holds a stacked
+            steady-state step for the end or OOM snapshot, but at most every
+            32nd step: a stacked step costs a CPU-bound run about 40% of a
+            step, so this keeps their share of the run under about 1.3%
+            (rings shorter than 32 steps then hold a stacked step only part
+            of the time; a larger max_entries or --record-steps gives more);
   peak      the step after one that raised the peak (max_memory_allocated)
             by more than 0.5%, or after one that reserved more than 90% of
             the device, with a gap that doubles each time (a leak that raises
@@ -24,7 +26,7 @@ arguments but another `context`; PyTorch keeps the ring then only where
 its signature has `clear_history` (older versions clear the ring on every
 call), so elsewhere stacks stay on for the whole run. Pure logic: no torch."""
 
-PERIODIC_GAP = 8  # periodic windows at most every 8th step (steps of over a third of the ring)
+PERIODIC_GAP = 32  # periodic windows at most every 32nd step (their cost, see above)
 PEAK_RISE = 1.005  # a step raised the peak when it passed the best so far by 0.5%
 CAPACITY = 0.90  # reserved/total above which the run is close to running out
 

@@ -26,6 +26,8 @@ backward's allocations carry the path of the module whose forward created
 the node (the innermost module wins when modules share an output node)."""
 import sys
 import threading
+import weakref
+from threading import get_ident
 
 import torch
 
@@ -189,6 +191,13 @@ class PhasesMixin:
     def _module_name(self, m):
         return self.names.get(m) or type(m).__name__
 
+    def _name(self, m, name):
+        self.names[m] = name
+        try:
+            self.name_by_id[id(m)] = (weakref.ref(m), name)
+        except TypeError:
+            pass
+
     def _owner(self, root):
         """The outermost module, in the calling frames' `self`, that contains
         root: Lightning's training_step calls self.emb, self.enc and self.head
@@ -223,9 +232,9 @@ class PhasesMixin:
         try:
             for n, m in owner.named_modules():
                 if m not in self.names:
-                    self.names[m] = n if n else type(owner).__name__
+                    self._name(m, n if n else type(owner).__name__)
         except Exception:
-            self.names[root] = type(root).__name__
+            self._name(root, type(root).__name__)
         if owner not in self.owners:
             self.owners.append(owner)
             if self.inv is not None:
@@ -241,32 +250,41 @@ class PhasesMixin:
     def _fwd_pre(self, module, args):
         # hot path: runs for every module call. Under torch.compile, dynamo
         # folds is_compiling() to True, so tracing these hooks adds no graph break.
-        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
+        if self.is_compiling() or self.disabled or get_ident() != self.main_ident:
             return None
         try:
             stack = self.stack
-            if not stack and self.graph_task_id() == -1:
-                self._root_begin(module)
-            elif stack and not self.inner_seen:
+            if not stack:
+                if self.graph_task_id() == -1:
+                    self._root_begin(module)
+            elif not self.inner_seen:
                 self.inner_seen = True
                 self._guard("precision", self._inner_autocast)
+            # the name, from (weak reference, path) by id: a dict lookup and
+            # a dereference, where a WeakKeyDictionary makes a weak reference
+            # per call
+            e = self.name_by_id.get(id(module))
+            name = e[1] if e is not None and e[0]() is module else self._module_name(module)
             stack.append(module)
+            self.stack_names.append(name)
             if self.set_metadata is not None:
-                self.set_metadata(self.names.get(module) or type(module).__name__)
+                self.set_metadata(name)
         except Exception as err:
             log_once("forward pre-hook", "forward pre-hook failed (%r)" % (err,))
         return None
 
     def _fwd_post(self, module, args, output):
-        if self.is_compiling() or self.disabled or threading.get_ident() != self.main_ident:
+        if self.is_compiling() or self.disabled or get_ident() != self.main_ident:
             return None
         try:
             stack = self.stack
             if not stack:
                 return None
+            names = self.stack_names
             # pop up to and including this module (robust to exceptions in children)
             while stack:
                 m = stack.pop()
+                names.pop()
                 if m is module:
                     break
             if self.bw_attr:
@@ -276,7 +294,7 @@ class PhasesMixin:
                     self.bw_attr = False  # until the next stacked step
                     log_once("backward attribution", "backward module attribution failed (%r)" % (err,))
             if self.set_metadata is not None:
-                self.set_metadata(self._module_name(stack[-1]) if stack else "")
+                self.set_metadata(names[-1] if names else "")
             if not stack:
                 self._root_end()
         except Exception as err:
@@ -440,17 +458,22 @@ class PhasesMixin:
         if self.disabled or threading.current_thread() is not self.main_thread:
             return
         nested = self.opt_nested > 0
-        self._safe_phase_end("optimizer")
-        if nested:
-            return
-        self.opt_seen = True
+        self._hold()
         try:
-            self._step_done()
-        except Exception as err:
-            log_once("step", "step bookkeeping failed (%r)" % (err,))
+            self._safe_phase_end("optimizer")
+            if nested:
+                return
+            self.opt_seen = True
+            try:
+                self._step_done()
+            except Exception as err:
+                log_once("step", "step bookkeeping failed (%r)" % (err,))
+        finally:
+            self._release()
 
     # ------------------------------------------------------------------ phases
     def _safe_phase_begin(self, name):
+        self._hold()
         try:
             if name != "forward":
                 self._close_pending()
@@ -462,6 +485,8 @@ class PhasesMixin:
             self._phase_begin(name)
         except Exception as err:
             log_once("phase " + name, "phase tracking failed (%r)" % (err,))
+        finally:
+            self._release()
 
     def _safe_phase_end(self, name):
         try:

@@ -1,0 +1,55 @@
+//go:build !windows
+
+package capture
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkCompanionHooks measures the Python the companion runs on its hot
+// paths (testdata/hookbench.py, over testdata/faketorch, in one process):
+// the global forward hooks around one module call ("us/module_call": every
+// module call of every step pays it) and the phase and step bookkeeping of
+// one training step ("us/step"). Not included: PyTorch's own cost of
+// calling hooks and of its allocator stats, which faketorch stands in for.
+func BenchmarkCompanionHooks(b *testing.B) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skip("python3 not found")
+	}
+	files, _, err := companionFiles()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(py, "testdata/hookbench.py", dir)
+		cmd.Env = append(cmd.Environ(), fakeTorchEnv(b))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("%v\n%s", err, out)
+		}
+		var r struct {
+			ModuleCallUS float64 `json:"module_call_us"`
+			StepUS       float64 `json:"step_us"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			b.Fatalf("hookbench output %q: %v", out, err)
+		}
+		b.ReportMetric(r.ModuleCallUS, "us/module_call")
+		b.ReportMetric(r.StepUS, "us/step")
+	}
+}
