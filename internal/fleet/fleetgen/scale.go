@@ -35,6 +35,9 @@ func (s Scale) apply(v int64) int64 {
 	// v * Num / ScaleDen rounded, without overflow for addresses near 2^47;
 	// a positive value stays positive (traces record requested sizes, some
 	// of 1 byte)
+	if v < 0 && v != math.MinInt64 {
+		return -s.apply(-v) // symmetric: time deltas before the first time
+	}
 	q, r := v/ScaleDen, v%ScaleDen
 	out := q*s.Num + (r*s.Num+ScaleDen/2)/ScaleDen
 	if v > 0 && out <= 0 {
