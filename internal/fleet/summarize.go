@@ -248,6 +248,13 @@ func (s *Summary) addTime(l *Loaded) {
 }
 
 func (s *Summary) rankFinding(source string, rank int, f finding.Finding) {
+	// the example names its rank, whatever the analysis pointed at
+	at := finding.Ref{}
+	if f.At != nil {
+		at = *f.At
+	}
+	at.Rank = finding.Int(rank)
+	f.At = &at
 	id := source + "/" + f.ID
 	a := s.rf[id]
 	if a == nil {
@@ -274,14 +281,7 @@ func (s *Summary) Finish() *Report {
 		rep.Time = s.finishTime()
 	}
 	for _, id := range s.rfIDs {
-		a := s.rf[id]
-		ex := a.Example
-		if ex.At != nil {
-			at := *ex.At
-			ex.At = &at
-		}
-		a.Example = ex
-		rep.RankFindings = append(rep.RankFindings, a.RankFinding)
+		rep.RankFindings = append(rep.RankFindings, s.rf[id].RankFinding)
 	}
 	sort.SliceStable(rep.RankFindings, func(i, j int) bool {
 		a, b := rep.RankFindings[i], rep.RankFindings[j]

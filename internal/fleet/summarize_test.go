@@ -146,7 +146,7 @@ func TestSummarizeMemory(t *testing.T) {
 	}
 	var ids []string
 	for _, f := range rep.RankFindings {
-		if f.Source != "memory" || f.Ranks < 1 || f.Example.At == nil {
+		if f.Source != "memory" || f.Ranks < 1 || f.Example.At == nil || f.Example.At.Rank == nil {
 			t.Errorf("rank finding %+v", f)
 		}
 		ids = append(ids, f.ID)
