@@ -66,6 +66,7 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 			AutocastDtype: p.AutocastDtype, FSDP: p.FSDP}
 	}
 	mo.Roles = rankRoles(r)
+	mo.PeakMarks = peakMarks(r)
 	if x := r.OOM; x != nil && x.DeviceAllocatedBytes > 0 && (total == 0 || x.DeviceAllocatedBytes < total) {
 		// the OOM observer reports the process's own limit
 		// (set_per_process_memory_fraction) in place of the device's total

@@ -133,6 +133,18 @@ func TestTrainerPeaks(t *testing.T) {
 			if got, want := r.Peak.AllocatedBytes, tr.facts.MaxMemoryAllocated; got != want {
 				t.Errorf("peak %d, the process's max_memory_allocated %d (%+.3f%%)", got, want, 100*(float64(got)/float64(want)-1))
 			}
+			// the bundle's own reading of it at the last phase boundary
+			// before the snapshot's end (the OOM's came in a forward
+			// after the last one)
+			got, want := r.Peak.ProcessMaxAllocatedBytes, tr.facts.MaxMemoryAllocated
+			if name == "oom" && (got <= 0 || got > want) || name != "oom" && got != want {
+				t.Errorf("process_max_allocated_bytes %d, the process's %d", got, want)
+			}
+			for _, f := range r.Findings {
+				if f.ID == "peak-not-in-trace" {
+					t.Errorf("finding %+v", f)
+				}
+			}
 		})
 	}
 }

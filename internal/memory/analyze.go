@@ -19,10 +19,20 @@ type Options struct {
 	// (torch.cuda.set_per_process_memory_fraction; a bundle's OOM record
 	// carries it); 0 when none or unknown.
 	AllowedBytes int64
+	// PeakMarks are the process's own max_memory_allocated at known times
+	// (a bundle's phase boundaries and exit); the last one at or before the
+	// trace's last entry is reported with the peak and checked against it.
+	PeakMarks []PeakMark
 	// Roles are what allocations were, from a record that knows the
 	// program's tensors (a ptscope run bundle's inventories); they override
 	// the categories guessed from stacks and phases.
 	Roles []Role
+}
+
+// PeakMark is the process's max_memory_allocated at a time (Unix ns).
+type PeakMark struct {
+	TimeNS            int64
+	MaxAllocatedBytes int64
 }
 
 // Precision is the training's numeric precision as seen at the first
@@ -154,6 +164,14 @@ func (a *analyzer) peak() {
 		p.Phase = a.ph.Of[i]
 		if k := a.ph.StepOf[i]; k >= 0 {
 			p.Step = int(k)
+		}
+	}
+	if a.tr.HasTime && a.tr.Len() > 0 {
+		last, at := a.timeNS(a.tr.Len()-1), int64(-1)
+		for _, m := range a.o.PeakMarks {
+			if m.TimeNS <= last && m.TimeNS >= at {
+				at, p.ProcessMaxAllocatedBytes = m.TimeNS, m.MaxAllocatedBytes
+			}
 		}
 	}
 	a.res.Peak = p

@@ -19,7 +19,8 @@ const (
 	beforeRecordingHigh = 0.3  // share of the peak allocated before recording
 	noStackShare        = 0.25 // share of peak bytes without frames
 	roundingWasteShare  = 0.05
-	fp32ParamShare      = 0.9 // share of parameter bytes in fp32 for fp32-compute
+	fp32ParamShare      = 0.9  // share of parameter bytes in fp32 for fp32-compute
+	peakMissedShare     = 0.01 // the history's peak below the process's by more
 )
 
 // bytesAt is what category c held at the peak.
@@ -209,6 +210,14 @@ func (a *analyzer) findings() []finding.Finding {
 				"Wrap forward and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16): it about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32)."),
 				atPeak())
 		}
+	}
+	if pm := p.ProcessMaxAllocatedBytes; pm > 0 && res.HasHistory && float64(p.AllocatedBytes) < (1-peakMissedShare)*float64(pm) {
+		short := float64(pm-p.AllocatedBytes) / float64(pm)
+		add(finding.New("peak-not-in-trace", finding.Warning,
+			finding.Numbers{"process_max_allocated_bytes": float64(pm), "allocated_bytes": float64(p.AllocatedBytes), "short_ratio": short},
+			fmt.Sprintf("The process's max_memory_allocated was %s by this snapshot's last entry, but its history peaks at %s (%s less): the run's peak happened before the oldest entry it kept, so what was alive then is not here.",
+				B(pm), B(p.AllocatedBytes), units.Percent(short)),
+			"Raise the history ring (ptscope run --max-entries), or take a snapshot after the step that peaks (--snapshot-at step:N)."), atPeak())
 	}
 	if res.Truncated {
 		add(finding.New("truncated", finding.Warning, finding.Numbers{"unmatched_frees": float64(res.UnmatchedFrees), "entries": float64(res.Entries)},

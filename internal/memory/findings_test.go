@@ -83,3 +83,27 @@ func TestRankImbalance(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot whose history lost the run's peak (the ring kept only the
+// last entries) says so when the process's own reading is known.
+func TestPeakNotInTrace(t *testing.T) {
+	t.Parallel()
+	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
+	base := Analyze(s, 0, Options{}).Result
+	last := base.LastTimeNS
+	for _, c := range []struct {
+		marks []PeakMark
+		want  bool
+	}{
+		{[]PeakMark{{last - 1000, base.Peak.AllocatedBytes}}, false},
+		{[]PeakMark{{last - 1000, base.Peak.AllocatedBytes * 11 / 10}}, true},
+		// a reading after the trace's last entry says nothing about it
+		{[]PeakMark{{last - 1000, base.Peak.AllocatedBytes}, {last + 1000, base.Peak.AllocatedBytes * 2}}, false},
+	} {
+		r := Analyze(s, 0, Options{PeakMarks: c.marks}).Result
+		f := findingByID(r, "peak-not-in-trace")
+		if (f != nil) != c.want || r.Peak.ProcessMaxAllocatedBytes == 0 {
+			t.Errorf("marks %v: finding %+v, process peak %d", c.marks, f, r.Peak.ProcessMaxAllocatedBytes)
+		}
+	}
+}

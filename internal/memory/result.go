@@ -73,6 +73,12 @@ type Peak struct {
 	EventIndex          int   `json:"event_index"` // -1: before the first entry
 	Phase               Phase `json:"phase"`
 	Step                int   `json:"step"` // index into Steps; -1 outside any step
+	// ProcessMaxAllocatedBytes is torch.cuda.max_memory_allocated as the
+	// process read it last before the trace's last entry (a ptscope run
+	// bundle records it at every phase boundary); 0 when unknown. The
+	// replay's peak equals it when the trace holds the run's peak, and
+	// exceeds it when the peak came after that reading (an OOM's forward).
+	ProcessMaxAllocatedBytes int64 `json:"process_max_allocated_bytes"`
 }
 
 // State is a point of the timeline.

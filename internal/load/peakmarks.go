@@ -1,0 +1,24 @@
+package load
+
+import (
+	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/memory"
+)
+
+// peakMarks are the process's own max_memory_allocated readings of a
+// bundle rank: at every phase boundary, and at exit (process.json).
+func peakMarks(r *capture.Rank) []memory.PeakMark {
+	var out []memory.PeakMark
+	for _, ph := range r.Phases {
+		if ph.MaxAllocatedBeforeBytes > 0 {
+			out = append(out, memory.PeakMark{TimeNS: ph.StartTimeUs * 1000, MaxAllocatedBytes: ph.MaxAllocatedBeforeBytes})
+		}
+		if ph.MaxAllocatedAfterBytes > 0 {
+			out = append(out, memory.PeakMark{TimeNS: ph.EndTimeUs * 1000, MaxAllocatedBytes: ph.MaxAllocatedAfterBytes})
+		}
+	}
+	if r.Info.MaxAllocatedBytes > 0 && r.Info.EndTimeUs > 0 {
+		out = append(out, memory.PeakMark{TimeNS: r.Info.EndTimeUs * 1000, MaxAllocatedBytes: r.Info.MaxAllocatedBytes})
+	}
+	return out
+}
