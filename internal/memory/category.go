@@ -3,6 +3,7 @@ package memory
 import (
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
@@ -83,6 +84,18 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 	n := len(ph.Of)
 	training := trainingTrace(ph)
 	firstFwd := firstForwards(ph)
+	// nextFwd[i]: the first entry at or after i that starts a forward phase
+	// run (-1: none), for inputs made outside any phase
+	var nextFwd []int32
+	nextForward := func(a *Alloc) int {
+		if a.AllocIdx < 0 {
+			return -1
+		}
+		if nextFwd == nil {
+			nextFwd = nextForwards(ph.Of)
+		}
+		return int(nextFwd[a.AllocIdx])
+	}
 	firstForwardOfStep := func(a *Alloc) int {
 		if a.AllocIdx < 0 || ph.StepOf[a.AllocIdx] < 0 {
 			return -1
@@ -149,14 +162,29 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 			}
 		case pa == PhaseZeroGrad:
 			a.Category = CatGradient
-		case (pa == PhaseUnknown || pa == PhaseOther) && feedsForward(a, firstForwardOfStep(a)):
-			// Made before its step's forward and alive when it began: the
-			// batch the forward reads.
+		case (pa == PhaseUnknown || pa == PhaseOther) && feedsForward(a, nextForward(a)):
+			// Made outside any phase and alive when the next forward began:
+			// the batch that forward reads (with gradient accumulation, the
+			// next micro-batch's; the first step's is made before it).
 			a.Category = CatInput
 		default:
 			a.Category = CatUnknown
 		}
 	}
+}
+
+// nextForwards returns, per entry, the first entry at or after it that
+// begins a run of forward entries (-1: none).
+func nextForwards(of []Phase) []int32 {
+	out := hugepage.Make[int32](len(of))
+	next := int32(-1)
+	for i := len(of) - 1; i >= 0; i-- {
+		if of[i] == PhaseForward && (i == 0 || of[i-1] != PhaseForward) {
+			next = int32(i)
+		}
+		out[i] = next
+	}
+	return out
 }
 
 // feedsForward reports whether a was allocated before entry fwd (its
