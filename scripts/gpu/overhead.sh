@@ -22,8 +22,9 @@
 #              --snapshot-at none): the global module hooks and step bookkeeping
 #   nomodules  the default without module metadata (--modules=false: module
 #              hooks remain, for the phases)
-#   history    allocator history with the default stack windows, no hooks
-#              (--phases=false --modules=false)
+#   history    allocator history without stacks and without hooks
+#              (--phases=false --modules=false --stacks none: stack windows
+#              switch at step boundaries, which the hooks find)
 #   none       the default without any Python stack (--stacks none)
 #   nolive     the default without the live sampler (--interval 1h)
 #   default    ptscope run with its defaults (stacks in windows of steps)
@@ -33,7 +34,10 @@
 #              default); the table adds the median of the 10 profiled steps
 #              against the same steps without capture. trace_light is the same.
 #   trace_full trace with --record-shapes --profile-memory (the earlier default)
-# Each ptscope run prints how many of its steps recorded stacks.
+# Each ptscope run prints how many of its steps recorded stacks. Read as
+# differences: floor - off (the companion loaded, its sampler), hooks - floor
+# (module hooks and phase bookkeeping), none - hooks (allocator history
+# without stacks), default - none (the stack windows).
 # e.g. one breakdown run of about 7 minutes on an H100:
 #   CONFIGS="off floor hooks history none default trace trace_full" WORKLOADS=hf REPS=2 HF_STEPS=100
 # Goal: default within 3% of off on both workloads (median step time).
@@ -83,7 +87,7 @@ flags() {
     floor|live) echo "--quiet --memory=false --phases=false --modules=false --snapshot-at none" ;;
     hooks) echo "--quiet --memory=false --snapshot-at none" ;;
     nomodules) echo "--quiet --modules=false" ;;
-    history) echo "--quiet --phases=false --modules=false" ;;
+    history) echo "--quiet --phases=false --modules=false --stacks none" ;;
     nolive) echo "--quiet --interval 1h" ;;
   esac
 }
