@@ -24,8 +24,21 @@ func FuzzAnalyzeTrace(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{1, 3, 40, 2, 3, 40, 3, 3, 40, 1, 4, 30}, 20))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := fuzzSnapshot(data)
+		// roles, peak readings and a process limit from the same bytes, at
+		// addresses in and around the trace's blocks
+		var o Options
+		o.DeviceMemory = 1 << 30
+		for i := 0; i+2 < len(data); i += 7 {
+			at := int64(1_700_000_000_000_000+int64(data[i+1])*int64(i)) * 1000
+			o.Roles = append(o.Roles, Role{Address: 0x7f0000000000 + uint64(data[i])*(1<<16), TimeNS: at,
+				Category: Category(data[i+2] % uint8(numCategories)), Module: "m"})
+			o.PeakMarks = append(o.PeakMarks, PeakMark{TimeNS: at, MaxAllocatedBytes: int64(data[i+2]) << 20})
+		}
+		if len(data) > 0 {
+			o.AllowedBytes = int64(data[0]) << 20
+		}
 		for _, d := range s.Devices() {
-			a := Analyze(s, d, Options{DeviceMemory: 1 << 30}).Result
+			a := Analyze(s, d, o).Result
 			var sum int64
 			for _, c := range a.Categories {
 				sum += c.Bytes
