@@ -22,3 +22,17 @@ func peakMarks(r *capture.Rank) []memory.PeakMark {
 	}
 	return out
 }
+
+// stackWindows are the spans whose allocations recorded a Python stack,
+// as the rank's process.json says (nil when it says nothing: an older
+// bundle, or stacks off).
+func stackWindows(r *capture.Rank) []memory.TimeSpan {
+	if r.Info.History == nil || !r.Info.History.Switchable {
+		return nil
+	}
+	out := []memory.TimeSpan{}
+	for _, w := range r.Info.StackWindows {
+		out = append(out, memory.TimeSpan{FromNS: w.StartTimeUs * 1000, ToNS: w.EndTimeUs * 1000})
+	}
+	return out
+}

@@ -430,11 +430,13 @@ func TestTrainerOOM(t *testing.T) {
 	if x.Phase != memory.PhaseForward || r.Steps[x.Step].Name != "step "+strconv.Itoa(tr.facts.OOMStep) {
 		t.Errorf("OOM in %s of %s, the process ran out in the forward of step %d", x.Phase, r.Steps[x.Step].Name, tr.facts.OOMStep)
 	}
-	var found bool
+	var found, stacks bool
 	for _, f := range r.Findings {
 		found = found || f.ID == "oom-capacity" && strings.Contains(f.Message, "this process may use")
+		// the OOM's step was not stacked: say how to record its stacks
+		stacks = stacks || f.ID == "no-stacks" && strings.Contains(f.Recommendation, "--record-steps 6")
 	}
-	if !found {
+	if !found || !stacks {
 		t.Errorf("findings %+v", r.Findings)
 	}
 }

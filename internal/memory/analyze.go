@@ -19,6 +19,10 @@ type Options struct {
 	// (torch.cuda.set_per_process_memory_fraction; a bundle's OOM record
 	// carries it); 0 when none or unknown.
 	AllowedBytes int64
+	// StackWindows are the spans of a ptscope run bundle whose allocations
+	// recorded a Python stack (Unix ns, [From, To)); nil when unknown (a
+	// bare snapshot: stacks were on throughout, or off).
+	StackWindows []TimeSpan
 	// PeakMarks are the process's own max_memory_allocated at known times
 	// (a bundle's phase boundaries and exit); the last one at or before the
 	// trace's last entry is reported with the peak and checked against it.
@@ -27,6 +31,23 @@ type Options struct {
 	// program's tensors (a ptscope run bundle's inventories); they override
 	// the categories guessed from stacks and phases.
 	Roles []Role
+}
+
+// TimeSpan is [FromNS, ToNS) in Unix ns.
+type TimeSpan struct{ FromNS, ToNS int64 }
+
+// stacked reports whether an allocation was made inside a stack window.
+func (a *analyzer) stacked(al *Alloc) bool {
+	if al.AllocIdx < 0 || !a.tr.HasTime {
+		return true
+	}
+	t := a.timeNS(int(al.AllocIdx))
+	for _, w := range a.o.StackWindows {
+		if w.FromNS <= t && t < w.ToNS {
+			return true
+		}
+	}
+	return false
 }
 
 // PeakMark is the process's max_memory_allocated at a time (Unix ns).

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/units"
@@ -185,16 +186,36 @@ func (a *analyzer) findings() []finding.Finding {
 					"Call _record_memory_history before building the model (ptscope run does)."), atPeak())
 			}
 		}
-		var noStack int64
+		// Without frames: made on autograd's threads (no Python frames), or
+		// in a step ptscope run recorded without stacks (its windows).
+		var noStack, unstacked int64
 		for _, al := range a.live {
 			if al.Origin == FromTrace && len(a.s.Stacks[al.Stack]) == 0 {
 				noStack += al.Size
+				if a.o.StackWindows != nil && !a.stacked(al) {
+					unstacked += al.Size
+				}
 			}
 		}
 		if share := float64(noStack) / float64(p.AllocatedBytes); share > noStackShare {
-			add(finding.New("no-stacks", finding.Info, finding.Numbers{"bytes": float64(noStack), "share_ratio": share},
-				fmt.Sprintf("%s of the peak (%s) has no stack: backward-pass allocations run on autograd threads without Python frames.", units.Percent(share), B(noStack)),
-				"Record with stacks=\"all\" (ptscope run --stacks all) to see them."), atPeak())
+			nums := finding.Numbers{"bytes": float64(noStack), "share_ratio": share, "unstacked_step_bytes": float64(unstacked)}
+			if 2*unstacked > noStack {
+				step := "the peak's step"
+				if p.Step >= 0 {
+					step = res.Steps[p.Step].Name
+				}
+				rec := "Rerun with --record-steps all, or with --record-steps N for the 0-based step that peaks, to record its stacks."
+				if n, ok := strings.CutPrefix(step, "step "); ok {
+					rec = fmt.Sprintf("Rerun with --record-steps %s (the peak's step) or --record-steps all to record its stacks.", n)
+				}
+				add(finding.New("no-stacks", finding.Info, nums,
+					fmt.Sprintf("%s of the peak (%s) has no stack: %s of it was allocated in steps that ptscope run recorded without stacks (it records them in windows of steps; the peak is in %s). The module paths say where.",
+						units.Percent(share), B(noStack), B(unstacked), step), rec), atPeak())
+			} else {
+				add(finding.New("no-stacks", finding.Info, nums,
+					fmt.Sprintf("%s of the peak (%s) has no stack: backward-pass allocations run on autograd threads without Python frames.", units.Percent(share), B(noStack)),
+					"Record with stacks=\"all\" (ptscope run --stacks all) to see them."), atPeak())
+			}
 		}
 	}
 	if pr := a.o.Precision; pr != nil && !pr.Autocast && !pr.FSDP {
