@@ -440,3 +440,27 @@ func TestTrainerOOM(t *testing.T) {
 		t.Errorf("findings %+v", r.Findings)
 	}
 }
+
+// fp32-compute warns of a forward that ran without autocast on fp32
+// parameters. Every trainer's configuration (facts.json) computes in bf16:
+// autocast (HF Trainer and accelerate enter it inside their wrapped forward,
+// Lightning's bf16-mixed, the plain loops) or FSDP2's bf16 parameters, so
+// none of them has the finding. The fp32 run's record is checked by
+// cli.TestAnalyzeBundlePrecision.
+func TestTrainerPrecision(t *testing.T) {
+	for _, name := range testfixture.TrainerBundles {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tr := analyzeTrainer(t, name)
+			r := tr.result(t, tr.mainSnapshot())
+			want := !strings.Contains(tr.facts.Config, "bf16")
+			got := false
+			for _, f := range r.Findings {
+				got = got || f.ID == "fp32-compute"
+			}
+			if got != want {
+				t.Errorf("fp32-compute %v, want %v for %q", got, want, tr.facts.Config)
+			}
+		})
+	}
+}
