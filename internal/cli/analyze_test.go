@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ptscope/ptscope/internal/snapshot/snapgen"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -510,4 +511,26 @@ func TestAnalyzeWidthAndSteps(t *testing.T) {
 	if code, _, _ := run(t, "analyze", "--steps", "some", p); code != 2 {
 		t.Errorf("--steps some: exit %d", code)
 	}
+}
+
+// TestAnalyzeOOMBundleGolden: the real OOM trainer's bundle holds
+// snapshot_oom.pickle and snapshot_end.pickle (written at exit with no step
+// after the error): one report, the OOM's, naming the other.
+func TestAnalyzeOOMBundleGolden(t *testing.T) {
+	dir := testfixture.TrainerBundle(t, "oom")
+	t.Setenv("COLUMNS", "100")
+	code, out, errs := run(t, "analyze", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	checkWidth(t, out, 100)
+	if n := strings.Count(out, "ptscope analyze "); n != 1 {
+		t.Errorf("%d reports", n)
+	}
+	// the first line names the temporary folder (cut to fit when long)
+	head, rest, _ := strings.Cut(out, "\n")
+	if !strings.HasPrefix(head, "ptscope analyze ") || !strings.HasSuffix(head, "/rank0/snapshot_oom.pickle") {
+		t.Errorf("first line %q", head)
+	}
+	golden(t, "analyze_oom_bundle_100.golden", rest)
 }

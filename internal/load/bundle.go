@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/memory"
@@ -92,7 +93,8 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 		set.Inputs = append(set.Inputs, &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r})
 		return nil
 	}
-	for _, path := range r.Snapshots {
+	snaps, skipped := rankSnapshots(r)
+	for _, path := range snaps {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -100,6 +102,7 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 		k := len(set.Report.Inputs) - 1
 		in := set.Report.Inputs[k]
 		in.Bundle = info()
+		in.Bundle.SkippedSnapshots = skipped
 		if err != nil {
 			return err
 		}
@@ -107,6 +110,46 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 	}
 	return nil
 }
+
+// rankSnapshots are the snapshots of r to analyse, and those left out: the
+// snapshot written at exit when it only repeats the OOM observer's. That
+// one holds the same history up to the out-of-memory error, and the
+// exception's unwinding after it; with no phase started after the error,
+// the run did not go on (a run that catches the error and trains on keeps
+// both). Reading the end snapshot's file by its path still analyses it.
+func rankSnapshots(r *capture.Rank) ([]string, []memory.SkippedSnapshot) {
+	x := r.OOM
+	if x == nil || x.Snapshot == "" {
+		return r.Snapshots, nil
+	}
+	var oom, end bool
+	for _, p := range r.Snapshots {
+		oom = oom || filepath.Base(p) == x.Snapshot
+		end = end || filepath.Base(p) == endSnapshot
+	}
+	for _, ph := range r.Phases {
+		if ph.StartTimeUs > x.TimeUs {
+			return r.Snapshots, nil
+		}
+	}
+	if !oom || !end {
+		return r.Snapshots, nil
+	}
+	var keep []string
+	var skipped []memory.SkippedSnapshot
+	for _, p := range r.Snapshots {
+		if filepath.Base(p) == endSnapshot {
+			skipped = append(skipped, memory.SkippedSnapshot{Path: p,
+				Reason: "written at exit after the out-of-memory error, with no step after it: the history of " + x.Snapshot + " and the error's unwinding"})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	return keep, skipped
+}
+
+// endSnapshot is the snapshot ptscope run writes at process exit.
+const endSnapshot = "snapshot_end.pickle"
 
 // phaseRows turns the phases a rank recorded into rows, with each phase's
 // peak taken from the snapshot's replay where it covers the phase.

@@ -439,6 +439,44 @@ func TestTrainerOOM(t *testing.T) {
 	if !found || !stacks {
 		t.Errorf("findings %+v", r.Findings)
 	}
+	// One report: the end snapshot, written after the error with no step
+	// after it, repeats the OOM's history and is named, not analysed.
+	if n := len(tr.set.Report.Inputs); n != 1 {
+		t.Fatalf("%d inputs, want the OOM snapshot's only", n)
+	}
+	if sk := tr.set.Report.Inputs[0].Bundle.SkippedSnapshots; len(sk) != 1 || filepath.Base(sk[0].Path) != "snapshot_end.pickle" {
+		t.Errorf("skipped %+v", sk)
+	}
+}
+
+// A rank keeps every snapshot unless the end one only repeats the OOM's:
+// a run that caught the error and went on has steps after it.
+func TestRankSnapshots(t *testing.T) {
+	oom, end, step := "r/snapshot_oom.pickle", "r/snapshot_end.pickle", "r/snapshot_step3.pickle"
+	x := &capture.OOM{TimeUs: 100, Snapshot: "snapshot_oom.pickle"}
+	before := []capture.Phase{{Name: "forward", StartTimeUs: 90}}
+	after := append(before, capture.Phase{Name: "forward", StartTimeUs: 110})
+	for _, c := range []struct {
+		name    string
+		r       capture.Rank
+		keep    []string
+		skipped string
+	}{
+		{"oom then exit", capture.Rank{Snapshots: []string{step, oom, end}, OOM: x, Phases: before}, []string{step, oom}, end},
+		{"trained on after the oom", capture.Rank{Snapshots: []string{oom, end}, OOM: x, Phases: after}, []string{oom, end}, ""},
+		{"no oom", capture.Rank{Snapshots: []string{step, end}, Phases: before}, []string{step, end}, ""},
+		{"oom without its snapshot", capture.Rank{Snapshots: []string{end}, OOM: x, Phases: before}, []string{end}, ""},
+		{"oom, no end snapshot", capture.Rank{Snapshots: []string{oom}, OOM: x}, []string{oom}, ""},
+	} {
+		keep, skipped := rankSnapshots(&c.r)
+		var sk string
+		if len(skipped) > 0 {
+			sk = skipped[0].Path
+		}
+		if strings.Join(keep, " ") != strings.Join(c.keep, " ") || sk != c.skipped || len(skipped) > 1 {
+			t.Errorf("%s: kept %v, skipped %+v", c.name, keep, skipped)
+		}
+	}
 }
 
 // fp32-compute warns of a forward that ran without autocast on fp32

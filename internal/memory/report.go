@@ -36,6 +36,15 @@ type BundleInfo struct {
 	Simulated        bool   `json:"simulated,omitempty"`
 	Mode             string `json:"mode,omitempty"`       // capture | simulate-world | fake
 	Simulation       string `json:"simulation,omitempty"` // what was simulated and what is not counted
+	// SkippedSnapshots are the rank's snapshots not analysed, and why.
+	SkippedSnapshots []SkippedSnapshot `json:"skipped_snapshots,omitempty"`
+}
+
+// SkippedSnapshot is a snapshot of a bundle's rank that analyze left out
+// because another of the rank's snapshots holds what it would show.
+type SkippedSnapshot struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // PhaseRow is one forward/backward/optimizer phase recorded by ptscope run,

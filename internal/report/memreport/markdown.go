@@ -39,8 +39,9 @@ func Markdown(rep *memory.Report, o report.TextOptions) string {
 	}
 	if len(rep.Comparison) > 1 {
 		b.WriteString("## Comparison\n\n| input | device | peak allocated | peak reserved | efficiency at the peak | pattern | top category | steps | OOMs |\n|---|---:|---:|---:|---:|---|---|---:|---:|\n")
-		for _, r := range rep.Comparison {
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %d | %d |\n", mdEscape(r.Input), r.Device, units.Bytes(r.PeakAllocatedBytes),
+		_, names := inputNames(rep.Comparison)
+		for i, r := range rep.Comparison {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %d | %d |\n", mdEscape(names[i]), r.Device, units.Bytes(r.PeakAllocatedBytes),
 				units.Bytes(r.PeakReservedBytes), units.Percent(r.EfficiencyAtPeakRatio), r.Pattern, r.TopCategory, r.Steps, r.OOMs)
 		}
 		b.WriteString("\n")

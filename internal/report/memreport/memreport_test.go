@@ -74,3 +74,59 @@ func TestWriteTextSections(t *testing.T) {
 		}
 	}
 }
+
+// The comparison names inputs without the folder they share, keeping at
+// least each base name (the review found every row cut to the same
+// "main/te…ckle.xz").
+func TestInputNames(t *testing.T) {
+	for _, c := range []struct {
+		in    []string
+		dir   string
+		names []string
+	}{
+		{[]string{"a.pickle", "b.pickle"}, "", []string{"a.pickle", "b.pickle"}},
+		{[]string{"testdata/snapshots/a.pickle.xz", "testdata/snapshots/b.pickle.xz"}, "testdata/snapshots/", []string{"a.pickle.xz", "b.pickle.xz"}},
+		{[]string{"run/rank0/snapshot_end.pickle", "run/rank1/snapshot_end.pickle"}, "run/", []string{"rank0/snapshot_end.pickle", "rank1/snapshot_end.pickle"}},
+		{[]string{"/d/x/a.pickle", "/d/y/a.pickle", "/d/x/b.pickle"}, "/d/", []string{"x/a.pickle", "y/a.pickle", "x/b.pickle"}},
+		{[]string{"x/a.pickle", "y/a.pickle"}, "", []string{"x/a.pickle", "y/a.pickle"}},
+		{[]string{"x/a.pickle", "x/a.pickle"}, "x/", []string{"a.pickle", "a.pickle"}}, // two devices of one input
+		{[]string{"x/y/a.pickle", "x/b.pickle"}, "x/", []string{"y/a.pickle", "b.pickle"}},
+	} {
+		rows := make([]memory.CompareRow, len(c.in))
+		for i, p := range c.in {
+			rows[i].Input = p
+		}
+		dir, names := inputNames(rows)
+		if dir != c.dir || strings.Join(names, " ") != strings.Join(c.names, " ") {
+			t.Errorf("%v: %q %q, want %q %q", c.in, dir, names, c.dir, c.names)
+		}
+	}
+}
+
+// A comparison that fits keeps the names in the table; one that does not
+// numbers its rows and lists the names above, whole. From 100 columns no
+// cell is cut; at 80 with a device column the top category is.
+func TestComparisonLayout(t *testing.T) {
+	rows := []memory.CompareRow{
+		{Input: "runs/a/snapshot_end.pickle", PeakAllocatedBytes: 1 << 30, TopCategory: memory.CatBeforeRecording},
+		{Input: "runs/b/snapshot_end.pickle", Device: 1, PeakAllocatedBytes: 2 << 30, TopCategory: memory.CatActivation},
+	}
+	for _, c := range []struct {
+		width   int
+		numbers bool
+	}{{140, false}, {100, true}, {80, true}} {
+		var b strings.Builder
+		writeComparison(&printer{w: &b, o: normalize(report.TextOptions{Width: c.width})}, rows)
+		out := b.String()
+		if strings.Contains(out, "…") && c.width >= 100 {
+			t.Errorf("%d columns: a cell was cut:\n%s", c.width, out)
+		}
+		checkWidth(t, "comparison", out, c.width)
+		if got := strings.Contains(out, "\n  1  a/snapshot_end.pickle\n"); got != c.numbers {
+			t.Errorf("%d columns: numbered %v, want %v:\n%s", c.width, got, c.numbers, out)
+		}
+		if !strings.Contains(out, " dev ") || !strings.HasPrefix(out, "Comparison of 2 inputs in runs/\n") {
+			t.Errorf("%d columns:\n%s", c.width, out)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package memreport
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -99,10 +100,11 @@ func (p *printer) table(t *report.Table) {
 	}
 }
 
-// more says how many rows a ranked list left out.
+// more says how many rows a ranked list left out, and how to see them
+// (the text goes to a terminal and to a run folder's report.txt alike).
 func (p *printer) more(n int, what string) {
 	if n > 0 {
-		p.f("  … %d more %s (all in report.json)", n, what)
+		p.f("  … %d more %s (--top N lists more)", n, what)
 	}
 }
 
@@ -126,7 +128,7 @@ func visibleWidth(s string) int {
 
 func writeInput(p *printer, in *memory.Input) {
 	o := p.o
-	p.line(o.Bold("ptscope analyze  " + report.CutMiddle(in.Path, o.Width-17)))
+	p.line(o.Bold("ptscope analyze " + report.CutMiddle(in.Path, o.Width-16)))
 	extra := ""
 	if b := in.Bundle; b != nil {
 		extra = fmt.Sprintf(", rank %d", b.Rank)
@@ -143,6 +145,11 @@ func writeInput(p *printer, in *memory.Input) {
 	p.wrap(fmt.Sprintf("%s, %s%s", in.Format, units.Bytes(in.Bytes), extra), "", "  ")
 	if in.Bundle != nil && in.Bundle.Simulation != "" {
 		p.wrap(in.Bundle.Simulation, "", "")
+	}
+	if in.Bundle != nil {
+		for _, sk := range in.Bundle.SkippedSnapshots {
+			p.wrap(fmt.Sprintf("Not analysed: %s, %s (analyze that file to read it).", filepath.Base(sk.Path), sk.Reason), "", "  ")
+		}
 	}
 	if len(in.Devices) == 0 && len(in.Phases) == 0 {
 		p.blank()
@@ -364,13 +371,82 @@ func writeTopAllocations(p *printer, d *memory.Result, at string) {
 	p.more(len(d.TopAllocations)-n, "allocations")
 }
 
+// writeComparison writes one row per device result. Inputs are named
+// without the folder they share; when the names would not fit, rows carry
+// a number and the names are listed above the table. The device column is
+// left out when every row is of the same device.
 func writeComparison(p *printer, rows []memory.CompareRow) {
-	p.line(p.o.Bold(fmt.Sprintf("Comparison of %d inputs", len(rows))))
-	t := &report.Table{Header: []string{"input", "dev", "peak", "reserved", "end", "eff.", "pattern", "top category", "steps", "OOMs"}}
+	dir, names := inputNames(rows)
+	title := fmt.Sprintf("Comparison of %d inputs", len(rows))
+	if dir != "" {
+		title += " in " + dir
+	}
+	p.line(p.o.Bold(report.CutMiddle(title, p.o.Width)))
+	dev := false
 	for _, r := range rows {
-		t.Rows = append(t.Rows, []string{r.Input, strconv.Itoa(r.Device), units.Bytes(r.PeakAllocatedBytes), units.Bytes(r.PeakReservedBytes),
-			units.Bytes(r.EndAllocatedBytes), units.Percent(r.EfficiencyAtPeakRatio), r.Pattern.String(), r.TopCategory.String(),
-			strconv.Itoa(r.Steps), strconv.Itoa(r.OOMs)})
+		dev = dev || r.Device != rows[0].Device
+	}
+	table := func(label string, ids []string) *report.Table {
+		t := &report.Table{Header: []string{label, "dev", "peak", "reserved", "end", "eff.", "pattern", "top category", "steps", "OOMs"}}
+		for i, r := range rows {
+			t.Rows = append(t.Rows, []string{ids[i], strconv.Itoa(r.Device), units.Bytes(r.PeakAllocatedBytes), units.Bytes(r.PeakReservedBytes),
+				units.Bytes(r.EndAllocatedBytes), units.Percent(r.EfficiencyAtPeakRatio), r.Pattern.String(), r.TopCategory.String(),
+				strconv.Itoa(r.Steps), strconv.Itoa(r.OOMs)})
+		}
+		if !dev {
+			t.Header = append(t.Header[:1], t.Header[2:]...)
+			for i, row := range t.Rows {
+				t.Rows[i] = append(row[:1], row[2:]...)
+			}
+		}
+		return t
+	}
+	t := table("input", names)
+	var b strings.Builder
+	t.Write(&b)
+	if w, _, _ := strings.Cut(b.String(), "\n"); visibleWidth(w) > p.o.Width-2 {
+		// numbered rows, the inputs listed first
+		ids := make([]string, len(rows))
+		k, w := 0, len(strconv.Itoa(len(rows)))
+		for i := range rows {
+			if i == 0 || names[i] != names[i-1] {
+				k++
+				p.line(report.CutMiddle(fmt.Sprintf("  %*d  %s", w, k, names[i]), p.o.Width))
+			}
+			ids[i] = strconv.Itoa(k)
+		}
+		t = table("#", ids)
 	}
 	p.table(t)
+}
+
+// inputNames names the comparison's inputs without the folder they all
+// share (returned, with its trailing separator; "" when none): what tells
+// them apart is what the narrow input column keeps.
+func inputNames(rows []memory.CompareRow) (string, []string) {
+	parts := make([][]string, len(rows))
+	common := -1 // folders shared by every input
+	for i, r := range rows {
+		parts[i] = strings.Split(filepath.ToSlash(r.Input), "/")
+		n := len(parts[i]) - 1 // the base name always stays
+		if common < 0 || n < common {
+			common = n
+		}
+		if i > 0 {
+			for k := 0; k < common; k++ {
+				if parts[i][k] != parts[0][k] {
+					common = k
+					break
+				}
+			}
+		}
+	}
+	names := make([]string, len(rows))
+	for i := range rows {
+		names[i] = strings.Join(parts[i][max(common, 0):], "/")
+	}
+	if common <= 0 {
+		return "", names
+	}
+	return strings.Join(parts[0][:common], "/") + "/", names
 }
