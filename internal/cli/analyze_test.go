@@ -534,3 +534,54 @@ func TestAnalyzeOOMBundleGolden(t *testing.T) {
 	}
 	golden(t, "analyze_oom_bundle_100.golden", rest)
 }
+
+// Every finding analyze raises on the testdata snapshots is listed in
+// docs/json.md, and its numbers avoid the names that document says were
+// removed (the review found low-efficiency still carrying
+// efficiency_ratio).
+func TestAnalyzeFindingsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "json.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ids, _ := strings.Cut(string(doc), "\nFinding ids: `oom-capacity`")
+	ids, _, _ = strings.Cut("`oom-capacity`"+ids, "\n\n")
+	paths, _ := filepath.Glob(snap("*.pickle.xz"))
+	code, out, errs := run(t, append([]string{"analyze", "--json"}, paths...)...)
+	if code != 0 || len(paths) < 5 {
+		t.Fatalf("exit %d over %d snapshots: %s", code, len(paths), errs)
+	}
+	var res struct {
+		Inputs []struct {
+			Devices []struct {
+				Findings []struct {
+					ID      string
+					Numbers map[string]float64
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, in := range res.Inputs {
+		for _, d := range in.Devices {
+			for _, f := range d.Findings {
+				seen[f.ID] = true
+				if !strings.Contains(ids, "`"+f.ID+"`") {
+					t.Errorf("finding %s is not in json.md's list", f.ID)
+				}
+				for _, gone := range []string{"efficiency_ratio"} {
+					if _, ok := f.Numbers[gone]; ok {
+						t.Errorf("%s: numbers.%s, a name json.md says was removed", f.ID, gone)
+					}
+				}
+			}
+		}
+	}
+	if !seen["low-efficiency"] || len(seen) < 8 {
+		t.Errorf("only %d finding ids seen: %v", len(seen), seen)
+	}
+}

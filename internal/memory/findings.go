@@ -143,8 +143,8 @@ func (a *analyzer) findings() []finding.Finding {
 			sev = finding.Warning
 		}
 		add(finding.New("low-efficiency", sev,
-			finding.Numbers{"efficiency_ratio": f.EfficiencyAtPeak, "allocated_bytes": float64(p.AllocatedBytes),
-				"reserved_bytes": float64(p.ReservedAtPeakBytes), "cached_free_bytes": float64(f.CachedFreeAtPeakBytes)},
+			finding.Numbers{"efficiency_at_peak_ratio": f.EfficiencyAtPeak, "allocated_bytes": float64(p.AllocatedBytes),
+				"reserved_at_peak_bytes": float64(p.ReservedAtPeakBytes), "cached_free_at_peak_bytes": float64(f.CachedFreeAtPeakBytes)},
 			fmt.Sprintf("At the peak only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks.",
 				units.Percent(f.EfficiencyAtPeak), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedFreeAtPeakBytes)),
 			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually recovers most of it."), atPeak())
