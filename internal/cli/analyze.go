@@ -37,8 +37,8 @@ Examples:
   ptscope analyze --out runs/ --device-memory 80GiB snapshots/
   ptscope analyze --steps all --rules my_groups.txt snapshot.pickle
   ptscope analyze --print-rules > my_groups.txt
-  ptscope analyze job_snapshots/                 # 1,000 ranks: one fleet summary
-  ptscope analyze --rank 17 job_snapshots/       # rank 17's full report
+  ptscope analyze job_snapshots/             # 1,000 ranks: one fleet summary
+  ptscope analyze --rank 17 job_snapshots/   # rank 17's full report
 `
 
 // memoryFlags are the analysis flags analyze, check and demo share.
@@ -98,7 +98,10 @@ func (f *reportFlags) register(fs *flag.FlagSet) {
 
 // apply sets the text options from the flags.
 func (f *reportFlags) apply(t *report.TextOptions) error {
-	t.Top = max(f.top, 1)
+	if f.top <= 0 {
+		return usagef("--top must be at least 1, not %d", f.top)
+	}
+	t.Top = f.top
 	switch f.stacks {
 	case "short":
 		t.Stacks = report.StacksShort
@@ -120,7 +123,9 @@ func analyzeCommand() command {
 		addInputFlags(e, fs)
 		mf.register(fs)
 		rf.register(fs)
+		out.folder = "report.txt, report.json, README.md, charts"
 		out.register(fs)
+		out.registerSteps(fs)
 		out.registerHTML(fs)
 		var ff fleetFlags
 		ff.register(fs)

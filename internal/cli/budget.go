@@ -18,7 +18,7 @@ func addInputFlags(e *env, fs *flag.FlagSet) {
 	input.SetWarnings(e.stderr)
 	applyMemoryLimit()
 	input.Watch(e.stderr)
-	fs.Func("max-memory", "memory budget (`SIZE`, e.g. 4GiB) for reading and analysing the inputs; an input\n"+
+	fs.Func("max-memory", "memory budget (`SIZE`, e.g. 4GiB) for reading and analysing the inputs; an input "+
 		"that needs more is refused (exit 2) with the offset reached (default: half of RAM, "+
 		units.Bytes(input.DefaultBudget())+" here; docs/security.md)",
 		func(s string) error {
@@ -27,7 +27,7 @@ func addInputFlags(e *env, fs *flag.FlagSet) {
 				return err
 			}
 			if n < 64<<20 {
-				return usagef("--max-memory %s is too small (at least 64MiB)", s)
+				return usagef("too small (at least 64MiB)")
 			}
 			input.SetBudget(n)
 			applyMemoryLimit()

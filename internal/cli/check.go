@@ -26,7 +26,7 @@ Examples:
   ptscope check --min-gpu-util 80% --max-dataloader 10% rank0.pt.trace.json.gz
   ptscope check --baseline base.pickle --max-peak-increase 5% new.pickle
   ptscope check --baseline base_bundle/ --max-step-time-increase 10% new_bundle/
-  ptscope check --max-peak 70GiB --no-oom job_snapshots/    # every rank of a fleet
+  ptscope check --max-peak 70GiB --no-oom job_snapshots/  # each rank of a fleet
 `
 
 func checkCommand() command {

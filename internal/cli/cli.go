@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"sort"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/term"
 )
 
 // Exit codes shared by every subcommand.
@@ -66,6 +69,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	name := args[0]
 	switch name {
+	case "--version", "-version", "-V":
+		return invoke(versionCommand(), e, nil)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			if c, ok := lookup(args[1]); ok {
@@ -148,20 +153,24 @@ func exitCode(stderr io.Writer, err error) int {
 	return ExitUsage
 }
 
-// newFlagSet makes a FlagSet whose -h prints the command's usage text.
+// newFlagSet makes a FlagSet whose -h prints the command's usage text and
+// flags on stdout. The flag package itself prints nothing: a parse error
+// is returned by parseFlags as one line, naming flags as users type them.
 func newFlagSet(e *env, c command) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprint(e.stdout, c.usage)
-		printFlags(e.stdout, fs)
+		printFlags(e.stdout, fs, term.Width(e.stdout))
 	}
 	return fs
 }
 
 // printFlags lists a command's flags as users type them (--flag VALUE),
-// with their help and default. The standard library writes -flag.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
+// with their help wrapped to width and their default. The standard library
+// writes -flag. A default of -1 is the "not given" sentinel of an optional
+// number and is not shown (the help says what not giving it does).
+func printFlags(w io.Writer, fs *flag.FlagSet, width int) {
 	first := true
 	fs.VisitAll(func(f *flag.Flag) {
 		if first {
@@ -175,14 +184,60 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		}
 		fmt.Fprintln(w, line)
 		def := ""
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "-1" {
 			def = fmt.Sprintf(" (default %s)", f.DefValue)
 			if name == "string" || strings.ContainsAny(f.DefValue, " ") {
 				def = fmt.Sprintf(" (default %q)", f.DefValue)
 			}
 		}
-		fmt.Fprintf(w, "        %s%s\n", strings.ReplaceAll(usage, "\n", "\n        "), def)
+		// the help is one paragraph, wrapped here
+		for _, l := range report.Wrap(strings.ReplaceAll(usage, "\n", " ")+def, width, "        ", "        ") {
+			fmt.Fprintln(w, l)
+		}
 	})
+}
+
+// parseFlags parses args with fs: -h prints the usage (flag.ErrHelp is
+// returned), any other error is a usage error of one line such as
+// "analyze: unknown flag --bogus (see ptscope help analyze)".
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage := fs.Usage
+	fs.Usage = func() {} // the flag package calls it on every error
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		usage()
+		return err
+	}
+	return flagError(fs.Name(), err)
+}
+
+// flagErrors rewrite the flag package's messages, which name flags with
+// one dash.
+var flagErrors = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^flag provided but not defined: -+(.*)$`), "unknown flag --$1 (see ptscope help CMD)"},
+	{regexp.MustCompile(`^flag needs an argument: -+(.*)$`), "--$1 needs a value"},
+	{regexp.MustCompile(`(?s)^invalid value (".*") for flag -([^:]+): (.*)$`), "--$2 $1: $3"},
+	{regexp.MustCompile(`(?s)^invalid boolean value (".*") for -([^:]+): (.*)$`), "--$2 $1: not true or false"},
+	{regexp.MustCompile(`(?s)^invalid boolean flag ([^:]+): (.*)$`), "--$1: $2"},
+	{regexp.MustCompile(`^bad flag syntax: (.*)$`), "bad flag syntax: $1 (see ptscope help CMD)"},
+}
+
+func flagError(cmd string, err error) error {
+	msg := err.Error()
+	for _, r := range flagErrors {
+		if r.re.MatchString(msg) {
+			msg = r.re.ReplaceAllString(msg, strings.ReplaceAll(r.repl, "CMD", cmd))
+			break
+		}
+	}
+	return &usageError{cmd + ": " + msg}
 }
 
 // parseInterspersed parses flags that may come after positional arguments
@@ -190,11 +245,8 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &usageError{err.Error()}
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -209,15 +261,23 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func versionCommand() command {
-	return command{
+	c := command{
 		name:    "version",
 		summary: "print the ptscope version",
 		usage:   "Usage: ptscope version\n",
-		run: func(e *env, args []string) error {
-			fmt.Fprintf(e.stdout, "ptscope %s\n", Version)
-			return nil
-		},
 	}
+	c.run = func(e *env, args []string) error {
+		pos, err := parseInterspersed(newFlagSet(e, c), args)
+		if err != nil {
+			return err
+		}
+		if len(pos) > 0 {
+			return usagef("version: takes no argument (%q)", pos[0])
+		}
+		fmt.Fprintf(e.stdout, "ptscope %s\n", Version)
+		return nil
+	}
+	return c
 }
 
 // tuneGC lets the heap grow 4x between collections unless the user set

@@ -39,9 +39,15 @@ func demoCommand() command {
 		fs := newFlagSet(e, c)
 		mf.register(fs)
 		rf.register(fs)
+		out.folder = "report.txt, report.json, README.md, charts"
 		out.register(fs)
-		if _, err := parseInterspersed(fs, args); err != nil {
+		out.registerSteps(fs)
+		pos, err := parseInterspersed(fs, args)
+		if err != nil {
 			return err
+		}
+		if len(pos) > 0 {
+			return usagef("demo: takes no input (%q); to analyse your own snapshot: ptscope analyze FILE", pos[0])
 		}
 		if out.name == "" {
 			out.name = "demo"
@@ -50,7 +56,7 @@ func demoCommand() command {
 		if err != nil {
 			return err
 		}
-		if err := rf.apply(&t); err != nil {
+		if err = rf.apply(&t); err != nil {
 			return err
 		}
 		o, err := mf.options()

@@ -42,6 +42,7 @@ func diffCommand() command {
 		var out outputFlags
 		fs := newFlagSet(e, c)
 		addInputFlags(e, fs)
+		out.folder = "report.txt and report.json"
 		out.register(fs)
 		topN := fs.Int("top", 10, "rows of each changed table (stacks, sources, operators, kernels, ...)")
 		paths, err := parseInterspersed(fs, args)
@@ -52,7 +53,7 @@ func diffCommand() command {
 			return usagef("diff: give two inputs, A (the baseline) and B, not %d (see ptscope help diff)", len(paths))
 		}
 		if *topN <= 0 {
-			return usagef("diff: --top must be positive")
+			return usagef("diff: --top must be at least 1, not %d", *topN)
 		}
 		t, err := out.text(e.stdout)
 		if err != nil {

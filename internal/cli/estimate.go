@@ -14,34 +14,47 @@ import (
 	"github.com/ptscope/ptscope/internal/units"
 )
 
-const estimateUsage = `Usage: ptscope estimate [--model NAME | --config config.json | --layers N --hidden N ...] [setup flags]
+const estimateUsage = `Usage: ptscope estimate [--model NAME | --config config.json |
+                        --layers N --hidden N ...] [setup flags]
 
-Predicts the GPU memory of one rank for training (or, with --forward-only, inference) of a
-decoder-only Transformer: parameters, gradients, optimizer state, master weights, activations
-(per layer, attention/MLP split, logits and loss), temporaries, the peak over forward / backward /
-optimizer step, the caching allocator's rounding and fragmentation, the CUDA context, cuBLAS
-workspaces, NCCL buffers and, with --offload, host memory. peak allocated is comparable to
-torch.cuda.max_memory_allocated(). Defaults: bf16 autocast over fp32 weights, AdamW, SDPA
-attention, no recompute, one GPU. Formulas and validation: docs/estimate.md.
+Predicts the GPU memory of one rank for training (or, with --forward-only,
+inference) of a decoder-only Transformer: parameters, gradients, optimizer
+state, master weights, activations (per layer, attention/MLP split, logits
+and loss), temporaries, the peak over forward / backward / optimizer step,
+the caching allocator's rounding and fragmentation, the CUDA context, cuBLAS
+workspaces, NCCL buffers and, with --offload, host memory. peak allocated is
+comparable to torch.cuda.max_memory_allocated(). Defaults: bf16 autocast over
+fp32 weights, AdamW, SDPA attention, no recompute, one GPU. Formulas and
+validation: docs/estimate.md.
 
---dtype names the precision as people name it: bf16 (torch.autocast over fp32 weights: HF Trainer
---bf16, Lightning bf16-mixed), bf16-true (model.to(torch.bfloat16)), fp16, fp16-true, fp32.
+--dtype names the precision as people name it: bf16 (torch.autocast over fp32
+weights: HF Trainer --bf16, Lightning bf16-mixed), bf16-true
+(model.to(torch.bfloat16)), fp16, fp16-true, fp32.
 
 %s
 %s
 
 Examples:
   ptscope estimate --model llama3-8b --seq 4096 --gpu h100
-  ptscope estimate --config config.json --seq 2048 --micro-batch 4 --recompute full --explain
-  ptscope estimate --model llama3-8b --fsdp --dp 8 --param-dtype bf16 --reduce-dtype fp32 --seq 4096
-  ptscope estimate --config config.json --tp 4 --tp-plan hf --micro-batch 4 --seq 2048 --gpu h100
-  ptscope estimate --model llama3-70b --dtype bf16-true --master-weights --grad-dtype fp32 --tp 8 \
-      --tp-plan megatron --sp --pp 4 --dp 8 --zero 1 --seq 8192 --recompute selective --gpu h100
-  ptscope estimate --model llama3-8b --zero 2 --dp 8 --offload optimizer --gpu 4090
-  ptscope estimate --gpu h100 --sweep model=gpt2-medium,gpt2-large,gpt2-xl seq=256,512,1024 dtype=fp32,bf16
-  ptscope estimate --gpu h100 --fsdp --dp 8 --sweep model=llama2-7b,llama3-8b seq=2048,4096,8192 recompute=none,full
-  ptscope estimate --model lm-2.7B --gpu 4090 --sweep micro-batch=1..64 seq=512,1024 --json
-  ptscope estimate --model lm-small --seq 512 --micro-batch 8 --calibrate runs/latest
+  ptscope estimate --config config.json --seq 2048 --micro-batch 4 \
+      --recompute full --explain
+  ptscope estimate --model llama3-8b --fsdp --dp 8 --param-dtype bf16 \
+      --reduce-dtype fp32 --seq 4096
+  ptscope estimate --config config.json --tp 4 --tp-plan hf --micro-batch 4 \
+      --seq 2048 --gpu h100
+  ptscope estimate --model llama3-70b --dtype bf16-true --master-weights \
+      --grad-dtype fp32 --tp 8 --tp-plan megatron --sp --pp 4 --dp 8 \
+      --zero 1 --seq 8192 --recompute selective --gpu h100
+  ptscope estimate --model llama3-8b --zero 2 --dp 8 --offload optimizer \
+      --gpu 4090
+  ptscope estimate --gpu h100 --sweep model=gpt2-medium,gpt2-large,gpt2-xl \
+      seq=256,512,1024 dtype=fp32,bf16
+  ptscope estimate --gpu h100 --fsdp --dp 8 \
+      --sweep model=llama2-7b,llama3-8b seq=2048,4096,8192 recompute=none,full
+  ptscope estimate --model lm-2.7B --gpu 4090 --sweep micro-batch=1..64 \
+      seq=512,1024 --json
+  ptscope estimate --model lm-small --seq 512 --micro-batch 8 \
+      --calibrate runs/latest
 `
 
 func estimateCommand() command {
@@ -52,8 +65,8 @@ func estimateCommand() command {
 			gpus = append(gpus, g.Name)
 		}
 	}
-	presets := report.Wrap("Model presets: "+strings.Join(estimate.PresetNames(), ", ")+".", 100, "", "  ")
-	gl := report.Wrap("GPUs: "+strings.Join(gpus, ", ")+".", 100, "", "  ")
+	presets := report.Wrap("Model presets: "+strings.Join(estimate.PresetNames(), ", ")+".", 80, "", "  ")
+	gl := report.Wrap("GPUs: "+strings.Join(gpus, ", ")+".", 80, "", "  ")
 	c.usage = fmt.Sprintf(estimateUsage, strings.Join(presets, "\n"), strings.Join(gl, "\n"))
 	c.run = func(e *env, args []string) error { return runEstimate(e, c, args) }
 	return c

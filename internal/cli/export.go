@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,24 +27,25 @@ const exportUsage = `Usage: ptscope export FORMAT [flags] INPUT
 Write a snapshot or a profiler trace in a format other tools read.
 
 Formats:
-  pprof       allocator memory as a pprof heap profile (go tool pprof -http, flame
-              graph): inuse_space/inuse_objects at the peak (or --at), alloc_space/
-              alloc_objects over the recording; Python frames as functions,
-              category, stream and module as labels
-  folded      folded stacks ("frame;frame;frame bytes") of the memory alive at the
-              peak (or --at), for flamegraph.pl and speedscope
+  pprof       allocator memory as a pprof heap profile (go tool pprof -http,
+              flame graph): inuse_space/inuse_objects at the peak (or --at),
+              alloc_space/alloc_objects over the recording; Python frames as
+              functions, category, stream and module as labels
+  folded      folded stacks ("frame;frame;frame bytes") of the memory alive at
+              the peak (or --at), for flamegraph.pl and speedscope
   perfetto    Chrome trace JSON for ui.perfetto.dev and chrome://tracing: a
-              snapshot's allocated and reserved memory (and by category) as counter
-              tracks with steps and phases as slices; a profiler trace trimmed to
-              --steps and --min-duration so that a huge trace opens
+              snapshot's allocated and reserved memory (and by category) as
+              counter tracks with steps and phases as slices; a profiler trace
+              trimmed to --steps and --min-duration so that a huge trace opens
   memory-viz  a snapshot in the JSON form PyTorch's memory_viz opens
-              (pytorch.org/memory_viz), trimmed to --steps or --from/--to and to
-              allocations of --min-size, so that a snapshot too big for it opens;
-              -o FILE.pickle writes it as a pickle (python -m torch.cuda._memory_viz)
-  parquet     tables of every rank of snapshots, traces, bundles and folders of
-              ranks (ranks, snapshots, steps, categories and modules at the peak,
-              top stacks, operators, kernels, collectives, findings) into the
-              folder -o DIR, for DuckDB and Spark (docs/parquet.md)
+              (pytorch.org/memory_viz), trimmed to --steps or --from/--to and
+              to allocations of --min-size, so that a snapshot too big for it
+              opens; -o FILE.pickle writes it as a pickle (for python -m
+              torch.cuda._memory_viz)
+  parquet     tables of every rank of snapshots, traces, bundles and folders
+              of ranks (ranks, snapshots, steps, categories and modules at the
+              peak, top stacks, operators, kernels, collectives, findings) into
+              the folder -o DIR, for DuckDB and Spark (docs/parquet.md)
 
 INPUT is a snapshot (pickle or JSON, compressed or not), a Kineto trace
 (perfetto only) or a ptscope run bundle (its last snapshot; --rank picks the
@@ -53,16 +56,21 @@ Points (--at, --from, --to): peak, end, start, a trace entry index (560), a
 step as analyze numbers them (step:3), or a time since the first entry (1.5s).
 
 Examples:
-  ptscope export pprof -o mem.pb.gz snapshot.pickle && go tool pprof -http : mem.pb.gz
+  ptscope export pprof -o mem.pb.gz snapshot.pickle &&
+    go tool pprof -http : mem.pb.gz
   ptscope export pprof --at step:2 -o step2.pb.gz snapshot.pickle
-  ptscope export folded snapshot.pickle | flamegraph.pl --countname bytes > mem.svg
+  ptscope export folded snapshot.pickle |
+    flamegraph.pl --countname bytes > mem.svg
   ptscope export perfetto -o memory.json snapshot.pickle
-  ptscope export perfetto --steps 3-5 --min-duration 10us -o small.json big.pt.trace.json.gz
-  ptscope export memory-viz --steps 2-3 --min-size 1MiB -o viz.json snapshot.pickle
+  ptscope export perfetto --steps 3-5 --min-duration 10us -o small.json \
+    big.pt.trace.json.gz
+  ptscope export memory-viz --steps 2-3 --min-size 1MiB -o viz.json \
+    snapshot.pickle
   ptscope export memory-viz --steps 2 -o step2.pickle snapshot.pickle &&
     python -m torch.cuda._memory_viz trace_plot step2.pickle -o step2.html
   ptscope export parquet -o /shared/job42/$(hostname) /local/job42/ &&
-    duckdb -c "SELECT max(peak_allocated_bytes) FROM '/shared/job42/*/ranks.parquet'"
+    duckdb -c "SELECT max(peak_allocated_bytes)
+               FROM '/shared/job42/*/ranks.parquet'"
 `
 
 type exportFlags struct {
@@ -255,7 +263,7 @@ func exportTrace(e *env, path string, out *output, f *exportFlags, set map[strin
 	for _, w := range sum.Warnings {
 		fmt.Fprintf(e.stderr, "ptscope: %s: %s\n", path, w)
 	}
-	s := fmt.Sprintf("Chrome trace JSON, %s of %s events", commas(sum.Kept), commas(sum.Events))
+	s := fmt.Sprintf("Chrome trace JSON, %s of %s events", units.Count(int64(sum.Kept)), units.Count(int64(sum.Events)))
 	if o.Steps {
 		s += fmt.Sprintf(", ProfilerStep#%d..#%d (%s)", o.FirstStep, o.LastStep, units.Duration(sum.ToNS-sum.FromNS))
 	}
@@ -325,12 +333,12 @@ func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, se
 		if err != nil {
 			return "", err
 		}
-		s := fmt.Sprintf("Chrome trace JSON, %s counter points, %s slices", commas(sum.Counters), commas(sum.Slices))
+		s := fmt.Sprintf("Chrome trace JSON, %s counter points, %s slices", units.Count(int64(sum.Counters)), units.Count(int64(sum.Slices)))
 		if sum.Counters == 0 {
 			s += " (the snapshot has no trace entries: nothing to draw over time)"
 		}
 		if sum.Thinned {
-			s += fmt.Sprintf(" (counter tracks thinned to %s points)", commas(f.maxPoints))
+			s += fmt.Sprintf(" (counter tracks thinned to %s points)", units.Count(int64(f.maxPoints)))
 		}
 		return s, nil
 	case "memory-viz":
@@ -354,13 +362,13 @@ func exportLive(format string, m *export.Memory, out *output, f *exportFlags) (s
 			return "", err
 		}
 		return fmt.Sprintf("pprof heap profile, %s in use (%s allocations) at %s, %s allocated over the recording",
-			units.Bytes(sum.InuseBytes), commas(int(sum.InuseObjects)), desc, units.Bytes(sum.AllocBytes)), nil
+			units.Bytes(sum.InuseBytes), units.Count(sum.InuseObjects), desc, units.Bytes(sum.AllocBytes)), nil
 	}
 	sum, err := export.WriteFolded(out, m, at, desc)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("folded stacks, %s in %s stacks alive at %s", units.Bytes(sum.Bytes), commas(sum.Lines), desc), nil
+	return fmt.Sprintf("folded stacks, %s in %s stacks alive at %s", units.Bytes(sum.Bytes), units.Count(int64(sum.Lines)), desc), nil
 }
 
 func exportMemViz(s *snapshot.Snapshot, ms []*export.Memory, out *output, f *exportFlags, set map[string]bool) (string, error) {
@@ -419,7 +427,7 @@ func exportMemViz(s *snapshot.Snapshot, ms []*export.Memory, out *output, f *exp
 	if sum.Misplaced > 0 {
 		return "", fmt.Errorf("export memory-viz: %d blocks of the rebuilt allocator state fit no segment; the snapshot's trace and segments disagree", sum.Misplaced)
 	}
-	desc := fmt.Sprintf("memory_viz snapshot %s, %s trace entries, %s segments, %s active blocks", form, commas(sum.Entries), commas(sum.Segments), commas(sum.Blocks))
+	desc := fmt.Sprintf("memory_viz snapshot %s, %s trace entries, %s segments, %s active blocks", form, units.Count(int64(sum.Entries)), units.Count(int64(sum.Segments)), units.Count(int64(sum.Blocks)))
 	if windowed {
 		var parts []string
 		for _, d := range devs {
@@ -473,7 +481,7 @@ func openOutput(e *env, name, format string) (*output, error) {
 	}
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
 	if err != nil {
-		return nil, err
+		return nil, writeError(name, err)
 	}
 	if err := f.Chmod(0o644); err != nil { // CreateTemp makes it private
 		f.Close()
@@ -481,6 +489,16 @@ func openOutput(e *env, name, format string) (*output, error) {
 		return nil, err
 	}
 	return &output{Writer: f, name: name, file: f}, nil
+}
+
+// writeError names the file the user asked for, not the temporary file
+// beside it that failed: "x.pb.gz: cannot write: no such file or directory".
+func writeError(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: cannot write: %w", input.Name(name), err)
 }
 
 func (o *output) commit() error {
@@ -503,22 +521,4 @@ func (o *output) abort() {
 		o.file.Close()
 		os.Remove(o.file.Name())
 	}
-}
-
-// commas formats n with thousands separators.
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }

@@ -101,7 +101,7 @@ func runExportParquet(e *env, format string, paths []string, f *exportFlags, pf 
 	for _, t := range tables {
 		total += t.Bytes
 		if t.Rows > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s", strings.TrimSuffix(t.Name, ".parquet"), commas(int(t.Rows))))
+			parts = append(parts, fmt.Sprintf("%s %s", strings.TrimSuffix(t.Name, ".parquet"), units.Count(t.Rows)))
 		}
 	}
 	fmt.Fprintf(e.stderr, "wrote %s: %d tables, %s, %s from %s; rows: %s\n", filepath.Clean(f.output), len(tables),

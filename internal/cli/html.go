@@ -15,7 +15,7 @@ import (
 func writeHTMLFile(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".ptscope-html-*")
 	if err != nil {
-		return err
+		return writeError(path, err)
 	}
 	defer os.Remove(tmp.Name())
 	bw := bufio.NewWriterSize(tmp, 1<<20)

@@ -15,21 +15,32 @@ import (
 
 // outputFlags is the one output switch of every command that renders a
 // report.Document: text on stdout (the default), --json, --out DIR (a run
-// folder, besides either), --steps.
+// folder, besides either), --steps where the text lists steps.
 type outputFlags struct {
 	json  bool
 	out   string
 	name  string
 	steps string
 	html  string
+	// folder lists what the run folder holds, for --out's help (default:
+	// report.txt, report.json, charts); set it before register
+	folder string
 	// writeHTML writes the --html page; commands that offer --html set it
 	writeHTML func(w io.Writer) error
 }
 
 func (o *outputFlags) register(fs *flag.FlagSet) {
+	folder := o.folder
+	if folder == "" {
+		folder = "report.txt, report.json, charts"
+	}
 	fs.BoolVar(&o.json, "json", false, "print one JSON document (docs/json.md) instead of the text report")
-	fs.StringVar(&o.out, "out", "", "also write a run folder `DIR`/YYYYMMDD_HHMMSS_NAME/ (report.txt, report.json, README.md, charts)")
+	fs.StringVar(&o.out, "out", "", "also write a run folder `DIR`/YYYYMMDD_HHMMSS_NAME/ ("+folder+")")
 	fs.StringVar(&o.name, "name", "", "`NAME` of the run folder (default: from the first input)")
+}
+
+// registerSteps adds --steps (commands whose text lists steps).
+func (o *outputFlags) registerSteps(fs *flag.FlagSet) {
 	fs.StringVar(&o.steps, "steps", "summary", "steps listed in text: summary (first, last, slowest, largest, outliers) or all")
 }
 

@@ -22,7 +22,7 @@ at it; layout in docs/bundle.md):
   rankN/process.json     per process facts and peaks
   rankN/snapshot_*.pickle  allocator snapshots (end, step:N, SIGUSR1, OOM)
   rankN/trace_stepN.pt.trace.json.gz  profiler traces (--trace)
-  rankN/phases.jsonl     forward/backward/optimizer per step, memory before/after
+  rankN/phases.jsonl     each step's phases, memory before and after each
   rankN/live.jsonl       samples every --interval: allocated, reserved, peak,
                          device used (what nvidia-smi sees), host RSS
   rankN/tensors.jsonl    parameters, gradients, optimizer state and buffers by
@@ -65,12 +65,16 @@ bundles are marked simulated.
 
 Examples:
   ptscope run -- python train.py --epochs 1
-  ptscope run --trace --schedule wait=1,warmup=2,active=3,repeat=2 -- python train.py
-  ptscope run --snapshot-at end,step:20 --stacks all -- torchrun --nproc-per-node 8 train.py
+  ptscope run --trace --schedule wait=1,warmup=2,active=3,repeat=2 -- \
+      python train.py
+  ptscope run --snapshot-at end,step:20 --stacks all -- \
+      torchrun --nproc-per-node 8 train.py
   ptscope run --record-steps 0-2,100-101 -- python train.py
-  ptscope run --ranks 0 --out runs --name baseline -- torchrun --nproc-per-node 2 train.py
+  ptscope run --ranks 0 --out runs --name baseline -- \
+      torchrun --nproc-per-node 2 train.py
   ptscope run --simulate-world-size 64 -- python train.py --fsdp
-  ptscope run --simulate-world-size 8 --simulate-rank 7 -- python train.py --pp 8
+  ptscope run --simulate-world-size 8 --simulate-rank 7 -- \
+      python train.py --pp 8
   CUDA_VISIBLE_DEVICES= ptscope run --no-gpu -- python train.py --steps 2
   ptscope analyze ptscope-runs/latest
 `
@@ -111,11 +115,8 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	fs.IntVar(&o.Simulate.Rank, "simulate-rank", 0, "the rank simulated by --simulate-world-size")
 	fs.BoolVar(&o.Simulate.NoGPU, "no-gpu", false, "run without a GPU: fake CUDA tensors, memory counted by a tracker")
 	fs.BoolVar(&o.Simulate.NoGPU, "fake-tensors", false, "same as --no-gpu")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	argv := fs.Args()
 	if len(argv) > 0 && argv[0] == "--" {

@@ -34,7 +34,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--max-snapshot-size", "lots", "--", "true"}, "max-snapshot-size"},
 		{[]string{"--stacks", "cpp", "--", "true"}, "stacks"},
 		{[]string{"--interval", "1ms", "--", "true"}, "interval"},
-		{[]string{"--no-such-flag", "true"}, "not defined"},
+		{[]string{"--no-such-flag", "true"}, "unknown flag --no-such-flag"},
 		{[]string{"--simulate-world-size", "0", "--", "true"}, "simulate-world-size must be at least 1"},
 		{[]string{"--simulate-world-size", "2", "--simulate-rank", "2", "--", "true"}, "simulate-rank 2 must be in 0..1"},
 		{[]string{"--simulate-rank", "1", "--", "true"}, "needs --simulate-world-size"},

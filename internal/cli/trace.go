@@ -35,10 +35,11 @@ findings with recommendations, then the top operators and kernels.
 Views (--view):
   overview   steps, where the step goes, findings, top operators and kernels
   operators  operator table: calls, host self/total, device self/total
-  kernels    kernel table: calls, total/mean/min/max, blocks per SM, occupancy, tensor cores
+  kernels    kernel table: calls, total/mean/min/max, blocks per SM, occupancy,
+             tensor cores
   steps      per-step breakdown and phases, user annotations
-  idle       GPU compute vs idle (host wait, communication, copies, kernel wait),
-             launch delays, copies, synchronisations
+  idle       GPU compute vs idle (host wait, communication, copies, kernel
+             wait), launch delays, copies, synchronisations
   comm       communication kernels, overlap, collectives, cross-rank skew
   memory     peak allocated/reserved per device from [memory] events
 
@@ -47,8 +48,8 @@ Examples:
   ptscope trace --view operators --top 30 --group-by-shape trace.json
   ptscope trace --view steps --steps all trace.json.gz
   ptscope trace --json traces/ > report.json
-  ptscope trace --out runs/ traces/          # run folder: report.txt, report.json, README.md, PNG charts
-  ptscope trace --rank 77 job_traces/        # one rank of a fleet
+  ptscope trace --out runs/ traces/   # a run folder: report, JSON, charts
+  ptscope trace --rank 77 job_traces/ # one rank of a fleet
 `
 
 func traceCommand() command {
@@ -60,7 +61,9 @@ func traceCommand() command {
 		var opt perf.Options
 		fs := newFlagSet(e, c)
 		addInputFlags(e, fs)
+		out.folder = "report.txt, report.json, README.md, charts"
 		out.register(fs)
+		out.registerSteps(fs)
 		out.registerHTML(fs)
 		fs.StringVar(&view, "view", "overview", "text view: overview|operators|kernels|steps|idle|comm|memory")
 		fs.IntVar(&top, "top", 10, "rows of the operator, kernel and collective tables in text (--json holds every row)")
@@ -81,7 +84,7 @@ func traceCommand() command {
 			return usagef("trace: --view: %v", err)
 		}
 		if top <= 0 {
-			return usagef("trace: --top must be positive")
+			return usagef("trace: --top must be at least 1, not %d", top)
 		}
 		t, err := out.text(e.stdout)
 		if err != nil {

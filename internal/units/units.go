@@ -121,6 +121,24 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.Duration(v * float64(time.Second)), nil
 }
 
+// Count formats n with thousands separators: "8,378", "-1,234,567".
+func Count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	digits := strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	b.Grow(len(s) + len(digits)/3)
+	if len(digits) < len(s) {
+		b.WriteByte('-')
+	}
+	for i := 0; i < len(digits); i++ {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(digits[i])
+	}
+	return b.String()
+}
+
 // Percent formats a 0..1 ratio as "93.4%".
 func Percent(r float64) string {
 	if math.IsNaN(r) || math.IsInf(r, 0) {

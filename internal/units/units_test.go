@@ -47,3 +47,15 @@ func TestPercent(t *testing.T) {
 		t.Errorf("Percent = %q", got)
 	}
 }
+
+func TestCount(t *testing.T) {
+	cases := map[int64]string{
+		0: "0", 7: "7", 999: "999", 1000: "1,000", -123: "-123", -1000: "-1,000",
+		8378: "8,378", 5538270208: "5,538,270,208", -9223372036854775808: "-9,223,372,036,854,775,808",
+	}
+	for in, want := range cases {
+		if got := Count(in); got != want {
+			t.Errorf("Count(%d) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -198,7 +198,7 @@ func ratioRow(name string, v diff.Ratio) []string {
 
 func countCell(v float64) string {
 	if v == math.Trunc(v) {
-		return commas(int64(v))
+		return units.Count(int64(v))
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
 }
@@ -219,18 +219,6 @@ func countRow(name string, v diff.Count) []string {
 		d = "-" + d
 	}
 	return []string{name, countCell(v.A), countCell(v.B), d, changeCell(v.Change, v.A, v.B)}
-}
-
-func commas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 var metricHeader = []string{"", "A", "B", "change", "%"}

@@ -189,24 +189,7 @@ func ifs(b bool, t, f string) string {
 }
 
 func exact(n int64) string {
-	return fmt.Sprintf("%s (%s B)", units.Bytes(n), comma(n))
-}
-
-func comma(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return fmt.Sprintf("%s (%s B)", units.Bytes(n), units.Count(n))
 }
 
 // VerdictText is the verdict in words: "FITS", "FITS, tightly", "DOES NOT FIT".
@@ -292,7 +275,7 @@ func writeEstimate(w io.Writer, r *estimate.Result, o report.TextOptions, explai
 		if tm.Bytes == 0 && tm.Name != "activations" && !explain {
 			continue
 		}
-		t.Rows = append(t.Rows, []string{tm.Name, units.Bytes(tm.Bytes), comma(tm.Bytes), tm.Where.String()})
+		t.Rows = append(t.Rows, []string{tm.Name, units.Bytes(tm.Bytes), units.Count(tm.Bytes), tm.Where.String()})
 	}
 	p.table(t)
 	writeModelStates(p, top)

@@ -63,7 +63,7 @@ func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}
-	return commas(n) + " " + many
+	return units.Count(int64(n)) + " " + many
 }
 
 func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
@@ -88,7 +88,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 	line(o.Bold(head) + fmt.Sprintf(" (one rank's report: ptscope %s --rank N %s)", cmd, strings.Join(d.Inputs, " ")))
 	if m := rep.Memory; m != nil {
 		fmt.Fprintln(w)
-		line(o.Bold("Memory") + fmt.Sprintf(" (per rank: the highest peak over its snapshots and devices; %s ranks)", commas(m.PeakAllocated.Ranks)))
+		line(o.Bold("Memory") + fmt.Sprintf(" (per rank: the highest peak over its snapshots and devices; %s ranks)", units.Count(int64(m.PeakAllocated.Ranks))))
 		t := report.Table{Header: []string{"", "min", "median", "p99", "max", "outliers"}, MaxWidth: width,
 			Align: []report.Align{report.Left, report.Right, report.Right, report.Right, report.Right, report.Left}}
 		t.Rows = append(t.Rows, bytesRow("peak allocated", m.PeakAllocated))
@@ -105,7 +105,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 	}
 	if t := rep.Time; t != nil {
 		fmt.Fprintln(w)
-		line(o.Bold("Time") + fmt.Sprintf(" (profiler traces; %s ranks with steps)", commas(t.StepTime.Ranks)))
+		line(o.Bold("Time") + fmt.Sprintf(" (profiler traces; %s ranks with steps)", units.Count(int64(t.StepTime.Ranks))))
 		tb := report.Table{Header: []string{"", "min", "median", "p99", "max", "outliers"}, MaxWidth: width,
 			Align: []report.Align{report.Left, report.Right, report.Right, report.Right, report.Right, report.Left}}
 		tb.Rows = append(tb.Rows, durationRow("average step", t.StepTime))
@@ -135,7 +135,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 			line("  collectives  none matched across ranks")
 		} else {
 			s := fmt.Sprintf("  collective start skew  median %s, p99 %s, max %s over %s collectives",
-				units.Duration(c.StartSkew.MedianNS), units.Duration(c.StartSkew.P99NS), units.Duration(c.StartSkew.MaxNS), commas(c.Matched))
+				units.Duration(c.StartSkew.MedianNS), units.Duration(c.StartSkew.P99NS), units.Duration(c.StartSkew.MaxNS), units.Count(int64(c.Matched)))
 			if len(c.MostSkewed) > 0 {
 				x := c.MostSkewed[0]
 				s += fmt.Sprintf("; worst %s #%d", x.Name, x.Index)
@@ -255,7 +255,7 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 	if !byMem {
 		what = "average step"
 	}
-	title := fmt.Sprintf("Ranks by %s (the largest %d of %s; --json for every rank)", what, n, commas(len(all)))
+	title := fmt.Sprintf("Ranks by %s (the largest %d of %s; --json for every rank)", what, n, units.Count(int64(len(all))))
 	fmt.Fprintln(w, report.CutEnd(o.Bold(title), width))
 	// columns, in the order they are dropped when the table is too wide
 	type column struct {
@@ -443,20 +443,4 @@ func countTraces(t *fleet.TimeFleet) int {
 		n += max(r.Traces, 1)
 	}
 	return n
-}
-
-// commas formats n with thousands separators.
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	if n < 0 {
-		return "-" + commas(-n)
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }

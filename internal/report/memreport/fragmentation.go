@@ -37,7 +37,7 @@ func writeFragmentation(p *printer, d *memory.Result) {
 		p.line("  blocks by size:")
 		t := &report.Table{Header: []string{"size", "active", "active bytes", "free", "free bytes"}}
 		for _, r := range sizeRows(f) {
-			t.Rows = append(t.Rows, []string{r.label, comma(int64(r.active.Count)), units.Bytes(r.active.Bytes), comma(int64(r.free.Count)), units.Bytes(r.free.Bytes)})
+			t.Rows = append(t.Rows, []string{r.label, units.Count(int64(r.active.Count)), units.Bytes(r.active.Bytes), units.Count(int64(r.free.Count)), units.Bytes(r.free.Bytes)})
 		}
 		p.table(t)
 	}
@@ -53,7 +53,7 @@ func writeFragmentation(p *printer, d *memory.Result) {
 		}
 		for _, g := range f.Segments[:show] {
 			row := []string{fmt.Sprintf("0x%x", g.Address), units.Bytes(g.SizeBytes), units.Bytes(g.AllocatedBytes), units.Bytes(g.FreeBytes),
-				units.Bytes(g.LargestFreeBytes), comma(int64(g.Blocks))}
+				units.Bytes(g.LargestFreeBytes), units.Count(int64(g.Blocks))}
 			if wide {
 				row = append(row, g.Type, strconv.FormatInt(g.Stream, 10))
 			}
@@ -129,7 +129,7 @@ func writeOOMs(p *printer, d *memory.Result) {
 		}
 		p.wrap(fmt.Sprintf("%s requested, %s free on the device, allocated %s, reserved %s, cached free %s (largest %s)",
 			units.Bytes(x.RequestedBytes), units.Bytes(x.DeviceFreeBytes), units.Bytes(x.AllocatedBytes),
-			units.Bytes(x.ReservedBytes), units.Bytes(x.CachedFreeBytes), lf), fmt.Sprintf("  entry %s: ", comma(int64(x.EventIndex))), "    ")
+			units.Bytes(x.ReservedBytes), units.Bytes(x.CachedFreeBytes), lf), fmt.Sprintf("  entry %s: ", units.Count(int64(x.EventIndex))), "    ")
 		p.wrap(strings.ToUpper(x.Verdict.String())+": "+verdictText(&x), "  verdict: ", "    ")
 		var parts []string
 		for _, g := range x.Filled {

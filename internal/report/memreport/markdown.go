@@ -54,7 +54,7 @@ func mdDevice(b *strings.Builder, in *memory.Input, d *memory.Result, suffix str
 	fmt.Fprintf(b, "### Device %d\n\n", d.Device)
 	if d.HasHistory {
 		fmt.Fprintf(b, "- Peak allocated: **%s** (%s B), reserved %s at the peak (%s at most); efficiency at the peak %s.\n",
-			units.Bytes(d.Peak.AllocatedBytes), comma(d.Peak.AllocatedBytes), units.Bytes(d.Peak.ReservedAtPeakBytes),
+			units.Bytes(d.Peak.AllocatedBytes), units.Count(d.Peak.AllocatedBytes), units.Bytes(d.Peak.ReservedAtPeakBytes),
 			units.Bytes(d.Peak.ReservedBytes), units.Percent(d.Fragmentation.EfficiencyAtPeak))
 		fmt.Fprintf(b, "- %d steps (from %s), pattern **%s**.\n", len(d.Steps), d.StepSource.Describe(), d.Pattern)
 	} else {

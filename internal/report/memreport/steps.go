@@ -96,7 +96,7 @@ func writeSteps(p *printer, d *memory.Result) {
 		if d.HasTime {
 			dur = units.Duration(s.DurationNS)
 		}
-		t.Rows = append(t.Rows, []string{s.Name, comma(int64(s.EndIndex - s.StartIndex)), dur, units.Bytes(s.PeakAllocatedBytes),
+		t.Rows = append(t.Rows, []string{s.Name, units.Count(int64(s.EndIndex - s.StartIndex)), dur, units.Bytes(s.PeakAllocatedBytes),
 			units.Bytes(s.EndAllocatedBytes), strings.Join(note, ", ")})
 	}
 	p.table(t)
@@ -108,7 +108,7 @@ func writeSteps(p *printer, d *memory.Result) {
 			units.Bytes(l.PerStepBytes), units.Bytes(l.GrowthBytes), l.Steps), "  leak: ", "    ")
 		n := min(len(l.Stacks), 5)
 		for _, s := range l.Stacks[:n] {
-			p.line(report.CutMiddle(fmt.Sprintf("    %s in %s allocations from %s", units.Bytes(s.Bytes), comma(int64(s.Count)), s.Source), o.Width))
+			p.line(report.CutMiddle(fmt.Sprintf("    %s in %s allocations from %s", units.Bytes(s.Bytes), units.Count(int64(s.Count)), s.Source), o.Width))
 			if _, user := s.Short(1); user != nil && memory.ShortFrame(*user) != s.Source {
 				p.line(report.CutMiddle("      … "+memory.ShortFrame(*user), o.Width))
 			}

@@ -164,26 +164,7 @@ func writeInput(p *printer, in *memory.Input) {
 }
 
 func bytesExact(n int64) string {
-	return fmt.Sprintf("%s (%s B)", units.Bytes(n), comma(n))
-}
-
-func comma(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return fmt.Sprintf("%s (%s B)", units.Bytes(n), units.Count(n))
 }
 
 func share(b, total int64) string {
@@ -196,7 +177,7 @@ func share(b, total int64) string {
 func writeDevice(p *printer, d *memory.Result) {
 	o := p.o
 	pk := d.Peak
-	head := fmt.Sprintf("== device %d: %s trace entries", d.Device, comma(int64(d.Entries)))
+	head := fmt.Sprintf("== device %d: %s trace entries", d.Device, units.Count(int64(d.Entries)))
 	if !d.HasHistory {
 		head = fmt.Sprintf("== device %d: no allocation history, segments at dump time", d.Device)
 	}
@@ -211,7 +192,7 @@ func writeDevice(p *printer, d *memory.Result) {
 		p.section("Peak")
 		where := "before the first recorded entry"
 		if pk.EventIndex >= 0 {
-			where = "at entry " + comma(int64(pk.EventIndex))
+			where = "at entry " + units.Count(int64(pk.EventIndex))
 			if pk.Step >= 0 && pk.Step < len(d.Steps) {
 				where += ", " + d.Steps[pk.Step].Name
 			}
@@ -239,7 +220,7 @@ func writeDevice(p *printer, d *memory.Result) {
 	p.section("Alive " + at + ", by category")
 	t := &report.Table{Header: []string{"category", "bytes", "share", "count"}}
 	for _, c := range d.Categories {
-		t.Rows = append(t.Rows, []string{c.Category.String(), units.Bytes(c.Bytes), share(c.Bytes, pk.AllocatedBytes), comma(int64(c.Count))})
+		t.Rows = append(t.Rows, []string{c.Category.String(), units.Bytes(c.Bytes), share(c.Bytes, pk.AllocatedBytes), units.Count(int64(c.Count))})
 	}
 	p.table(t)
 
@@ -281,7 +262,7 @@ func groupTable(p *printer, name string, gs []memory.Group, total int64, n int, 
 		if i >= n {
 			break
 		}
-		t.Rows = append(t.Rows, []string{g.Name, units.Bytes(g.Bytes), share(g.Bytes, total), comma(int64(g.Count))})
+		t.Rows = append(t.Rows, []string{g.Name, units.Bytes(g.Bytes), share(g.Bytes, total), units.Count(int64(g.Count))})
 	}
 	p.table(t)
 	p.more(len(gs)-n, what)
