@@ -52,6 +52,9 @@ func diffCommand() command {
 		if len(paths) != 2 {
 			return usagef("diff: give two inputs, A (the baseline) and B, not %d (see ptscope help diff)", len(paths))
 		}
+		if paths[0] == "-" && paths[1] == "-" {
+			return usagef("diff: only one side can be - (the standard input)")
+		}
 		if *topN <= 0 {
 			return usagef("diff: --top must be at least 1, not %d", *topN)
 		}

@@ -317,9 +317,16 @@ func sniffFile(p string) (Kind, error) {
 // regular file is opened again later, but a stream ("-", a pipe, a
 // character device) is opened once, its kind read from a buffered prefix,
 // and kept for Open.
+//
+// A stream already sniffed and not yet opened keeps the kind it was found
+// to be: a command may Find its inputs twice (to tell their kinds, then
+// in the loader) and a stream cannot be read again.
 func sniffInput(p string, st fs.FileInfo) (Kind, error) {
 	if st != nil && st.Mode().IsRegular() {
 		return sniffFile(p)
+	}
+	if k, ok := pendingKind(p); ok {
+		return k, nil
 	}
 	var raw io.Reader
 	var closeRaw func() error
@@ -349,41 +356,63 @@ func sniffInput(p string, st fs.FileInfo) (Kind, error) {
 		return Unknown, fmt.Errorf("%s: %w", Name(p), err)
 	}
 	r.Reader = br
-	putStream(p, r)
-	return Sniff(head), nil
+	k := Sniff(head)
+	putStream(p, r, k)
+	return k, nil
 }
 
 // Streams opened by Find, waiting for Open; the standard input; the
 // warning sink.
 var (
 	streamMu sync.Mutex
-	streams  = map[string]*Reader{}
+	streams  = map[string]pending{}
 	stdin    io.Reader
 	warnTo   io.Writer
 )
 
-func putStream(name string, r *Reader) {
+// pending is a stream Find opened and Open has not taken yet.
+type pending struct {
+	r    *Reader
+	kind Kind
+}
+
+func putStream(name string, r *Reader, k Kind) {
 	streamMu.Lock()
 	defer streamMu.Unlock()
-	if old := streams[name]; old != nil {
-		old.Close()
+	if old, ok := streams[name]; ok {
+		old.r.Close()
 	}
-	streams[name] = r
+	streams[name] = pending{r, k}
 }
 
 func takeStream(name string) *Reader {
 	streamMu.Lock()
 	defer streamMu.Unlock()
-	r := streams[name]
+	p, ok := streams[name]
+	if !ok {
+		return nil
+	}
 	delete(streams, name)
-	return r
+	return p.r
 }
 
-// SetStdin sets what "-" reads (os.Stdin when nil).
+func pendingKind(name string) (Kind, bool) {
+	streamMu.Lock()
+	defer streamMu.Unlock()
+	p, ok := streams[name]
+	return p.kind, ok
+}
+
+// SetStdin sets what "-" reads (os.Stdin when nil) and drops the streams
+// a previous Find left unread.
 func SetStdin(r io.Reader) {
 	streamMu.Lock()
 	defer streamMu.Unlock()
 	stdin = r
+	for name, p := range streams {
+		p.r.Close()
+		delete(streams, name)
+	}
 }
 
 func stdinReader() io.Reader {

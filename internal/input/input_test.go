@@ -126,6 +126,11 @@ func TestStdinAndPipes(t *testing.T) {
 	if err != nil || len(files) != 1 || files[0].Kind != Snapshot || files[0].Path != "-" {
 		t.Fatalf("Find(-) = %v, %v", files, err)
 	}
+	// a second Find (a command's loader after its own check) knows the
+	// kind without reading the stream again
+	if again, err := Find([]string{"-"}); err != nil || len(again) != 1 || again[0].Kind != Snapshot {
+		t.Fatalf("second Find(-) = %v, %v", again, err)
+	}
 	r, err := Open("-")
 	if err != nil {
 		t.Fatal(err)

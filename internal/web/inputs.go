@@ -216,56 +216,87 @@ func (in *inputs) loadTrace(ctx context.Context, it *Input) error {
 	return nil
 }
 
-// scan finds the inputs under roots: snapshots and traces, and the files of
-// ptscope run bundles (labelled with the bundle's folder as their run). A
-// file is added once its size has not changed since the previous scan, so
-// that one still being written by a running capture is not read half-way.
+// scan finds the inputs under roots, root by root in the order given
+// (each folder's files sorted by path): snapshots and traces, and the files
+// of ptscope run bundles (labelled with the bundle's folder as their run).
+// A root that cannot be read (a missing path, a file of no known kind) is
+// listed with its error and the others are served. Rescans search the
+// folders only: a file given by name (or "-", the standard input, which
+// can be read once) is found by the first scan. A file in a folder is
+// added once its size has not changed since the previous scan, so that one
+// still being written by a running capture is not read half-way. scan
+// returns an error only when no root could be read.
 func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) error {
-	files, err := input.Find(roots, input.Snapshot, input.Trace, input.Bundle)
-	if err != nil {
-		return err
-	}
 	type found struct {
 		path string
 		kind input.Kind
 		run  string
 		rank *capture.Rank
 	}
-	var all []found
-	for _, f := range files {
-		if f.Kind != input.Bundle {
-			all = append(all, found{f.Path, f.Kind, "", nil})
+	var firstErr error
+	failed := 0
+	for _, root := range roots {
+		if !initial && !isDir(root) {
 			continue
 		}
-		b, err := capture.ReadBundle(f.Path)
+		files, err := input.Find([]string{root}, input.Snapshot, input.Trace, input.Bundle)
 		if err != nil {
-			in.addError(f.Path, string(input.Bundle), err)
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			if initial {
+				in.addError(root, string(input.Unknown), err)
+			}
 			continue
 		}
-		for k := range b.Ranks {
-			r := &b.Ranks[k]
-			for _, p := range r.Snapshots {
-				all = append(all, found{p, input.Snapshot, filepath.Base(b.Dir), r})
+		var batch []found
+		for _, f := range files {
+			if f.Kind != input.Bundle {
+				batch = append(batch, found{f.Path, f.Kind, "", nil})
+				continue
 			}
-			for _, p := range r.Traces {
-				all = append(all, found{p, input.Trace, filepath.Base(b.Dir), r})
+			b, err := capture.ReadBundle(f.Path)
+			if err != nil {
+				in.addError(f.Path, string(input.Bundle), err)
+				continue
 			}
+			for k := range b.Ranks {
+				r := &b.Ranks[k]
+				for _, p := range r.Snapshots {
+					batch = append(batch, found{p, input.Snapshot, filepath.Base(b.Dir), r})
+				}
+				for _, p := range r.Traces {
+					batch = append(batch, found{p, input.Trace, filepath.Base(b.Dir), r})
+				}
+			}
+		}
+		sort.SliceStable(batch, func(i, j int) bool { return batch[i].path < batch[j].path })
+		for _, f := range batch {
+			var size int64
+			if st, err := os.Stat(f.path); err == nil {
+				size = st.Size()
+			} else if !initial {
+				continue
+			}
+			prev, ok := seen[f.path]
+			seen[f.path] = size
+			if !initial && (!ok || prev != size) {
+				continue // new or growing: wait until a scan sees the same size
+			}
+			in.add(f.path, f.kind, f.run, size, f.rank)
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].path < all[j].path })
-	for _, f := range all {
-		st, err := os.Stat(f.path)
-		if err != nil {
-			continue
-		}
-		prev, ok := seen[f.path]
-		seen[f.path] = st.Size()
-		if !initial && (!ok || prev != st.Size()) {
-			continue // new or growing: wait until a scan sees the same size
-		}
-		in.add(f.path, f.kind, f.run, st.Size(), f.rank)
+	if initial && failed < len(roots) {
+		return nil // the roots that failed are listed with their error
 	}
-	return nil
+	return firstErr
+}
+
+// isDir reports whether path is a folder (or a link to one).
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // addError lists an input that could not even be opened (a broken bundle).

@@ -17,7 +17,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -73,7 +72,7 @@ func New(opts Options) (*Server, error) {
 // anyDir reports whether a root is a folder (a capture may still fill it).
 func anyDir(roots []string) bool {
 	for _, r := range roots {
-		if st, err := os.Stat(r); err == nil && st.IsDir() {
+		if isDir(r) {
 			return true
 		}
 	}

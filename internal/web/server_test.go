@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
@@ -339,5 +341,65 @@ func TestEmptyFolder(t *testing.T) {
 	}
 	if n := len(s.inputs.snapshot()); n != 0 {
 		t.Fatalf("%d inputs", n)
+	}
+}
+
+// TestRootsInOrder: inputs are numbered in the order of the command line
+// (each folder's files by path); a root that cannot be read is listed with
+// its one-line error while the others load; "-" is read from the standard
+// input once; only when every root fails is New an error.
+func TestRootsInOrder(t *testing.T) {
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "z_snapshot.pickle.xz")
+	link(t, filepath.Join(testfixture.Root(t), "testdata", "snapshots", "validate_gpt2tiny_fp32.pickle.xz"), snap)
+	sub := filepath.Join(dir, "traces")
+	os.MkdirAll(sub, 0o755)
+	for _, name := range []string{"b.json", "a.json"} {
+		if err := os.WriteFile(filepath.Join(sub, name), []byte(smallTrace), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(dir, "nope.pickle")
+	input.SetStdin(strings.NewReader(smallTrace))
+	defer input.SetStdin(nil)
+	s, err := New(Options{Roots: []string{snap, missing, sub, "-"}, Rescan: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start(t.Context())
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = got[:0]
+		busy := false
+		for _, in := range s.inputs.snapshot() {
+			got = append(got, fmt.Sprintf("%d %s %s %s", in.ID, filepath.Base(in.Path), in.Kind, in.Status))
+			busy = busy || in.Status == statusQueued || in.Status == statusLoading
+			if in.Path == missing && !strings.Contains(in.Error, "nope.pickle") {
+				t.Errorf("missing root's error: %q", in.Error)
+			}
+		}
+		if !busy {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("inputs did not load")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := []string{"0 z_snapshot.pickle.xz snapshot ready", "1 nope.pickle unknown error", "2 a.json trace ready", "3 b.json trace ready", "4 - trace ready"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("inputs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// a rescan searches the folder only: "-" is not read again, and the
+	// missing path is not an error each time
+	if err := s.inputs.scan(s.opts.Roots, s.seen, false); err != nil {
+		t.Errorf("rescan: %v", err)
+	}
+	if n := len(s.inputs.snapshot()); n != len(want) {
+		t.Errorf("after a rescan: %d inputs", n)
+	}
+	if _, err := New(Options{Roots: []string{missing, filepath.Join(dir, "nope2")}}); err == nil || !strings.Contains(err.Error(), "nope.pickle") {
+		t.Errorf("every root missing: %v", err)
 	}
 }
