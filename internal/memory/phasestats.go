@@ -27,7 +27,9 @@ func (a *analyzer) phaseStats() []PhaseStat {
 	at := map[key]int{}
 	for lo := 0; lo < len(of); {
 		hi := lo + 1
-		for hi < len(of) && of[hi] == of[lo] {
+		// a run ends where the phase or the step changes: a forward-only
+		// recording is one run of forward entries over all its steps
+		for hi < len(of) && of[hi] == of[lo] && a.ph.StepOf[hi] == a.ph.StepOf[lo] {
 			hi++
 		}
 		if of[lo] != PhaseUnknown {

@@ -62,3 +62,32 @@ func TestPhaseStats(t *testing.T) {
 		}
 	}
 }
+
+// A forward-only recording (three inference steps, every entry forward)
+// has one forward row per step, each within its step's entries: the review
+// found one row for step 0 spanning all three.
+func TestPhaseStatsSplitAtSteps(t *testing.T) {
+	s, err := snapshot.ReadFile(testfixture.Testdata(t, "snapshots", "gpt2s_fwd_bf16_b4_ctx512.pickle.xz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Analyze(s, 0, Options{}).Result
+	if len(res.Steps) != 3 {
+		t.Fatalf("%d steps, want 3", len(res.Steps))
+	}
+	var fwd []PhaseStat
+	for _, p := range res.PhaseStats {
+		if p.Phase == PhaseForward {
+			fwd = append(fwd, p)
+		}
+	}
+	if len(fwd) != len(res.Steps) {
+		t.Fatalf("%d forward rows for %d steps: %+v", len(fwd), len(res.Steps), fwd)
+	}
+	for i, p := range fwd {
+		st := res.Steps[i]
+		if p.Step != st.Index || p.StartIndex < st.StartIndex || p.EndIndex > st.EndIndex || p.PeakBytes > st.PeakAllocatedBytes {
+			t.Errorf("forward row %+v outside step %+v", p, st)
+		}
+	}
+}
