@@ -117,14 +117,6 @@ func (sh shape) consumers() (attn, mlp int64) {
 func (sh shape) normSaved(name, group string, consumers int64) []ActItem {
 	T, h, sq := sh.tokens, int64(sh.m.Hidden), sh.seqShard
 	var its []ActItem
-	if sh.s.Compile {
-		// torch.compile's partitioner saves the input and the statistics and recomputes
-		// the normalisation, the output and its casts in backward
-		return []ActItem{
-			sh.item(name+"_input", group, T*h*sh.res/sq, "tokens·h·%s (compiled: the input; the output is recomputed)", dname(sh.res)),
-			sh.item(name+"_stats", group, T*4/sq, "tokens·4 B (fp32 rsqrt or mean/rstd)"),
-		}
-	}
 	out := T * h * sh.act / sq
 	outF := fmt.Sprintf("tokens·h·%s (the matrix products' input)", dname(sh.act))
 	if sh.amp {
@@ -154,6 +146,34 @@ func (sh shape) normSaved(name, group string, consumers int64) []ActItem {
 		its = append(its, sh.item(name+"_stats", group, T*stats/sq, "tokens·%d B (fp32 mean/rstd)", stats))
 	}
 	return append(its, sh.item(name+"_output", group, out, "%s", outF))
+}
+
+// normSavedCompiled is what a norm inside a torch.compile'd block keeps. The
+// min-cut partitioner saves what backward needs and cannot recompute
+// cheaply, and recomputes pointwise work: the normalisation and its
+// statistics' use are recomputed from the input and the statistics (a
+// reduction, which it saves); the output as the matrix products' input must
+// exist in backward for their weight gradients, so it is saved, once (CSE
+// merges autocast's per-projection casts). The first norm's input is the
+// block's input; the second norm's input (the residual after attention,
+// fp32 under autocast) is recomputed from the block's input and the output
+// projection's output, which is saved instead (tokens·h·act: smaller than
+// the residual under autocast).
+func (sh shape) normSavedCompiled(name, group string, second bool) []ActItem {
+	T, h, sq := sh.tokens, int64(sh.m.Hidden), sh.seqShard
+	stats := int64(4)
+	if sh.m.Norm == "layernorm" {
+		stats = 8
+	}
+	in := sh.item(name+"_input", group, T*h*sh.res/sq, "tokens·h·%s (compiled: the block's input)", dname(sh.res))
+	if second {
+		in = sh.item("attention_projection_output", group, T*h*sh.act/sq,
+			"tokens·h·%s (compiled: the output projection's output; the residual it adds to, the norm's input, is recomputed from it and the block's input)", dname(sh.act))
+	}
+	return []ActItem{in,
+		sh.item(name+"_stats", group, T*stats/sq, "tokens·%d B (fp32 statistics: a reduction the partitioner saves)", stats),
+		sh.item(name+"_output", group, T*h*sh.act/sq, "tokens·h·%s (compiled: the matrix products' input, saved once; the normalisation is recomputed)", dname(sh.act)),
+	}
 }
 
 // attnBackend is the kernel scaled_dot_product_attention picks: flash for
@@ -281,9 +301,13 @@ func (sh shape) mlpSaved() []ActItem {
 	}
 	switch {
 	case sh.s.Compile && m.MLP == "swiglu":
-		add("gate_up_output", rows*2*f*c/t, "rows·2ffn·%s/t (compiled: gate and up; SiLU and the product are recomputed)", cn)
+		// the partitioner saves the matmul outputs (it cannot recompute them) and the down
+		// projection's input (its weight gradient needs it); SiLU is recomputed
+		add("gate_up_output", rows*2*f*c/t, "rows·2ffn·%s/t (compiled: gate and up, matmul outputs)", cn)
+		add("product_output", rows*f*c/t, "rows·ffn·%s/t (compiled: the down projection's input; SiLU is recomputed)", cn)
 	case sh.s.Compile:
-		add("fc1_output", rows*f*c/t, "rows·ffn·%s/t (compiled: the activation is recomputed)", cn)
+		add("fc1_output", rows*f*c/t, "rows·ffn·%s/t (compiled: the fc1 output, a matmul output)", cn)
+		add("gelu_output", rows*f*c/t, "rows·ffn·%s/t (compiled: the down projection's input; the activation's intermediates are recomputed)", cn)
 	case m.MLP == "swiglu":
 		add("gate_up_output", rows*2*f*c/t, "rows·2ffn·%s/t = %d·%d·%d/%d (gate and up projections, saved by SiLU and the product)", cn, rows, 2*f, c, t)
 		add("silu_output", rows*f*c/t, "rows·ffn·%s/t", cn)
@@ -312,13 +336,18 @@ func (sh shape) layerSaved(selective bool) []ActItem {
 	m, T, sq := sh.m, sh.tokens, sh.seqShard
 	h := int64(m.Hidden)
 	attnC, mlpC := sh.consumers()
-	masks := m.Dropout > 0 && !sh.s.Compile // compiled dropout regenerates its mask from the RNG seed
-	its := sh.normSaved("norm1", "norm", attnC)
+	// dropout masks are saved compiled too: the partitioner does not recompute random ops
+	masks := m.Dropout > 0
+	norm1, norm2 := sh.normSaved("norm1", "norm", attnC), sh.normSaved("norm2", "norm", mlpC)
+	if sh.s.Compile {
+		norm1, norm2 = sh.normSavedCompiled("norm1", "norm", false), sh.normSavedCompiled("norm2", "norm", true)
+	}
+	its := norm1
 	its = append(its, sh.attentionSaved(selective)...)
 	if masks {
 		its = append(its, sh.item("attention_dropout_mask", "attention", T*h/sq, "tokens·h·1 B"))
 	}
-	its = append(its, sh.normSaved("norm2", "norm", mlpC)...)
+	its = append(its, norm2...)
 	its = append(its, sh.mlpSaved()...)
 	if masks {
 		its = append(its, sh.item("mlp_dropout_mask", "mlp", T*h/sq, "tokens·h·1 B"))
@@ -339,13 +368,14 @@ func (sh shape) layerCheckpointed() []ActItem {
 // embeddingSaved is what the first stage keeps per micro-batch outside the layers.
 func (sh shape) embeddingSaved() []ActItem {
 	its := []ActItem{sh.item("token_ids", "embedding", 16*sh.tokens, "tokens·(8 B ids + 8 B labels)")}
-	if sh.m.Dropout > 0 && !sh.s.Compile {
+	if sh.m.Dropout > 0 {
 		its = append(its, sh.item("embedding_dropout_mask", "embedding", sh.tokens*int64(sh.m.Hidden)/sh.seqShard, "tokens·h·1 B"))
 	}
 	return its
 }
 
-// headSaved is what the last stage keeps for the final norm and output projection.
+// headSaved is what the last stage keeps for the final norm and output
+// projection (outside the compiled blocks with --compile).
 func (sh shape) headSaved() []ActItem {
 	return sh.normSaved("final_norm", "head", 1)
 }
@@ -425,17 +455,32 @@ func (sh shape) lossSavedFormula() string {
 	return fmt.Sprintf("%d-byte log-softmax + nll_loss's fp32 copy of it: tokens·vocab·(%d+4)/%d = %d·%d·%d/%d", sh.act, sh.act, sh.vocabShard, sh.tokens, sh.m.Vocab, sh.act+4, sh.vocabShard)
 }
 
+// lossParallel: the logits are split over the vocabulary (the megatron plan)
+// and the loss is PyTorch's loss_parallel, whose log-softmax and its
+// backward are composed of separate ops on the local shard (max, x - max,
+// exp, sum, log, ...), each a tensor of its own, where F.cross_entropy's
+// fused kernels write one.
+func (sh shape) lossParallel() bool { return sh.vocabShard > 1 && sh.lossFP32() }
+
 // lossForwardTemp is what the loss allocates in forward and frees before backward: the fp32
-// copy of 16-bit logits made by logits.float().
+// copy of 16-bit logits made by logits.float(); with loss_parallel also the shifted logits
+// and their exp, alive together before the log-softmax exists (3 tensors where the saved
+// log-softmax counts one).
 func (sh shape) lossForwardTemp() int64 {
-	if sh.act < 4 && sh.lossFP32() {
+	switch {
+	case sh.lossParallel():
+		return 2 * sh.vocabRowBytes(4)
+	case sh.act < 4 && sh.lossFP32():
 		return sh.vocabRowBytes(4)
 	}
 	return 0
 }
 
 func (sh shape) lossForwardTempFormula() string {
-	if sh.lossForwardTemp() > 0 {
+	switch {
+	case sh.lossParallel():
+		return fmt.Sprintf("loss_parallel's log-softmax op by op: the fp32 logits, the shifted logits and their exp live together before the log-softmax (counted under loss) exists: 2·tokens·vocab·4/%d", sh.vocabShard)
+	case sh.lossForwardTemp() > 0:
 		return "fp32 copy of the 16-bit logits (logits.float()): tokens·vocab·4"
 	}
 	return "none"
@@ -443,14 +488,20 @@ func (sh shape) lossForwardTempFormula() string {
 
 // lossBackwardTemp is the start of backward.
 func (sh shape) lossBackwardTemp() int64 {
-	if sh.lossFP32() {
+	switch {
+	case sh.lossParallel():
+		return 3 * sh.vocabRowBytes(4)
+	case sh.lossFP32():
 		return 2 * sh.vocabRowBytes(4)
 	}
 	return sh.vocabRowBytes(4)
 }
 
 func (sh shape) lossBackwardTempFormula() string {
-	if sh.lossFP32() {
+	switch {
+	case sh.lossParallel():
+		return fmt.Sprintf("loss_parallel's backward op by op, fp32: nll_loss's gradient, the exp of the log-softmax and the log-softmax's gradient: 3·tokens·vocab·4/%d = 3·%d·%d·4/%d", sh.vocabShard, sh.tokens, sh.m.Vocab, sh.vocabShard)
+	case sh.lossFP32():
 		return fmt.Sprintf("nll_loss's gradient and log_softmax's gradient, fp32: 2·tokens·vocab·4/%d = 2·%d·%d·4/%d", sh.vocabShard, sh.tokens, sh.m.Vocab, sh.vocabShard)
 	}
 	return fmt.Sprintf("nll_loss's fp32 gradient: tokens·vocab·4/%d = %d·%d·4/%d", sh.vocabShard, sh.tokens, sh.m.Vocab, sh.vocabShard)

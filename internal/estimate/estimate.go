@@ -84,6 +84,7 @@ type stage struct {
 
 	// model states (allocator blocks) and the optimizer step's temporaries
 	W, G, master, gradCopy, optState, optTemp, ddp, ws int64
+	vocabG                                             int64 // the part of G beyond the shards: the megatron plan's whole-vocabulary embedding gradient
 	host                                               []Term
 
 	detail []Term // every term with its full formula, by first appearance
@@ -179,7 +180,7 @@ func (st *stage) build() Rank {
 	}
 	st.modelStates()
 	r.ModelStates = ModelStates{ParametersBytes: st.W, GradientsBytes: st.G, MasterWeightsBytes: st.master,
-		FP32GradCopyBytes: st.gradCopy, OptimizerStateBytes: st.optState}
+		FP32GradCopyBytes: st.gradCopy, OptimizerStateBytes: st.optState, DDPBucketsBytes: st.ddp}
 	if s.ForwardOnly {
 		r.ModelStates = ModelStates{ParametersBytes: st.W}
 	}
@@ -236,7 +237,9 @@ func (st *stage) rounding() int64 {
 	if s.ForwardOnly {
 		return n
 	}
-	n += st.G - st.raw(sh.gb, st.shardG)
+	if st.G > 0 {
+		n += st.G - st.vocabG - st.raw(sh.gb, st.shardG)
+	}
 	if st.master > 0 {
 		n += st.master - st.raw(4, st.shardO)
 	}

@@ -126,9 +126,9 @@ func (r ladderRow) modelAndSetup() (Model, Setup, error) {
 	case "fsdp2_offload":
 		s.FSDP, s.DP, s.Offload = true, st.World, OffloadParams
 	case "ddp":
-		s.DP = st.World
+		s.DP, s.DDP = st.World, true
 	case "ddp_bucket_view":
-		s.DP, s.DDPBucketView = st.World, true
+		s.DP, s.DDP, s.DDPBucketView = st.World, true, true
 	case "tp_hf":
 		s.TP, s.TPPlan = st.World, TPPlanHF
 	case "tp_megatron":

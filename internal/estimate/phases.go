@@ -120,12 +120,14 @@ func (st *stage) weightCache() (perLayer, other, all int64, formula string) {
 	if !st.sh.amp {
 		return 0, 0, 0, "no autocast: no weight copies"
 	}
-	if st.s.Compile {
-		return 0, 0, 0, "compiled: the casts are part of the graph and recomputed from the parameters"
-	}
+	// compiled blocks cast their weights inside the graph: in training the partitioner saves
+	// the copies (backward's matrix products need them and cannot recompute them), as many as
+	// autocast's cache holds; under no_grad they are temporaries. The output projection is
+	// outside the blocks, cached by autocast.
+	compiledInference := st.s.Compile && st.s.ForwardOnly
 	var n int64
 	for _, t := range st.layerTs {
-		if t.matmul {
+		if t.matmul && !compiledInference {
 			perLayer += round512(t.numel * st.sh.act)
 			n += int64(st.L) * t.numel
 		}
@@ -138,6 +140,10 @@ func (st *stage) weightCache() (perLayer, other, all int64, formula string) {
 	}
 	all = int64(st.L)*perLayer + other
 	formula = fmt.Sprintf("torch.autocast caches a %d-byte copy of each matmul weight: %d params · %d B", st.sh.act, n, st.sh.act)
+	if st.s.Compile {
+		formula = fmt.Sprintf("%d-byte copies of the matmul weights: the compiled blocks' saved by the graph for backward%s, the output projection's by autocast: %d params · %d B",
+			st.sh.act, ifStr(compiledInference, " (none under no_grad)", ""), n, st.sh.act)
+	}
 	return perLayer, other, all, formula
 }
 
@@ -258,6 +264,9 @@ func (st *stage) training(a stageActs) []Phase {
 	layerGrad := tensorBytes(st.layerTs, 1, sh.gb, st.shardG)
 	if s.Offload == OffloadParams {
 		headGrad, layerGrad = 0, 0 // sharded gradients go to the host
+	}
+	if s.DDPBucketView {
+		headGrad, layerGrad = 0, 0 // each gradient is copied into its bucket and becomes a view of it
 	}
 	var best Phase
 	other := a.layersTotal - int64(L)*a.perLayer // other micro-batches in flight

@@ -54,6 +54,10 @@ type ModelStates struct {
 	MasterWeightsBytes  int64 `json:"master_weights_bytes"`
 	FP32GradCopyBytes   int64 `json:"fp32_grad_copy_bytes"`
 	OptimizerStateBytes int64 `json:"optimizer_state_bytes"`
+	// DDPBucketsBytes: DistributedDataParallel's gradient buckets (with
+	// gradient_as_bucket_view the gradients live in them and
+	// GradientsBytes is 0).
+	DDPBucketsBytes int64 `json:"ddp_buckets_bytes"`
 }
 
 // Rank is the estimate for one rank (one pipeline stage; all data-,

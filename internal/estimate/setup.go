@@ -43,8 +43,14 @@ type Setup struct {
 	ParamDType  DType   `json:"param_dtype,omitempty"`
 	ReduceDType DType   `json:"reduce_dtype,omitempty"`
 	Offload     Offload `json:"offload"`
+	// DDP: the model is wrapped in DistributedDataParallel, whose reducer
+	// allocates gradient buckets (a flat copy of the gradients) when it is
+	// built, whatever the world size. Data parallelism without ZeRO or FSDP
+	// (dp > 1) implies it; set it for a DDP job of one rank.
+	DDP bool `json:"ddp"`
 	// DDPBucketView: DistributedDataParallel(gradient_as_bucket_view=True),
-	// whose gradients live in the buckets instead of beside them.
+	// whose gradients are views into the buckets instead of tensors beside
+	// them. It implies DDP.
 	DDPBucketView bool `json:"ddp_bucket_view"`
 
 	// GradDType defaults to the weights' dtype; Megatron keeps fp32 gradients for bf16 weights.
@@ -151,8 +157,14 @@ func (s Setup) normalize(m Model) (Setup, error) {
 		return s, setupErr("ep", "%d needs a model whose experts (%d) it divides", s.EP, m.Experts)
 	case (s.ParamDType != DTypeDefault || s.ReduceDType != DTypeDefault) && !s.FSDP:
 		return s, setupErr("param-dtype", "and --reduce-dtype are FSDP's MixedPrecisionPolicy: they need --fsdp")
-	case s.DDPBucketView && (s.DP == 1 || s.FSDP || s.Zero > 0):
-		s.DDPBucketView = false
+	case (s.DDP || s.DDPBucketView) && (s.FSDP || s.Zero > 0):
+		return s, setupErr(ifStr(s.DDPBucketView, "ddp-bucket-view", "ddp"), "is DistributedDataParallel: it does not combine with --zero or --fsdp")
+	}
+	if s.DDPBucketView || (s.DP > 1 && s.Zero == 0 && !s.FSDP) {
+		s.DDP = true
+	}
+	if s.ForwardOnly {
+		s.DDP, s.DDPBucketView = false, false // no backward, no buckets in use
 	}
 	if s.SP && s.TP == 1 {
 		s.SP = false

@@ -18,8 +18,17 @@ func (st *stage) modelStates() {
 	if offParams {
 		st.G = 0 // the sharded gradients are copied to the host as they are reduced
 	}
+	st.vocabG = st.vocabParallelEmbeddingGrad()
+	st.G += st.vocabG
 	if !s.ForwardOnly {
-		st.note("gradients", Allocated, st.G, "%s · %d B (%s)%s", pdesc, sh.gb, s.GradDType, shardNote(st.shardG, "grads"))
+		if s.DDP {
+			st.ddpBuckets()
+		}
+		if s.DDPBucketView {
+			st.note("gradients", Allocated, st.G, "views into the DDP buckets (gradient_as_bucket_view=True): nothing beside them")
+		} else {
+			st.note("gradients", Allocated, st.G, "%s · %d B (%s)%s%s", pdesc, sh.gb, s.GradDType, shardNote(st.shardG, "grads"), st.vocabGradNote())
+		}
 		if s.MasterWeights {
 			st.master = st.all(4, st.shardO)
 			if sh.gb < 4 {
@@ -36,13 +45,49 @@ func (st *stage) modelStates() {
 			st.note("fp32_grad_copy", Allocated, st.gradCopy, "fp32 gradients for the optimizer: %s · 4 B%s", pdesc, shardNote(st.shardO, "optimizer"))
 		}
 		st.note("optimizer_state", Allocated, st.optState, "%s: %s%s", s.Optimizer, optStateFormula(s.Optimizer, sh.stateBytes), shardNote(st.shardO, "optimizer"))
-		if s.DP > 1 && s.Zero == 0 && !s.DDPBucketView {
-			st.ddp = st.G // torch DDP bucket copies (gradient_as_bucket_view=False)
-			st.note("ddp_buckets", Allocated, st.ddp, "DistributedDataParallel gradient buckets: a flat copy of the gradients (gradient_as_bucket_view=False)")
-		}
 	}
 	st.ws = st.dev.CublasWorkspaceBytes
 	st.note("cublas_workspace", Allocated, st.ws, "cuBLAS + cuBLASLt workspaces allocated through the caching allocator (%s)", st.dev.Arch)
+}
+
+// vocabParallelEmbeddingGrad is what the megatron plan's embedding gradient
+// holds beyond its shard. The plan splits the embedding over the vocabulary
+// as PyTorch writes it (RowwiseParallel on embed_tokens): DTensor computes
+// the embedding's gradient for the whole vocabulary and keeps the local rows
+// as a view of it, so the full vocab x hidden storage stays with the
+// gradient until it is freed.
+func (st *stage) vocabParallelEmbeddingGrad() int64 {
+	s := st.s
+	if !st.first || s.TP == 1 || s.TPPlan != TPPlanMegatron || st.shardG > 1 || s.Offload == OffloadParams || s.ForwardOnly {
+		return 0
+	}
+	full := int64(st.m.Vocab) * int64(st.m.Hidden) * st.sh.gb
+	return blockBytes(full) - blockBytes(full/int64(s.TP))
+}
+
+func (st *stage) vocabGradNote() string {
+	if st.vocabG == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" + %d B: the megatron plan's embedding gradient keeps the whole vocabulary's storage (DTensor computes it whole and keeps the local rows as a view): vocab·h·%d·(1-1/%d)", st.vocabG, st.sh.gb, st.s.TP)
+}
+
+// ddpBuckets are DistributedDataParallel's gradient buckets. The reducer
+// allocates them when DDP wraps the model (Reducer::initialize_buckets, one
+// flat tensor per bucket of about 25 MiB in the gradients' dtype), whatever
+// the world size, and keeps them: they are allocated in every phase. Without
+// gradient_as_bucket_view each gradient is copied into its bucket and the
+// gradients are tensors of their own beside them; with it the gradients are
+// views into the buckets and take nothing more.
+func (st *stage) ddpBuckets() {
+	s, sh := st.s, st.sh
+	st.ddp = round512(st.raw(sh.gb, st.shardG))
+	if s.DDPBucketView {
+		st.G = 0
+		st.note("ddp_buckets", Allocated, st.ddp, "DistributedDataParallel gradient buckets, allocated when DDP wraps the model: params · %d B; the gradients are views into them (gradient_as_bucket_view=True)", sh.gb)
+		return
+	}
+	st.note("ddp_buckets", Allocated, st.ddp, "DistributedDataParallel gradient buckets, allocated when DDP wraps the model: a flat copy of the gradients, params · %d B (gradient_as_bucket_view=False: the gradients are tensors beside them)", sh.gb)
 }
 
 // optimizer is the optimizer state and the step's temporaries.
@@ -51,7 +96,7 @@ func (st *stage) optimizer() (state, temp int64) {
 	sb := sh.stateBytes
 	switch s.Optimizer {
 	case AdamW, Adam:
-		return 2 * st.all(sb, st.shardO), st.foreachTemp(sb)
+		return 2 * st.all(sb, st.shardO), st.adamTemp(sb)
 	case SGD:
 		return st.all(sb, st.shardO), 0
 	case AdamW8bit:
@@ -75,28 +120,27 @@ func (st *stage) optimizer() (state, temp int64) {
 	return 0, 0
 }
 
-// foreachTemp is the foreach AdamW step's sqrt(exp_avg_sq): one tensor per
-// parameter, all at once. Under the hf tensor-parallel plan the step
-// measured the replicated (plain tensor) parameters at once and the
-// sharded DTensor ones one at a time.
-func (st *stage) foreachTemp(sb int64) int64 {
-	if st.s.TP == 1 || st.s.TPPlan != TPPlanHF {
+// adamTemp is what the AdamW (Adam) step allocates beyond the state. The
+// foreach implementation, PyTorch's default, computes sqrt(exp_avg_sq) for
+// every parameter at once (then divides and adds in place). With tensor
+// parallelism the parameters mix DTensors (the sharded layers) and plain
+// tensors (norms, and the hf plan's replicated embeddings and lm_head), which
+// one foreach call cannot take, so the step runs the for-loop implementation:
+// one parameter at a time, denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt)
+// holds two tensors of the largest parameter at once.
+func (st *stage) adamTemp(sb int64) int64 {
+	if st.s.TP == 1 {
 		return st.all(sb, st.shardO)
 	}
-	var plain, big int64
-	each := func(ts []tensor, times int64) {
+	var big int64
+	each := func(ts []tensor) {
 		for _, t := range ts {
-			b := blockBytes(ceilDiv(t.numel, t.shardOver(st.shardO)) * sb)
-			if t.tpSplit && !t.vocab {
-				big = max(big, b)
-			} else {
-				plain += b * times
-			}
+			big = max(big, blockBytes(ceilDiv(t.numel, t.shardOver(st.shardO))*sb))
 		}
 	}
-	each(st.layerTs, int64(st.L))
-	each(st.otherTs, 1)
-	return plain + big
+	each(st.layerTs)
+	each(st.otherTs)
+	return 2 * big
 }
 
 // offloadHost lists the host memory of CPU offload: the optimizer runs on
@@ -144,8 +188,8 @@ func optStateFormula(o Optimizer, sb int64) string {
 
 func optTempFormula(o Optimizer, s Setup) string {
 	switch {
-	case (o == AdamW || o == Adam) && s.TP > 1 && s.TPPlan == TPPlanHF:
-		return "foreach AdamW: sqrt(exp_avg_sq) of the replicated parameters at once, of the sharded ones one at a time"
+	case (o == AdamW || o == Adam) && s.TP > 1:
+		return "for-loop AdamW (foreach cannot mix DTensor and plain tensors): sqrt(exp_avg_sq) and its quotient for the largest parameter (2 · its state bytes)"
 	case o == AdamW || o == Adam:
 		return "foreach AdamW: sqrt(exp_avg_sq) for all parameters at once (1 · state bytes/param)"
 	case o == Adafactor:

@@ -155,6 +155,8 @@ func Layout(s estimate.Setup) string {
 		l = append(l, d)
 	} else if s.FSDP {
 		l = append(l, "FSDP2 on 1 rank")
+	} else if s.DDP {
+		l = append(l, ifs(s.DDPBucketView, "DDP on 1 rank (gradient_as_bucket_view)", "DDP on 1 rank"))
 	}
 	if s.TP > 1 {
 		l = append(l, fmt.Sprintf("tp %d (%s plan%s)", s.TP, s.TPPlan, ifs(s.SP, ", sequence parallel", "")))
@@ -302,7 +304,7 @@ func writeModelStates(p *printer, top *estimate.Rank) {
 		name string
 		b    int64
 	}{{"gradients", ms.GradientsBytes}, {"optimizer state", ms.OptimizerStateBytes}, {"master weights", ms.MasterWeightsBytes},
-		{"fp32 gradient copy", ms.FP32GradCopyBytes}} {
+		{"fp32 gradient copy", ms.FP32GradCopyBytes}, {"DDP buckets", ms.DDPBucketsBytes}} {
 		if x.b > 0 {
 			parts = append(parts, x.name+" "+units.Bytes(x.b))
 		}
