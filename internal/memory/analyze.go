@@ -177,6 +177,13 @@ func (a *analyzer) peak() {
 		}
 		p.ReservedBytes = max(p.ReservedBytes, t.Reserved[i])
 	}
+	if a.tr.Len() == 0 {
+		// No history: the only instant is dump time, so the peak is the
+		// end state (the baseline rebuilt from segments counts no
+		// pending frees as active, the segments' state does).
+		p.AllocatedBytes, p.ReservedBytes, p.ReservedAtPeakBytes = r.End.Allocated, r.End.Reserved, r.End.Reserved
+		p.ActiveBytes, p.RequestedBytes = r.End.Active, r.End.Requested
+	}
 	if i := p.EventIndex; i >= 0 {
 		p.TimeNS = a.timeNS(i)
 		p.ReservedAtPeakBytes = t.Reserved[i]

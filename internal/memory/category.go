@@ -126,6 +126,9 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 				a.Category = CatParameter
 			case fa.optimState:
 				a.Category = CatOptimizerState
+			case len(ph.Of) == 0:
+				// no history: nothing was recorded, so nothing came before
+				a.Category = CatUnknown
 			default:
 				a.Category = CatBeforeRecording
 			}

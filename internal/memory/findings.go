@@ -59,6 +59,14 @@ func (a *analyzer) findings() []finding.Finding {
 		out = append(out, fd)
 	}
 
+	// when names the instant a finding reads: with no history, peak and
+	// end are both the dump.
+	when := func(history, dump string) string {
+		if res.HasHistory {
+			return history
+		}
+		return dump
+	}
 	if !res.HasHistory {
 		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
 			"reserved_bytes": float64(res.End.ReservedBytes)},
@@ -145,15 +153,15 @@ func (a *analyzer) findings() []finding.Finding {
 		add(finding.New("low-efficiency", sev,
 			finding.Numbers{"efficiency_at_peak_ratio": f.EfficiencyAtPeak, "allocated_bytes": float64(p.AllocatedBytes),
 				"reserved_at_peak_bytes": float64(p.ReservedAtPeakBytes), "cached_free_at_peak_bytes": float64(f.CachedFreeAtPeakBytes)},
-			fmt.Sprintf("At the peak only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks.",
-				units.Percent(f.EfficiencyAtPeak), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedFreeAtPeakBytes)),
+			fmt.Sprintf("%s only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks.",
+				when("At the peak", "At dump time"), units.Percent(f.EfficiencyAtPeak), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedFreeAtPeakBytes)),
 			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually recovers most of it."), atPeak())
 	}
 	if f.CachedFreeBytes > largeCachedFree {
 		add(finding.New("large-cached-free", finding.Info,
 			finding.Numbers{"cached_free_bytes": float64(f.CachedFreeBytes), "largest_free_bytes": float64(f.LargestFreeBytes)},
-			fmt.Sprintf("%s is cached in free blocks at the end (largest %s): fine for reuse, but other processes cannot use it.",
-				B(f.CachedFreeBytes), B(f.LargestFreeBytes)),
+			fmt.Sprintf("%s is cached in free blocks %s (largest %s): fine for reuse, but other processes cannot use it.",
+				B(f.CachedFreeBytes), when("at the end", "at dump time"), B(f.LargestFreeBytes)),
 			"torch.cuda.empty_cache() returns it to the device."), &finding.Ref{View: "state", Device: dev})
 	}
 	if f.PendingFreeBytes > largePendingFree {

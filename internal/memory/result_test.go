@@ -56,6 +56,23 @@ func TestNoHistory(t *testing.T) {
 			if !finding.Has(a.Findings, "no-history") || finding.Has(a.Findings, "before-recording") {
 				t.Errorf("findings %v", a.Findings)
 			}
+			// One instant: the peak's numbers are the end's (the review
+			// found active and cached free differing between them), and
+			// nothing is "before the recording" when nothing was recorded.
+			f := a.Fragmentation
+			if a.Peak.ActiveBytes != a.End.ActiveBytes || a.Peak.ReservedAtPeakBytes != a.End.ReservedBytes ||
+				a.Peak.RequestedBytes != a.End.RequestedBytes || f.CachedFreeAtPeakBytes != f.CachedFreeBytes ||
+				f.EfficiencyAtPeak != f.EfficiencyAtEnd {
+				t.Errorf("peak %+v, end %+v; cached free %d at the peak, %d at the end", a.Peak, a.End, f.CachedFreeAtPeakBytes, f.CachedFreeBytes)
+			}
+			if a.bytesAt(CatBeforeRecording) != 0 {
+				t.Errorf("%d B allocated before a recording that never happened", a.bytesAt(CatBeforeRecording))
+			}
+			for _, fd := range a.Findings {
+				if strings.Contains(fd.Message, "at the peak") || strings.Contains(fd.Message, "At the peak") || strings.Contains(fd.Message, "at the end") {
+					t.Errorf("%s speaks of a peak or an end: %s", fd.ID, fd.Message)
+				}
+			}
 			if a.Timeline.Len() != 0 || len(a.Steps) != 0 || a.Fragmentation.SegmentCount == 0 {
 				t.Errorf("timeline %d, steps %d, segments %d", a.Timeline.Len(), len(a.Steps), a.Fragmentation.SegmentCount)
 			}
