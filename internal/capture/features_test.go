@@ -57,6 +57,13 @@ func TestFakeTorchStackWindows(t *testing.T) {
 		{"peak", "leak", 24, DefaultRecordSteps(), "python", 100000,
 			[]win{{"setup", -1, -1}, {"warmup", 0, 2}, {"peak", 7, 8}, {"peak", 10, 10}, {"peak", 14, 14}, {"peak", 22, 22}},
 			[]any{"alloc", nil, "alloc", nil, "alloc", nil, "alloc", nil, "alloc", nil}},
+		// a process limit (set_per_process_memory_fraction) of 41 MiB on a
+		// 1 GiB device: the steps reserve 38 MiB, over 90% of the limit
+		// (not of the device, as "auto" shows): the steps after the warm-up
+		// are stacked, with the doubling gap (3 and 4; 5 waits for 6, whose
+		// decision switches stacks on although it never runs)
+		{"capacity", "limit", 6, DefaultRecordSteps(), "python", 100000,
+			[]win{{"setup", -1, -1}, {"warmup", 0, 2}, {"capacity", 3, 4}}, []any{"alloc", nil, "alloc"}},
 		{"requested", "train", 10, RecordSteps{Mode: "steps", Ranges: [][2]int{{5, 5}, {7, 8}}}, "python", 100000,
 			[]win{{"setup", -1, -1}, {"requested", 5, 5}, {"requested", 7, 8}},
 			[]any{"alloc", nil, "alloc", nil, "alloc", nil}},

@@ -14,7 +14,10 @@ import (
 // paths (testdata/hookbench.py, over testdata/faketorch, in one process):
 // the global forward hooks around one module call ("us/module_call": every
 // module call of every step pays it) and the phase and step bookkeeping of
-// one training step ("us/step"). Not included: PyTorch's own cost of
+// one training step ("us/step"); and one module call of a 100-module
+// forward as faketorch dispatches it, in a stacked step (global hooks), in
+// any other step (the root's instance hooks only) and without ptscope
+// ("us/call_stacked_step", "us/call_other_step", "us/call_no_ptscope"). Not included: PyTorch's own cost of
 // calling hooks and of its allocator stats, which faketorch stands in for.
 func BenchmarkCompanionHooks(b *testing.B) {
 	py, err := exec.LookPath("python3")
@@ -45,11 +48,17 @@ func BenchmarkCompanionHooks(b *testing.B) {
 		var r struct {
 			ModuleCallUS float64 `json:"module_call_us"`
 			StepUS       float64 `json:"step_us"`
+			GlobalUS     float64 `json:"call_global_us"`
+			RootsUS      float64 `json:"call_roots_us"`
+			OffUS        float64 `json:"call_off_us"`
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			b.Fatalf("hookbench output %q: %v", out, err)
 		}
 		b.ReportMetric(r.ModuleCallUS, "us/module_call")
 		b.ReportMetric(r.StepUS, "us/step")
+		b.ReportMetric(r.GlobalUS, "us/call_stacked_step")
+		b.ReportMetric(r.RootsUS, "us/call_other_step")
+		b.ReportMetric(r.OffUS, "us/call_no_ptscope")
 	}
 }

@@ -5,6 +5,7 @@ package capture
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -291,10 +292,10 @@ func TestFakeTorchCapture(t *testing.T) {
 	if p := rk.Info.Precision; p == nil || len(p.ParameterBytesByDtype) != 1 || p.ParameterBytesByDtype["float32"] != 8<<20 || p.AutocastCUDA || p.FSDP {
 		t.Errorf("precision = %+v", p)
 	}
-	// The snapshot carries phase annotations and module paths, and stacks
-	// only in the warm-up. Per step, h0.attn allocates its forward output;
-	// in stacked steps its backward also allocates a temporary and its
-	// weight's gradient under its path (3 x 3 + 3 x 1 allocations).
+	// The snapshot carries phase annotations, and module paths and stacks
+	// only in the warm-up (module hooks run in stacked steps only). Per
+	// stacked step, h0.attn allocates its forward output, and its backward
+	// a temporary and its weight's gradient under its path (3 x 3).
 	check := `
 import pickle, sys, collections
 s = pickle.load(open(sys.argv[1], "rb"))
@@ -307,7 +308,7 @@ print(ann["ptscope:forward"], ann["ptscope:backward"], ann["ptscope:optimizer"],
       [c["context"] for c in s["fake_history_calls"]], ",".join(x[len("ptscope:step#"):] for x in steps))
 `
 	out, err := exec.Command(py, "-c", check, rk.Snapshots[1]).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "12 12 12 9 3 9 3 python True ['alloc', None] 0,1,2,3,4,5" {
+	if err != nil || strings.TrimSpace(string(out)) != "12 12 12 9 0 9 0 python True ['alloc', None] 0,1,2,3,4,5" {
 		t.Errorf("snapshot content: %q %v", out, err)
 	}
 }
@@ -411,34 +412,44 @@ func TestFakeTorchRanks(t *testing.T) {
 	}
 }
 
+// TestFakeTorchLoopShapes runs each loop shape for 4 steps with stacks in
+// step 2 only: the companion's global module hooks run in step 0 (where it
+// finds the root modules) and step 2, and steps 1 and 3 run with instance
+// hooks on the roots only, so every shape's steps and phases must come out
+// the same from both hook modes.
 func TestFakeTorchLoopShapes(t *testing.T) {
 	py := needPython(t)
 	tests := []struct {
-		mode  string
-		steps int
-		want  string // step:phase[<parent] per record
+		mode string
+		step string // one step's phases, "S" for its index: step:phase[(attrs)]
+		// module calls per step, root calls per step (no other module
+		// running), distinct root modules
+		calls, rootCalls, roots int
 	}{
-		{"train", 2, "0:forward 0:backward 0:optimizer 1:forward 1:backward 1:optimizer"},
+		{"train", "S:forward S:backward S:optimizer", 5, 1, 1},
 		// the forward and backward of optimizer.step(closure) are phases of their own
-		{"closure", 2, "0:forward(closure) 0:backward(closure) 0:optimizer 1:forward(closure) 1:backward(closure) 1:optimizer"},
-		{"wrapped", 2, "0:forward 0:backward 0:optimizer 1:forward 1:backward 1:optimizer"},
-		{"accum", 2, "0:forward 0:backward 0:forward 0:backward 0:optimizer 1:forward 1:backward 1:forward 1:backward 1:optimizer"},
-		{"forward", 3, "0:forward 1:forward 2:forward"},
-		{"bf16", 1, "0:forward 0:backward 0:optimizer"},
+		{"closure", "S:forward(closure) S:backward(closure) S:optimizer", 5, 1, 1},
+		{"wrapped", "S:forward S:backward S:optimizer", 5, 1, 1},
+		{"accum", "S:forward S:backward S:forward S:backward S:optimizer", 10, 2, 1},
+		{"forward", "S:forward", 5, 1, 1},
+		{"bf16", "S:forward S:backward S:optimizer", 5, 1, 1},
 		// accelerate turns autocast on inside the model's forward
-		{"accel", 1, "0:forward 0:backward 0:optimizer"},
+		{"accel", "S:forward S:backward S:optimizer", 5, 1, 1},
 		// Lightning: training_step calls three submodules: one forward phase
-		{"roots", 2, "0:forward(roots=3) 0:backward 0:optimizer 1:forward(roots=3) 1:backward 1:optimizer"},
-		{"lightning", 2, "0:forward(closure,roots=3) 0:backward(closure) 0:optimizer 1:forward(closure,roots=3) 1:backward(closure) 1:optimizer"},
+		{"roots", "S:forward(roots=3) S:backward S:optimizer", 6, 3, 3},
+		{"lightning", "S:forward(closure,roots=3) S:backward(closure) S:optimizer", 6, 3, 3},
 		// evaluation under no_grad: a phase per root call, a step per iteration
-		{"nograd", 2, "0:forward 0:forward 0:forward 1:forward 1:forward 1:forward"},
-		{"ddp", 1, "0:forward 0:backward 0:optimizer"},
+		{"nograd", "S:forward S:forward S:forward", 6, 3, 3},
+		// DDP's forward calls the model: the DDP module is the root
+		{"ddp", "S:forward S:backward S:optimizer", 6, 1, 1},
 	}
+	const steps = 4
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
 			o := testOptions(t, fakeTorchEnv(t))
-			r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(tt.steps), tt.mode)
+			o.RecordSteps = RecordSteps{Mode: "steps", Ranges: [][2]int{{2, 2}}}
+			r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(steps), tt.mode)
 			if r.res.ExitCode != 0 {
 				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
 			}
@@ -465,28 +476,59 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 				if p.Aborted {
 					s += "!aborted"
 				}
+				if p.Stacks != (p.Step == 2) {
+					s += "!stacks"
+				}
 				got = append(got, s)
 			}
-			if strings.Join(got, " ") != tt.want {
-				t.Errorf("phases\n got %s\nwant %s", strings.Join(got, " "), tt.want)
+			var want []string
+			for i := 0; i < steps; i++ {
+				want = append(want, strings.ReplaceAll(tt.step, "S", strconv.Itoa(i)))
 			}
-			if b.Ranks[0].Info.Steps != tt.steps {
-				t.Errorf("steps %d, want %d", b.Ranks[0].Info.Steps, tt.steps)
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("phases\n got %s\nwant %s", strings.Join(got, " "), strings.Join(want, " "))
+			}
+			if b.Ranks[0].Info.Steps != steps {
+				t.Errorf("steps %d, want %d", b.Ranks[0].Info.Steps, steps)
+			}
+			// Global hooks take every module call of steps 0 and 2 off the
+			// fast path, root hooks only the roots' calls of steps 1 and 3.
+			slow := 2*tt.calls + 2*tt.rootCalls
+			wantCalls := fmt.Sprintf("module_calls fast=%d slow=%d", steps*tt.calls-slow, slow)
+			if !strings.Contains(r.stdout, wantCalls+"\n") {
+				t.Errorf("stdout %q, want %q", r.stdout, wantCalls)
+			}
+			var proc struct {
+				ModuleHooks struct {
+					Calls       int `json:"calls"`
+					GlobalSteps int `json:"global_steps"`
+					Roots       int `json:"roots"`
+				} `json:"module_hooks"`
+			}
+			data, err := os.ReadFile(filepath.Join(b.Ranks[0].Dir, "process.json"))
+			if err == nil {
+				err = json.Unmarshal(data, &proc)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h := proc.ModuleHooks; h.Calls != slow || h.GlobalSteps != 2 || h.Roots != tt.roots {
+				t.Errorf("module_hooks %+v, want %d calls, 2 global steps, %d roots", h, slow, tt.roots)
 			}
 			// recorded once, at the first forward: 2 x 1M parameters (3 in
 			// the Lightning-like model, found through training_step's self)
-			want := Precision{ParameterBytesByDtype: map[string]int64{"float32": 8 << 20}}
+			want2 := Precision{ParameterBytesByDtype: map[string]int64{"float32": 8 << 20}}
 			if tt.mode == "roots" || tt.mode == "lightning" || tt.mode == "nograd" {
-				want.ParameterBytesByDtype["float32"] = 12 << 20
+				want2.ParameterBytesByDtype["float32"] = 12 << 20
 			}
 			switch tt.mode {
 			case "bf16":
-				want = Precision{ParameterBytesByDtype: map[string]int64{"bfloat16": 4 << 20}, AutocastCUDA: true, AutocastDtype: "bfloat16"}
+				want2 = Precision{ParameterBytesByDtype: map[string]int64{"bfloat16": 4 << 20}, AutocastCUDA: true, AutocastDtype: "bfloat16"}
 			case "accel":
-				want.AutocastCUDA, want.AutocastDtype = true, "bfloat16"
+				want2.AutocastCUDA, want2.AutocastDtype = true, "bfloat16"
 			}
-			if p := b.Ranks[0].Info.Precision; p == nil || !reflect.DeepEqual(*p, want) {
-				t.Errorf("precision = %+v, want %+v", p, want)
+			if p := b.Ranks[0].Info.Precision; p == nil || !reflect.DeepEqual(*p, want2) {
+				t.Errorf("precision = %+v, want %+v", p, want2)
 			}
 		})
 	}
@@ -534,7 +576,7 @@ func TestCompanionNeverBreaksTheRun(t *testing.T) {
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("program failed: %v\n%s", err, stderr.String())
 			}
-			if stdout.String() != "max_memory_allocated=39845888\n" {
+			if first, _, _ := strings.Cut(stdout.String(), "\n"); first != "max_memory_allocated=39845888" {
 				t.Errorf("stdout %q", stdout.String())
 			}
 			if !strings.Contains(stderr.String(), tt.wantErr) {

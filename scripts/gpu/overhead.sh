@@ -34,12 +34,16 @@
 #              default); the table adds the median of the 10 profiled steps
 #              against the same steps without capture. trace_light is the same.
 #   trace_full trace with --record-shapes --profile-memory (the earlier default)
-# Each ptscope run prints how many of its steps recorded stacks. Read as
+# Each ptscope run prints how many of its steps recorded stacks, and how many
+# module calls ran the companion's module hooks (global hooks in the first
+# step and in stacked steps, the roots' own hooks elsewhere). Read as
 # differences: floor - off (the companion loaded, its sampler), hooks - floor
 # (module hooks and phase bookkeeping), none - hooks (allocator history
 # without stacks), default - none (the stack windows).
 # e.g. one breakdown run of about 7 minutes on an H100:
 #   CONFIGS="off floor hooks history none default trace trace_full" WORKLOADS=hf REPS=2 HF_STEPS=100
+# The decisive run for issue 15 (about 4 minutes on an H100):
+#   CONFIGS="off hooks default" WORKLOADS="hf lm" REPS=2 HF_STEPS=100 scripts/gpu/overhead.sh
 # Goal: default within 3% of off on both workloads (median step time).
 #
 # Usage (the device tool; build the Linux binary here first):
@@ -119,8 +123,13 @@ for p in sorted(glob.glob(os.path.join(sys.argv[1], "rank*", "process.json")))[:
     n = sum(w["last_step"] - w["first_step"] + 1 for w in d.get("stack_windows") or [] if w["first_step"] >= 0)
     print(", stacked steps %d of %d (%s)" % (n, d.get("steps", 0), " ".join(
         "%s:%d-%d" % (w["reason"], w["first_step"], w["last_step"]) for w in d.get("stack_windows") or [])))
+    h = d.get("module_hooks")
+    if h:  # module calls that ran the companion's hooks (off PyTorch's fast path)
+        print(", module hooks: %d calls, %.1f per step, global in %d steps, %d roots" % (
+            h["calls"], h["calls"] / max(1, d.get("steps", 0)), h["global_steps"], h["roots"]))
 PY
 )
+        stacked=${stacked//$'\n'/}
       fi
       say "   $w $c rep $rep: exit $rc, $((SECONDS - t0)) s wall, load before $load$stacked"
       [ "$rc" = 0 ] || tail -n 5 "$WORK/last.out" | sed 's/^/   | /' | tee -a "$LOG"

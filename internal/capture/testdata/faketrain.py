@@ -1,5 +1,6 @@
 """A training loop over testdata/faketorch, for the companion's tests.
-Usage: faketrain.py STEPS [MODE] ; prints max_memory_allocated=N.
+Usage: faketrain.py STEPS [MODE] ; prints max_memory_allocated=N and the
+module calls that ran with and without hooks (module_calls fast=N slow=M).
 
 The model has two blocks, each holding one attention module with 1M
 parameters (fp32: 4 MiB each); a forward allocates two 4 MiB outputs and
@@ -22,6 +23,8 @@ MODE:
   ddp       the model wrapped in DistributedDataParallel
   leak      from step 5 on, each step keeps a 4 MiB tensor (the peak rises every step)
   fsdp      each attention module and the model under (fake) FSDP2's fully_shard
+  limit     like train, under torch.cuda.set_per_process_memory_fraction(0.04)
+            (a 41 MiB limit on the fake 1 GiB device, the steps reserve 38 MiB)
   scoped    like train, but the optimizer is made and used inside a function
             (in a reference cycle, as a Trainer holds it) and is collected
             before the program ends, as a real training function's is
@@ -87,6 +90,8 @@ class Lit(torch.nn.Module):
 
 steps = int(sys.argv[1])
 torch.cuda._lazy_init()
+if mode == "limit":
+    torch.cuda.set_per_process_memory_fraction(0.04)
 lit = mode in ("roots", "lightning", "nograd")
 net = Lit() if lit else Net()
 if mode == "ddp":
@@ -170,3 +175,5 @@ if mode == "scoped":
 else:
     train(opt)
 print("max_memory_allocated=%d" % torch.cuda.max_memory_allocated())
+# module calls on and off the fast path (faketorch's count, as _call_impl takes them)
+print("module_calls fast=%d slow=%d" % (torch._CALLS["fast"], torch._CALLS["slow"]))

@@ -9,6 +9,12 @@ Times, in this process and at best of 5 repetitions:
                   (forward, backward and optimizer phases, the step's end and
                   the next step's stack decision): records, allocator stats,
                   record_function ranges, a phases.jsonl line each
+  call_global_us, call_roots_us, call_off_us
+                  one module call of a 100-module forward through
+                  faketorch's Module.__call__ (its stand-in for _call_impl's
+                  fast and slow paths), hooks and the root's phase included:
+                  with the global hooks of a stacked step, with the root's
+                  instance hooks only (every other step), without ptscope
 PyTorch's own cost of calling hooks (its _call_impl slow path) and of
 allocator stats are not in it: faketorch stands in for both. Prints one JSON
 line."""
@@ -66,6 +72,46 @@ def steps(n):
         cap._opt_post(opt, (), {})
 
 
+class Wide(torch.nn.Module):
+    """A root whose forward calls its 100 children (a step's module calls)."""
+
+    def __init__(self):
+        super().__init__()
+        for i in range(100):
+            setattr(self, "m%d" % i, M())
+
+    def forward(self, x):
+        for m in self._children.values():
+            m(x)
+        return x
+
+
+wide = Wide()
+
+
+def model_calls(n):
+    for _ in range(n // 100):
+        wide(None)
+
+
+def per_call(mode):
+    """us per module call through faketorch's Module.__call__, all included:
+    "off" no hooks (the fast path), "global" the global hooks of a stacked
+    step, "roots" the root's instance hooks of any other step."""
+    cap._set_global_hooks(mode == "global")
+    if mode == "off":
+        cap._drop_module_hooks()
+    model_calls(1000)
+    return best(model_calls, 100000)
+
+
+cap._set_global_hooks(True)
+cap.opt_seen = True  # the root calls below are not a forward-only loop's steps
+wide(None)  # found as a root
 calls(10)
 steps(10)
-print(json.dumps({"module_call_us": best(calls, 100000), "step_us": best(steps, 2000)}))
+out = {"module_call_us": best(calls, 100000), "step_us": best(steps, 2000)}
+cap.step = 1
+for mode in ("global", "roots", "off"):
+    out["call_%s_us" % mode] = per_call(mode)
+print(json.dumps(out))

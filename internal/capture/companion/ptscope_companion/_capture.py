@@ -139,6 +139,12 @@ class Capture(PhasesMixin):
         self.stack = []  # modules whose forward runs on the main thread
         self.stack_names = []  # their names (module paths), in step
         self.name_by_id = {}  # id(module) -> (weak reference, path): the hot path's names
+        self.global_on = False  # global module hooks installed (_phases: the first and stacked steps)
+        self.global_handles = []
+        self.roots = {}  # id(root module) -> (weak reference, its instance hook handles)
+        self.mod_meta = False  # module hooks set the allocations' module path
+        self.hook_calls = 0  # module forward pre-hooks run (module calls off PyTorch's fast path)
+        self.global_steps = 0  # completed steps that ran with global module hooks
         self.inner_seen = False  # a module was called inside a root's forward (precision's autocast check)
         self.peak_device_used = 0
         self.peak_rss = 0
@@ -335,6 +341,8 @@ class Capture(PhasesMixin):
                 w["end_time_us"] = rec["end_time_us"]
             wins.append(w)
         rec["stack_windows"] = wins
+        rec["module_hooks"] = {"calls": self.hook_calls, "global_steps": self.global_steps,
+                               "roots": len(self.roots)}
         rec["traces"] = self.traces
         rec["oom"] = self.oom
         write_atomic(os.path.join(self.dir, "process.json"), json.dumps(rec, indent=1))
@@ -395,8 +403,7 @@ class Capture(PhasesMixin):
             self.bw_attr = False
             return
         w = self.windows
-        if not w.device_total:
-            w.device_total = int(self.facts.get("device_total_memory_bytes") or 0)
+        w.device_total = self._memory_limit()
         entries, pa, pr = self._entries()
         on, reason = w.decide(self.step, entries, pa, pr)
         if not self.toggle_ok:
@@ -409,6 +416,29 @@ class Capture(PhasesMixin):
             self.hist_ctx = kw["context"]
         self.on_stacks = on
         self.bw_attr = on and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
+
+    def _memory_limit(self):
+        """The bytes this process may reserve: the device's total memory, times
+        the allocator's per-process fraction where one is set
+        (torch.cuda.set_per_process_memory_fraction: the run runs out of
+        memory at that limit, not at the device's), for the capacity window."""
+        total = int(self.facts.get("device_total_memory_bytes") or 0)
+        get = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+        if get is None:
+            get = getattr(getattr(torch.cuda, "memory", None), "get_per_process_memory_fraction", None)
+        if get is not None and total > 0:
+            try:
+                f = float(get(self.device))
+            except Exception as err:
+                log_once("memory fraction", "the per-process memory fraction is unavailable (%r)" % (err,))
+                f = 1.0
+            if 0 < f < 1:
+                limit = int(total * f)
+                if self.facts.get("memory_limit_bytes") != limit:
+                    self.facts["memory_limit_bytes"] = limit
+                    self.facts["memory_fraction"] = f
+                return limit
+        return total
 
     def _inventory(self, at, step=None, extra=()):
         if self.inv is None:
@@ -580,6 +610,7 @@ class Capture(PhasesMixin):
             except Exception:
                 pass
         self._guard("optimizer finalizer", self._unhook_optimizer_del)
+        self._guard("module hooks", self._drop_module_hooks)
         if not self.materialized:
             try:
                 used = self._stats()[2] > 0  # peak allocated

@@ -429,6 +429,9 @@ class FakeCapture(Capture):
             log_once("fake params", "--no-gpu: parameter sizes per module unavailable (%r)" % (err,))
         return owner
 
+    def _want_global(self):
+        return True  # the per-module totals need every module call, and costs here are not the run's
+
     def _stats(self):
         t = self.tracker
         return t.current, t.current, t.peak, t.peak

@@ -68,15 +68,7 @@ class PhasesMixin:
     def _install_hooks(self):
         import importlib
 
-        mm = importlib.import_module("torch.nn.modules.module")
-        try:  # always_call (torch >= 2.1 for global hooks) also runs the hook when forward raises
-            h2 = mm.register_module_forward_hook(self._fwd_post, always_call=True)
-            self.features["forward_hook_always_call"] = True
-        except TypeError:
-            h2 = mm.register_module_forward_hook(self._fwd_post)
-            self.features["forward_hook_always_call"] = False
-        h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
-        self.handles += [h1, h2]
+        self._set_global_hooks(True)  # discovery: the roots of the first step
         opt = importlib.import_module("torch.optim.optimizer")
         if hasattr(opt, "register_optimizer_step_pre_hook"):
             self.handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
@@ -106,7 +98,112 @@ class PhasesMixin:
                 self.set_metadata = sm
                 node = getattr(getattr(torch.autograd, "graph", None), "Node", None)
                 self.features["backward_module_metadata"] = node is None or hasattr(node, "register_prehook")
+        self.mod_meta = self.global_on and self.set_metadata is not None
+        self.features["module_hooks_in_stacked_steps"] = True
         self._guard("DDP hooks", self._wrap_ddp)
+
+    # ------------------------------------------------------------------ hook modes
+    # Global module hooks (torch.nn.modules.module.register_module_forward_*)
+    # take every module call of the process off _call_impl's fast path; they
+    # are on only while they pay: the first step (which finds the root
+    # modules) and the stacked steps (module paths, backward attribution).
+    # Elsewhere instance hooks on the root modules alone mark the forward
+    # phases (steps and the other phases come from the optimizer hooks and
+    # the autograd.backward wrapper), and every other module call runs on
+    # PyTorch's fast path. A switch made inside a module's pre-hook is safe:
+    # _call_impl reads the pre-hooks before running them and the post-hooks
+    # after forward, so the call in progress gets exactly one post-hook.
+    def _set_global_hooks(self, on):
+        if on == self.global_on:
+            return
+        mm = sys.modules.get("torch.nn.modules.module")
+        if mm is None:
+            import importlib
+
+            mm = importlib.import_module("torch.nn.modules.module")
+        if on:
+            try:  # always_call (torch >= 2.1 for global hooks) also runs the hook when forward raises
+                h2 = mm.register_module_forward_hook(self._fwd_post, always_call=True)
+                self.features["forward_hook_always_call"] = True
+            except TypeError:
+                h2 = mm.register_module_forward_hook(self._fwd_post)
+                self.features["forward_hook_always_call"] = False
+            h1 = mm.register_module_forward_pre_hook(self._fwd_pre)
+            self.global_handles = [h1, h2]
+            self._root_hooks(False)
+        else:
+            self._root_hooks(True)
+            for h in self.global_handles:
+                try:
+                    h.remove()
+                except Exception:
+                    pass
+            self.global_handles = []
+            if self.set_metadata is not None:
+                self.set_metadata("")  # no module path where no module hooks run
+        self.global_on = on
+        self.mod_meta = on and self.set_metadata is not None
+
+    def _root_hooks(self, on):
+        """Instance forward hooks on the root modules found so far (on), or none (off)."""
+        for k, e in list(self.roots.items()):
+            ref, handles = e
+            for h in handles:
+                try:
+                    h.remove()
+                except Exception:
+                    pass
+            m = ref()
+            if m is None:
+                del self.roots[k]
+                continue
+            if not on:
+                self.roots[k] = (ref, ())
+                continue
+            try:
+                try:
+                    h2 = m.register_forward_hook(self._fwd_post, always_call=True)
+                except TypeError:
+                    h2 = m.register_forward_hook(self._fwd_post)
+                h1 = m.register_forward_pre_hook(self._fwd_pre)
+                self.roots[k] = (ref, (h1, h2))
+            except Exception as err:
+                self.roots[k] = (ref, ())
+                log_once("root hooks", "cannot hook a root module (%r); its forward phases are missed "
+                         "outside stacked steps" % (err,))
+
+    def _add_root(self, module):
+        """Remember a root module found by the global hooks (hooked when they go)."""
+        k = id(module)
+        e = self.roots.get(k)
+        if e is not None and e[0]() is module:
+            return
+        try:
+            self.roots[k] = (weakref.ref(module), ())
+        except TypeError:
+            pass
+
+    def _switch_hooks(self):
+        """At a step's start (after its stack decision): the hook mode of the step."""
+        self._set_global_hooks(self._want_global())
+
+    def _drop_module_hooks(self):
+        for h in self.global_handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+        self.global_handles = []
+        self.global_on = False
+        self.mod_meta = False
+        self._root_hooks(False)
+
+    def _want_global(self):
+        """Global module hooks for the step about to begin: the first step
+        (root discovery), and stacked steps where module metadata is on."""
+        if self.step < 1:
+            return True
+        return self.on_stacks and bool(self.cfg.get("modules", True)) and self.set_metadata is not None
 
     def _hook_optimizer_del(self):
         """Take an inventory as an optimizer that stepped is finalized, while
@@ -181,7 +278,7 @@ class PhasesMixin:
 
     def _ddp_region(self, meth, before, t0):
         if self.set_metadata is not None:
-            self.set_metadata(self._module_name(self.stack[-1]) if self.stack else "")
+            self.set_metadata(self.stack_names[-1] if self.stack_names and self.mod_meta else "")
         after = self._stats()
         if after[0] != before[0] and self.materialize() and self.inv is not None:
             self.inv.region("ddp_buckets" if meth == "_ddp_init_helper" else "ddp_pre_forward", self.step,
@@ -253,9 +350,12 @@ class PhasesMixin:
         if self.is_compiling() or self.disabled or get_ident() != self.main_ident:
             return None
         try:
+            self.hook_calls += 1
             stack = self.stack
             if not stack:
                 if self.graph_task_id() == -1:
+                    if self.global_on:
+                        self._add_root(module)
                     self._root_begin(module)
             elif not self.inner_seen:
                 self.inner_seen = True
@@ -267,7 +367,7 @@ class PhasesMixin:
             name = e[1] if e is not None and e[0]() is module else self._module_name(module)
             stack.append(module)
             self.stack_names.append(name)
-            if self.set_metadata is not None:
+            if self.mod_meta:
                 self.set_metadata(name)
         except Exception as err:
             log_once("forward pre-hook", "forward pre-hook failed (%r)" % (err,))
@@ -293,7 +393,7 @@ class PhasesMixin:
                 except Exception as err:
                     self.bw_attr = False  # until the next stacked step
                     log_once("backward attribution", "backward module attribution failed (%r)" % (err,))
-            if self.set_metadata is not None:
+            if self.mod_meta:
                 self.set_metadata(names[-1] if names else "")
             if not stack:
                 self._root_end()
@@ -664,6 +764,9 @@ class PhasesMixin:
         if stacked:
             self._guard("tensor inventory", self._inventory, "step_end", self.step - 1)
         self.step_begun = True
+        if self.global_on:
+            self.global_steps += 1
         self._guard("stack windows", self._decide_stacks)
+        self._guard("module hooks", self._switch_hooks)
         if self.step in self.snapshot_steps:
             self.snapshot("step%d" % self.step)

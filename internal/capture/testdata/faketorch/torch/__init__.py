@@ -51,9 +51,10 @@ class Tensor:
     is_cuda = True
 
     def __init__(self, nbytes, dt=None):
-        if _A["alloc"] + nbytes > _A["capacity"]:
+        limit = int(_A["capacity"] * _A.get("fraction", 1.0))
+        if _A["alloc"] + nbytes > limit:
             for ob in list(_A["observers"]):
-                ob(0, nbytes, _A["alloc"], _A["capacity"] - _A["alloc"])
+                ob(0, nbytes, _A["alloc"], limit - _A["alloc"])
             raise RuntimeError("CUDA out of memory. Tried to allocate %d bytes" % nbytes)
         self.nbytes = nbytes
         self.dtype = dt or float32
@@ -169,6 +170,14 @@ cuda.max_memory_reserved = lambda d=None: _A["peak_res"]
 cuda.memory = types.ModuleType("torch.cuda.memory")
 
 
+def _set_fraction(f, device=None):
+    _A["fraction"] = float(f)
+
+
+cuda.set_per_process_memory_fraction = _set_fraction
+cuda.get_per_process_memory_fraction = lambda device=None: _A.get("fraction", 1.0)
+
+
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1, device=None,
                            clear_history=False, compile_context=False, global_record_annotations=False):
     _A["history_calls"].append({"enabled": enabled, "context": context, "stacks": stacks})
@@ -281,6 +290,7 @@ nn = types.ModuleType("torch.nn")
 nn.modules = types.ModuleType("torch.nn.modules")
 nn.modules.module = types.ModuleType("torch.nn.modules.module")
 _PRE, _POST = [], []
+_CALLS = {"fast": 0, "slow": 0}  # module calls on and off _call_impl's fast path (tests read them)
 
 
 class _Handle:
@@ -382,20 +392,42 @@ class Module:
         for _, p in self.named_parameters():
             yield p
 
+    def register_forward_pre_hook(self, fn):
+        lst = self.__dict__.setdefault("_fpre", [])
+        lst.append(fn)
+        return _Handle(lst, fn)
+
+    def register_forward_hook(self, fn, always_call=False):
+        lst = self.__dict__.setdefault("_fpost", [])
+        lst.append(fn)
+        return _Handle(lst, fn)
+
     def __call__(self, *args):
-        for h in list(_PRE):
+        # as torch.nn.Module._call_impl: without any hook, the fast path;
+        # the pre-hooks (global, then the module's) are read before the
+        # first runs, the post-hooks after forward returns
+        pre, post = self.__dict__.get("_fpre"), self.__dict__.get("_fpost")
+        if not (_PRE or _POST or pre or post):
+            _CALLS["fast"] += 1
+            return self._forward(args)
+        _CALLS["slow"] += 1
+        for h in (*_PRE, *(pre or ())):
             h(self, args)
         out = None
         try:
-            out = self.forward(*args)
-            if isinstance(out, Tensor) and out.grad_fn is None and is_grad_enabled():
-                out.grad_fn = _Node(out.nbytes, list(self._params.values()))
-                _TAPE.append(out.grad_fn)
-            elif isinstance(out, Tensor) and out.grad_fn is not None and self._params:
-                out.grad_fn.params.extend(self._params.values())
+            out = self._forward(args)
         finally:
-            for h in list(_POST):
+            for h in (*_POST, *(self.__dict__.get("_fpost") or ())):
                 h(self, args, out)
+        return out
+
+    def _forward(self, args):
+        out = self.forward(*args)
+        if isinstance(out, Tensor) and out.grad_fn is None and is_grad_enabled():
+            out.grad_fn = _Node(out.nbytes, list(self._params.values()))
+            _TAPE.append(out.grad_fn)
+        elif isinstance(out, Tensor) and out.grad_fn is not None and self._params:
+            out.grad_fn.params.extend(self._params.values())
         return out
 
     def __hash__(self):
