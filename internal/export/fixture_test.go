@@ -12,7 +12,8 @@ import (
 // training snapshot (pprof in-use total = the peak within 1% of torch's
 // max_memory_allocated by go tool pprof, Perfetto counter tracks, memory_viz
 // segments and device_traces with action/addr/size/frames, folded total =
-// the peak) and the DataLoader trace cut to ProfilerStep#3.
+// the peak) and the DataLoader trace cut to ProfilerStep#3, #2-#4 and
+// #3-#4 (each step with all its kernels).
 func TestSharedFixtures(t *testing.T) {
 	m := fixtureMemory(t)
 	checkPProf(t, m, gpt2TrainTorchPeak)
@@ -20,4 +21,6 @@ func TestSharedFixtures(t *testing.T) {
 	checkMemVizWhole(t, m)
 	checkFolded(t, m, gpt2TrainTorchPeak)
 	checkTrimSteps(t, testfixture.Path(t, dataloaderTrace), 3, "#2, #3, #4")
+	checkTrimKeepsSteps(t, testfixture.Path(t, dataloaderTrace), 2, 4)
+	checkTrimKeepsSteps(t, testfixture.Path(t, dataloaderTrace), 3, 4)
 }

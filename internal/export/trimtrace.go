@@ -42,9 +42,9 @@ type TraceTrimSummary struct {
 // kineto.Scan in bounded memory, in two passes when steps are selected
 // (the first finds the steps' spans, which is why it takes an opener).
 //
-// A step's span is the union of its ProfilerStep#N ranges on the host and
-// on the GPU (gpu_user_annotation), so that kernels a step launched are
-// kept with it. Metadata events (process and thread names) are always kept;
+// A step's span is device-aware, as perf's: from its host ProfilerStep#N
+// to the end of the GPU work it launched, so that kernels a step launched
+// are kept with it. Metadata events (process and thread names) are always kept;
 // other events are kept when they overlap the window, except the
 // ProfilerStep slices of other steps.
 func TrimTrace(ctx context.Context, open func() (io.ReadCloser, error), w io.Writer, o TraceTrim) (*TraceTrimSummary, error) {
@@ -134,7 +134,7 @@ func TrimTrace(ctx context.Context, open func() (io.ReadCloser, error), w io.Wri
 		}
 		j.raw("}\n")
 	}
-	sum.Warnings = sc.Warnings
+	sum.Warnings = append(sum.Warnings, sc.Warnings...)
 	if sc.Truncated {
 		sum.Warnings = append(sum.Warnings, "the trace is truncated: the events before the cut were kept")
 	}
@@ -173,7 +173,14 @@ func stepInRange(h *kineto.Head, first, last int) bool {
 }
 
 // stepSpans reads the trace once for its ProfilerStep#N events and returns
-// each N's span [start, end] over the host and the GPU.
+// each N's device-aware span [start, end], as perf bounds a step: from the
+// host ProfilerStep#N's start to the later of its end and the end of the
+// GPU work (kernels, copies, sets) launched inside it, matched to the
+// runtime call by its correlation id. The GPU-side ProfilerStep#N slice is
+// not used: Kineto writes it as a marker of a few microseconds, not the
+// span of the step's kernels. The launches and GPU events are kept as
+// correlation id and time only (16 bytes each), so memory stays a small
+// fraction of the trace's size.
 func stepSpans(ctx context.Context, open func() (io.ReadCloser, error)) (map[int][2]int64, error) {
 	r, err := open()
 	if err != nil {
@@ -184,28 +191,84 @@ func stepSpans(ctx context.Context, open func() (io.ReadCloser, error)) (map[int
 	if err != nil {
 		return nil, err
 	}
-	spans := map[int][2]int64{}
-	marker := []byte(profilerStep)
+	host := map[int][2]int64{}
+	launchAt := map[int64]int64{} // correlation id -> launch time
+	gpuEnd := map[int64]int64{}   // correlation id -> latest end of its GPU work
+	marker, corr := []byte(profilerStep), []byte(`"correlation"`)
 	err = sc.Each(ctx, func(ev []byte) error {
-		if !bytes.Contains(ev, marker) {
+		isStep := bytes.Contains(ev, marker)
+		if !isStep && !bytes.Contains(ev, corr) {
 			return nil
 		}
 		h, err := kineto.ParseHead(ev)
-		if err != nil || h.Ph != "X" || !h.HasTS || !strings.HasPrefix(h.Name, profilerStep) {
+		if err != nil || h.Ph != "X" || !h.HasTS {
 			return nil
 		}
-		n, err := strconv.Atoi(h.Name[len(profilerStep):])
-		if err != nil {
-			return nil
+		k := kineto.KindOf(h.Cat)
+		switch {
+		case isStep && strings.HasPrefix(h.Name, profilerStep) && !k.IsGPU() && k != kineto.KindGPUUserAnnotation:
+			n, err := strconv.Atoi(h.Name[len(profilerStep):])
+			if err != nil {
+				return nil
+			}
+			sp, ok := host[n]
+			if !ok {
+				sp = [2]int64{h.TS, h.TS + h.Dur}
+			}
+			host[n] = [2]int64{min(sp[0], h.TS), max(sp[1], h.TS+h.Dur)}
+		case k.IsLaunch():
+			if id, ok := correlation(ev); ok {
+				launchAt[id] = h.TS
+			}
+		case k.IsGPU():
+			if id, ok := correlation(ev); ok {
+				if e, seen := gpuEnd[id]; !seen || h.TS+h.Dur > e {
+					gpuEnd[id] = h.TS + h.Dur
+				}
+			}
 		}
-		sp, ok := spans[n]
-		if !ok {
-			sp = [2]int64{h.TS, h.TS + h.Dur}
-		}
-		spans[n] = [2]int64{min(sp[0], h.TS), max(sp[1], h.TS+h.Dur)}
 		return nil
 	})
-	return spans, err
+	if err != nil {
+		return nil, err
+	}
+	// the host steps by start, to find the one each launch lies in
+	nums := make([]int, 0, len(host))
+	for n := range host {
+		nums = append(nums, n)
+	}
+	sort.Slice(nums, func(i, j int) bool { return host[nums[i]][0] < host[nums[j]][0] })
+	spans := make(map[int][2]int64, len(host))
+	for n, sp := range host {
+		spans[n] = sp
+	}
+	for id, end := range gpuEnd {
+		at, ok := launchAt[id]
+		if !ok {
+			continue
+		}
+		k := sort.Search(len(nums), func(i int) bool { return host[nums[i]][0] > at }) - 1
+		if k < 0 || at > host[nums[k]][1] {
+			continue // launched outside every step
+		}
+		sp := spans[nums[k]]
+		spans[nums[k]] = [2]int64{sp[0], max(sp[1], end)}
+	}
+	return spans, nil
+}
+
+// correlation reads an event's args.correlation, the id that ties a GPU
+// event to the runtime call that launched it.
+func correlation(ev []byte) (int64, bool) {
+	var w struct {
+		Args struct {
+			Correlation *float64 `json:"correlation"`
+		} `json:"args"`
+	}
+	if json.Unmarshal(ev, &w) != nil || w.Args.Correlation == nil {
+		return 0, false
+	}
+	return int64(*w.Args.Correlation), true
 }
 
 func stepList(ns []int) string {

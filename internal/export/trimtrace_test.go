@@ -11,6 +11,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
+	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
@@ -158,15 +159,24 @@ func TestTrimTraceShapes(t *testing.T) {
 		name, in string
 		o        TraceTrim
 		kept     int
-		warn     bool
+		warns    int
 		err      string
 	}{
 		{name: "bare array", in: `[{"ph":"X","name":"a","ts":1,"dur":5},{"ph":"X","name":"b","ts":2,"dur":1}]`,
 			o: TraceTrim{MinDuration: 2000}, kept: 1},
-		{name: "truncated", in: `{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":5},{"ph":"X","na`, kept: 1, warn: true},
+		{name: "truncated", in: `{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":5},{"ph":"X","na`, kept: 1, warns: 2},
+		{name: "damaged metadata after the array", in: `{"traceEvents":[{"ph":"i","name":"a","ts":1}],"x":nope}`, kept: 1, warns: 1},
 		{name: "object after the array", in: `{"traceEvents":[{"ph":"i","name":"a","ts":1}],"displayTimeUnit":"ns"}`, kept: 1},
 		{name: "steps", in: `{"traceEvents":[{"ph":"X","name":"ProfilerStep#7","ts":10,"dur":10},{"ph":"X","name":"op","ts":12,"dur":1},{"ph":"X","name":"late","ts":30,"dur":1},{"ph":"M","name":"process_name","pid":1,"args":{"name":"p"}}]}`,
 			o: TraceTrim{Steps: true, FirstStep: 7, LastStep: 7}, kept: 3},
+		// the kernel step 7 launched runs after its host span and is kept;
+		// the GPU-side step slice is a short marker and sets no bound
+		{name: "steps with GPU work", in: `{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#7","ts":10,"dur":10},` +
+			`{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#7","ts":22,"dur":1},` +
+			`{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","ts":15,"dur":2,"args":{"correlation":5}},` +
+			`{"ph":"X","cat":"kernel","name":"k","ts":25,"dur":15,"args":{"correlation":5}},` +
+			`{"ph":"X","cat":"kernel","name":"other","ts":45,"dur":1,"args":{"correlation":6}}]}`,
+			o: TraceTrim{Steps: true, FirstStep: 7, LastStep: 7}, kept: 4},
 		{name: "no such step", in: `{"traceEvents":[{"ph":"X","name":"ProfilerStep#7","ts":10,"dur":10}]}`,
 			o: TraceTrim{Steps: true, FirstStep: 1, LastStep: 2}, err: "no ProfilerStep#1..#2 in the trace (it holds #7)"},
 		{name: "not a trace", in: `"hello"`, err: "offset 0"},
@@ -184,8 +194,8 @@ func TestTrimTraceShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			ct := checkChromeTrace(t, buf.Bytes())
-			if sum.Kept != c.kept || ct.events != c.kept || (len(sum.Warnings) > 0) != c.warn {
-				t.Errorf("kept %d (file %d), warnings %v; want %d, %v\n%s", sum.Kept, ct.events, sum.Warnings, c.kept, c.warn, buf.String())
+			if sum.Kept != c.kept || ct.events != c.kept || len(sum.Warnings) != c.warns {
+				t.Errorf("kept %d (file %d), warnings %q; want %d, %d warnings\n%s", sum.Kept, ct.events, sum.Warnings, c.kept, c.warns, buf.String())
 			}
 		})
 	}
@@ -213,4 +223,51 @@ func FuzzTrimTrace(f *testing.F) {
 			t.Fatalf("invalid JSON from %q:\n%s", in, buf.Bytes())
 		}
 	})
+}
+
+// checkTrimKeepsSteps: steps first..last cut from the trace at path are,
+// to perf, the same steps as in the whole trace: the same number, each
+// with the same GPU events and the same device-aware duration (the GPU
+// work a step launched runs past its host span and must stay with it).
+func checkTrimKeepsSteps(t *testing.T, path string, first, last int) {
+	t.Helper()
+	read := func(open func() (io.ReadCloser, error)) *perf.Rank {
+		r, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		tr, err := kineto.Read(context.Background(), r, kineto.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return perf.Analyze(tr, perf.Options{})
+	}
+	want := map[int]perf.Step{}
+	for _, st := range read(opener(path)).Steps {
+		if st.Number >= first && st.Number <= last {
+			want[st.Number] = st
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := TrimTrace(context.Background(), opener(path), &buf, TraceTrim{Steps: true, FirstStep: first, LastStep: last}); err != nil {
+		t.Fatal(err)
+	}
+	got := read(bytesOpener(buf.Bytes())).Steps
+	if len(got) != len(want) {
+		t.Fatalf("%d steps after the cut, want %d", len(got), len(want))
+	}
+	for _, st := range got {
+		w := want[st.Number]
+		if st.GPUEvents != w.GPUEvents || st.DurationNS != w.DurationNS || st.GPUEvents == 0 {
+			t.Errorf("%s: %d GPU events over %d ns after the cut, want %d over %d ns", st.Name, st.GPUEvents, st.DurationNS, w.GPUEvents, w.DurationNS)
+		}
+	}
+}
+
+// TestTrimTraceKeepsKernels: a step cut from the committed bundle's trace
+// keeps all the GPU work it launched.
+func TestTrimTraceKeepsKernels(t *testing.T) {
+	t.Parallel()
+	checkTrimKeepsSteps(t, bundleTracePath(t), 2, 2)
 }
