@@ -334,6 +334,14 @@ func (s *Summary) finishTime() *TimeFleet {
 	t := &TimeFleet{Ranks: []RankTime{}, Stragglers: []Straggler{}, Steps: []StepSpread{}}
 	late := map[int]int{}
 	matched := 0
+	// the step time the late-arrival rule compares with
+	var averages []int64
+	for _, r := range s.timIdx {
+		if row := s.tim[r].row; row.Steps > 0 {
+			averages = append(averages, row.AverageStepNS)
+		}
+	}
+	stepNS := perf.MedianStepNS(averages)
 	var skews []sample
 	var most []Collective
 	for _, k := range s.order {
@@ -346,7 +354,7 @@ func (s *Summary) finishTime() *TimeFleet {
 			LastRank: c.lastRank, MaxDurNS: c.maxDur, MinDurNS: c.minDur, SlowestRank: c.slowest}
 		if x.StartSkewNS == 0 {
 			x.LastRank = -1
-		} else {
+		} else if perf.LateArrival(x.StartSkewNS, stepNS) {
 			late[c.lastRank]++
 		}
 		skews = append(skews, sample{-1, float64(x.StartSkewNS)})
@@ -392,7 +400,8 @@ func (s *Summary) finishTime() *TimeFleet {
 
 // stragglers are the ranks slower than the others by step time (outliers
 // above the median) and the ranks that join more than half of the
-// collectives they run last (perf's straggler rule, for each rank).
+// collectives they run late (perf's straggler rule, with its LateArrival
+// threshold, for each rank).
 func stragglers(t *TimeFleet, matched int) []Straggler {
 	slow := map[int]bool{}
 	for _, o := range t.StepTime.Outliers {

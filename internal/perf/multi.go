@@ -24,7 +24,8 @@ type RankSummary struct {
 	AverageStepNS       int64   `json:"average_step_ns"`
 	GPUUtilizationRatio float64 `json:"gpu_utilization_ratio"`
 	CommunicationNS     int64   `json:"communication_total_ns"` // its communication kernels' durations, summed
-	// LateArrivals counts the collectives the rank was the last to join.
+	// LateArrivals counts the collectives the rank was the last to join,
+	// late enough to count (LateArrival).
 	LateArrivals int `json:"late_arrivals"`
 }
 
@@ -47,6 +48,44 @@ type CollectiveSkew struct {
 	MaxDurNS    int64  `json:"max_duration_ns"`
 	MinDurNS    int64  `json:"min_duration_ns"`
 	SlowestRank int    `json:"slowest_rank"`
+}
+
+// The late-arrival rule, shared by the cross-rank view here and by
+// internal/fleet: the rank that joins a collective last counts as late
+// only when the collective's start skew is at least LateSkewMinNS and at
+// least LateSkewStepRatio of the median step time. A clock offset between
+// hosts or launch jitter of tens of microseconds then never makes a healthy
+// rank a straggler, while a rank that holds the others for a share of the
+// step still does.
+const (
+	LateSkewMinNS     = 100_000 // 100 us
+	LateSkewStepRatio = 0.02
+)
+
+// LateArrival reports whether a collective whose ranks started skewNS
+// apart, in steps of medianStepNS (0: unknown), has a late rank.
+func LateArrival(skewNS, medianStepNS int64) bool {
+	return skewNS >= LateSkewMinNS && float64(skewNS) >= LateSkewStepRatio*float64(medianStepNS)
+}
+
+// MedianStepNS is the step time the late-arrival rule compares with: the
+// median over the ranks of their average step time (0 when no rank has
+// steps).
+func MedianStepNS(averages []int64) int64 {
+	var v []int64
+	for _, a := range averages {
+		if a > 0 {
+			v = append(v, a)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 func crossRank(ranks []Rank) *CrossRank {
@@ -100,6 +139,11 @@ func crossRank(ranks []Rank) *CrossRank {
 	}
 	groups := map[key][]*CollectiveEvent{}
 	var order []key
+	var averages []int64
+	for _, r := range ranks {
+		averages = append(averages, r.AverageStepNS)
+	}
+	stepNS := MedianStepNS(averages)
 	for k := range ranks {
 		ranks[k].CollectiveEvents(func(e CollectiveEvent) bool {
 			kk := key{name: e.Name, pg: e.Group, n: e.Index}
@@ -145,16 +189,17 @@ func crossRank(ranks []Rank) *CrossRank {
 			continue
 		}
 		x.StartTimeNS, x.StartSkewNS = first, last-first
-		if x.StartSkewNS > 0 {
-			late[x.LastRank]++ // a tie has no last rank
-		} else {
-			x.LastRank = -1
+		if x.StartSkewNS == 0 {
+			x.LastRank = -1 // a tie has no last rank
+		} else if LateArrival(x.StartSkewNS, stepNS) {
+			late[x.LastRank]++
 		}
 		c.Collectives = append(c.Collectives, x)
 	}
 	total := len(c.Collectives)
 	sort.SliceStable(c.Collectives, func(i, j int) bool { return c.Collectives[i].StartSkewNS > c.Collectives[j].StartSkewNS })
-	// a straggler is the rank that arrives last in more than half of the collectives
+	// a straggler is the rank that arrives late (LateArrival) in more
+	// than half of the collectives
 	for i := range c.Ranks {
 		n := late[c.Ranks[i].Rank]
 		c.Ranks[i].LateArrivals = n
