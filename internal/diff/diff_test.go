@@ -130,7 +130,7 @@ func TestMemoryAntisymmetry(t *testing.T) {
 	deltas := func(rows []StackRow) map[string]int64 {
 		m := map[string]int64{}
 		for i := range rows {
-			m[stackKey(&rows[i].Stack)] = rows[i].Bytes.Delta
+			m[stackKey(&rows[i].Stack)+rows[i].Category.String()] = rows[i].Bytes.Delta
 		}
 		return m
 	}

@@ -70,7 +70,7 @@ type StackRow struct {
 	Status   Status          `json:"status"`
 	Bytes    Bytes           `json:"bytes"`
 	Count    Count           `json:"count"`
-	Category memory.Category `json:"category"` // B's, else A's
+	Category memory.Category `json:"category"` // of every block of the row, in A and B
 	Source   string          `json:"source"`
 	memory.Stack
 }
@@ -314,7 +314,8 @@ func abs(v int64) int64 {
 }
 
 // stackKey identifies a stack by its frames (and the backward node that
-// ran it), so that the same code path matches across runs.
+// ran it), so that the same code path matches across runs; rows are a
+// stack's bytes in one category (memory.StackGroup), matched by both.
 func stackKey(s *memory.Stack) string {
 	var b strings.Builder
 	for _, f := range s.Frames {
@@ -339,7 +340,7 @@ func stacks(a, b []memory.StackGroup) []StackRow {
 	m := map[string]*pair{}
 	var order []string
 	get := func(g *memory.StackGroup) *pair {
-		k := stackKey(&g.Stack)
+		k := stackKey(&g.Stack) + "\x00" + g.Category.String()
 		p := m[k]
 		if p == nil {
 			p = &pair{}

@@ -230,10 +230,9 @@ func (a *analyzer) atPeak() {
 	modules := map[string]*Group{}
 	type stackAcc struct {
 		g     StackGroup
-		cats  [numCategories]int64
 		first *Alloc // its largest allocation
 	}
-	stacks := map[snapshot.StackID]*stackAcc{}
+	stacks := map[stackKey]*stackAcc{}
 	add := func(m map[string]*Group, k string, b int64) {
 		g := m[k]
 		if g == nil {
@@ -263,15 +262,15 @@ func (a *analyzer) atPeak() {
 		}
 		add(sources, sc.source, al.Size)
 		add(modules, modName, al.Size)
-		acc := stacks[al.Stack]
+		sk := stackKey{al.Stack, al.Category}
+		acc := stacks[sk]
 		if acc == nil {
 			acc = &stackAcc{first: al}
-			acc.g.Source = sc.source
-			stacks[al.Stack] = acc
+			acc.g.Source, acc.g.Category = sc.source, al.Category
+			stacks[sk] = acc
 		}
 		acc.g.Bytes += al.Size
 		acc.g.Count++
-		acc.cats[al.Category] += al.Size
 	}
 	res.Categories = []CategoryGroup{}
 	for c := range cats {
@@ -292,28 +291,25 @@ func (a *analyzer) atPeak() {
 	res.Modules = sortedGroups(modules)
 	res.ModuleGroups = moduleGroups(res.Modules)
 
-	ids := make([]snapshot.StackID, 0, len(stacks))
+	ids := make([]stackKey, 0, len(stacks))
 	for id := range stacks {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		if stacks[ids[i]].g.Bytes != stacks[ids[j]].g.Bytes {
-			return stacks[ids[i]].g.Bytes > stacks[ids[j]].g.Bytes
+		x, y := ids[i], ids[j]
+		if stacks[x].g.Bytes != stacks[y].g.Bytes {
+			return stacks[x].g.Bytes > stacks[y].g.Bytes
 		}
-		return ids[i] < ids[j]
+		if x.id != y.id {
+			return x.id < y.id
+		}
+		return x.cat < y.cat
 	})
-	index := make(map[snapshot.StackID]int, len(ids))
+	index := make(map[stackKey]int, len(ids))
 	res.Stacks = make([]StackGroup, 0, len(ids))
 	for i, id := range ids {
 		acc := stacks[id]
-		best := Category(0)
-		for c := range acc.cats {
-			if acc.cats[c] > acc.cats[best] {
-				best = Category(c)
-			}
-		}
-		acc.g.Category = best
-		acc.g.Stack = a.resultStack(id, acc.first)
+		acc.g.Stack = a.resultStack(id.id, acc.first)
 		res.Stacks = append(res.Stacks, acc.g)
 		index[id] = i
 	}
@@ -325,12 +321,21 @@ func (a *analyzer) atPeak() {
 		}
 		ta := TopAlloc{Bytes: al.Size, RequestedBytes: al.Requested, Category: al.Category,
 			Group: a.group(al), Module: a.moduleOf(al), Stream: s.Streams[al.Stream], Address: al.Addr,
-			AgeNS: -1, AllocIndex: int(al.AllocIdx), Origin: al.Origin, Stack: index[al.Stack]}
+			AgeNS: -1, AllocIndex: int(al.AllocIdx), Origin: al.Origin, Stack: index[stackKey{al.Stack, al.Category}]}
 		if al.AllocIdx >= 0 && a.tr.HasTime {
 			ta.AgeNS = res.Peak.TimeNS - a.timeNS(int(al.AllocIdx))
 		}
 		res.TopAllocations = append(res.TopAllocations, ta)
 	}
+}
+
+// stackKey identifies a StackGroup: stacks are grouped by (stack,
+// category), since one stack can hold blocks of several categories (the
+// frameless one holds blocks made before the recording and temporaries
+// whose stack was not recorded), and a group names one.
+type stackKey struct {
+	id  snapshot.StackID
+	cat Category
 }
 
 // moduleOf is the module path of an allocation: its tensor's module from a

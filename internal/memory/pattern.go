@@ -79,7 +79,6 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 	lo, hi := full[0].Start, full[len(full)-1].End
 	type acc struct {
 		g     StackGroup
-		cats  [numCategories]int64
 		first *Alloc
 		steps map[int32]bool
 	}
@@ -88,16 +87,17 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 		meta uint32
 		cat  Category
 	}
-	by := map[snapshot.StackID]*acc{}
+	by := map[stackKey]*acc{}
 	add := func(id snapshot.StackID, al *Alloc) {
-		g := by[id]
+		k := stackKey{id, al.Category}
+		g := by[k]
 		if g == nil {
 			g = &acc{first: al, steps: map[int32]bool{}}
-			by[id] = g
+			g.g.Category = al.Category
+			by[k] = g
 		}
 		g.g.Bytes += al.Size
 		g.g.Count++
-		g.cats[al.Category] += al.Size
 		g.steps[a.ph.StepOf[al.AllocIdx]] = true
 	}
 	framed := map[site]snapshot.StackID{} // a stacked site of each (size, module)
@@ -138,28 +138,27 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 			recurring[al.Stack] = true
 		}
 	}
-	ids := make([]snapshot.StackID, 0, len(by))
-	for id, g := range by {
-		if len(g.steps) >= 2 && (len(a.s.Stacks[id]) > 0 || recurring[id]) {
-			ids = append(ids, id)
+	ids := make([]stackKey, 0, len(by))
+	for k, g := range by {
+		if len(g.steps) >= 2 && (len(a.s.Stacks[k.id]) > 0 || recurring[k.id]) {
+			ids = append(ids, k)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool {
-		if by[ids[i]].g.Bytes != by[ids[j]].g.Bytes {
-			return by[ids[i]].g.Bytes > by[ids[j]].g.Bytes
+		x, y := ids[i], ids[j]
+		if by[x].g.Bytes != by[y].g.Bytes {
+			return by[x].g.Bytes > by[y].g.Bytes
 		}
-		return ids[i] < ids[j]
+		if x.id != y.id {
+			return x.id < y.id
+		}
+		return x.cat < y.cat
 	})
 	out := make([]StackGroup, 0, len(ids))
-	for _, id := range ids {
-		g := by[id]
-		for c := range g.cats {
-			if g.cats[c] > g.cats[g.g.Category] {
-				g.g.Category = Category(c)
-			}
-		}
-		g.g.Source, _ = a.st.source(id)
-		g.g.Stack = a.resultStack(id, g.first)
+	for _, k := range ids {
+		g := by[k]
+		g.g.Source, _ = a.st.source(k.id)
+		g.g.Stack = a.resultStack(k.id, g.first)
 		out = append(out, g.g)
 	}
 	return out

@@ -127,11 +127,13 @@ type Stack struct {
 	Caller []Frame `json:"caller,omitempty"`
 }
 
-// StackGroup is bytes alive at the peak allocated from one stack.
+// StackGroup is bytes alive at the peak allocated from one stack in one
+// category: a stack whose blocks fall in several categories (the frameless
+// `<no stack recorded>` one often does) is one group per category.
 type StackGroup struct {
 	Bytes    int64    `json:"bytes"`
 	Count    int      `json:"count"`
-	Category Category `json:"category"` // the category holding most of its bytes
+	Category Category `json:"category"` // of every block of the group
 	Source   string   `json:"source"`   // its entry of Sources
 	Stack
 }

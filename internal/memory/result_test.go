@@ -356,3 +356,36 @@ func TestCategoriesAtLookup(t *testing.T) {
 		}
 	}
 }
+
+// Stack groups are one per (stack, category): per category they sum to
+// categories_at_peak, and each top allocation's group has its category.
+// The review found the frameless stack of this training run labelled
+// allocated_before_recording while 785 MiB of it were temporaries.
+func TestStackGroupsByCategory(t *testing.T) {
+	t.Parallel()
+	a := Analyze(testdataSnapshot(t, "gpt2s_train_fp32_b4_ctx512.pickle.xz"), 0, Options{}).Result
+	byCat := map[Category]int64{}
+	frameless := map[Category]bool{}
+	for _, g := range a.Stacks {
+		byCat[g.Category] += g.Bytes
+		if len(g.Frames) == 0 {
+			if frameless[g.Category] {
+				t.Errorf("two frameless groups of %v", g.Category)
+			}
+			frameless[g.Category] = true
+		}
+	}
+	for _, c := range a.Categories {
+		if byCat[c.Category] != c.Bytes {
+			t.Errorf("%v: stacks hold %d B, the category %d B", c.Category, byCat[c.Category], c.Bytes)
+		}
+	}
+	if !frameless[CatBeforeRecording] || !frameless[CatTemporary] {
+		t.Errorf("frameless groups %v, want allocated_before_recording and temporary apart", frameless)
+	}
+	for i, ta := range a.TopAllocations {
+		if g := a.Stacks[ta.Stack]; g.Category != ta.Category {
+			t.Errorf("top allocation %d is %v, its stack group %v", i, ta.Category, g.Category)
+		}
+	}
+}
