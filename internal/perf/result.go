@@ -128,7 +128,7 @@ type Overhead struct {
 // Step is one training step.
 type Step struct {
 	Name   string `json:"name"`   // "ProfilerStep#4", "step 2" (optimizer or bundle steps), "trace"
-	Number int    `json:"number"` // N of ProfilerStep#N or the bundle's step; 1.. for optimizer steps
+	Number int    `json:"number"` // N of ProfilerStep#N or the bundle's step; 0.. for optimizer steps, as analyze numbers them
 	// StartTimeNS and DurationNS are the device-aware bounds: from the
 	// later of the host start and the end of earlier GPU work, to the later
 	// of the host end and the end of the GPU work the step launched.

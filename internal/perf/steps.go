@@ -150,7 +150,8 @@ func hostSpan(g *graph, ops bool) (s, e int64) {
 	return s, e
 }
 
-// optimizerSteps makes one step per outermost Optimizer.step annotation.
+// optimizerSteps makes one step per outermost Optimizer.step annotation,
+// numbered from 0 as analyze and bundles number steps.
 func optimizerSteps(g *graph) []stepSpan {
 	ev := g.ev
 	var ends []int64
@@ -176,7 +177,7 @@ func optimizerSteps(g *graph) []stepSpan {
 	start, _ := hostSpan(g, true)
 	var steps []stepSpan
 	for k, e := range ends {
-		steps = append(steps, stepSpan{name: "step " + strconv.Itoa(k+1), num: k + 1, hostS: min(start, e), hostE: e,
+		steps = append(steps, stepSpan{name: "step " + strconv.Itoa(k), num: k, hostS: min(start, e), hostE: e,
 			deviceS: math.MaxInt64, deviceE: math.MinInt64})
 		start = e
 	}
