@@ -30,7 +30,17 @@ func TestEstimateCalibrate(t *testing.T) {
 	var doc struct {
 		SchemaVersion int    `json:"schema_version"`
 		Command       string `json:"command"`
-		Rows          []struct {
+		// the estimate's model, setup and params, in the shape of estimate --json
+		Model struct {
+			Name   string `json:"name"`
+			Layers int    `json:"layers"`
+		} `json:"model"`
+		Setup struct {
+			Seq        int `json:"seq"`
+			MicroBatch int `json:"micro_batch"`
+		} `json:"setup"`
+		Params int64 `json:"params"`
+		Rows   []struct {
 			Term          string `json:"term"`
 			MeasuredBytes int64  `json:"measured_bytes"`
 			Measured      bool   `json:"measured"`
@@ -38,6 +48,9 @@ func TestEstimateCalibrate(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion != 2 || doc.Command != "estimate" || len(doc.Rows) != 8 {
 		t.Fatalf("json %v: %s", err, out)
+	}
+	if doc.Model.Name != "lm-small" || doc.Model.Layers == 0 || doc.Setup.Seq != 512 || doc.Setup.MicroBatch != 8 || doc.Params == 0 {
+		t.Errorf("model %+v setup %+v params %d: want the estimate's", doc.Model, doc.Setup, doc.Params)
 	}
 	if r := doc.Rows[0]; r.Term != "peak allocated" || r.MeasuredBytes != 5673316352 || !r.Measured {
 		t.Errorf("peak row %+v", r)

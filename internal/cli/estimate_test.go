@@ -125,7 +125,7 @@ func TestEstimateVerdict(t *testing.T) {
 		t.Errorf("lm-xl batch 4 x 512 should fit an H100 (measured 32.2 GB): %s %v", d.Verdict, d.HeadroomBytes)
 	}
 	d := estimateJSON(t, "--model", "lm-xl", "--seq", "512", "--micro-batch", "4", "--dtype", "fp32", "--device-memory", "24GiB")
-	if d.Verdict != "does_not_fit" || *d.HeadroomBytes >= 0 || len(d.Findings) == 0 || d.Findings[0].ID != "does_not_fit" || d.Findings[0].Severity != "critical" {
+	if d.Verdict != "does_not_fit" || *d.HeadroomBytes >= 0 || len(d.Findings) == 0 || d.Findings[0].ID != "does-not-fit" || d.Findings[0].Severity != "critical" {
 		t.Errorf("lm-xl batch 4 x 512 fp32 AdamW does not fit 24 GiB: %+v", d)
 	}
 	code, out, _ := estimateRun(t, "--model", "lm-xl", "--seq", "512", "--gpu", "4090")
@@ -143,7 +143,7 @@ func TestEstimateLlama70B(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{"pp_stage_0 *", "pp_stage_3", "one residual-stream tensor: 128 MiB = micro_batch·seq/cp·hidden·2 B/1 =",
-		"optimizer_state", "nccl_buffers", "cuda_context", "verdict: DOES NOT FIT on h100-80gb", "try_sequence_parallel"} {
+		"optimizer_state", "nccl_buffers", "cuda_context", "verdict: DOES NOT FIT on h100-80gb", "try-sequence-parallel"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -204,6 +204,14 @@ func TestEstimateSweep(t *testing.T) {
 	code, out2, _ := estimateRun(t, "--model", "lm-large", "--gpu", "4090", "--sweep", "micro-batch=1..64", "--sweep", "seq=256,512")
 	if code != 0 || out2 != out {
 		t.Errorf("repeated --sweep differs from axes given as arguments")
+	}
+	// without a device: the count, the layout, then why there is no verdict;
+	// an invalid point counted in the singular
+	code, out, _ = estimateRun(t, "--model", "gpt2", "--sweep", "seq=1024,4096")
+	for _, want := range []string{"2 points, 1 GPU; sizes per GPU of the most loaded rank; no device memory given", "learned positions (1 point)"} {
+		if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("exit %d, sweep lacks %q:\n%s", code, want, out)
+		}
 	}
 	code, out, _ = estimateRun(t, "--model", "lm-large", "--sweep", "micro-batch=1..8", "recompute=none,full", "--json")
 	var doc struct {

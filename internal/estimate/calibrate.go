@@ -41,10 +41,13 @@ type CalibrationRow struct {
 }
 
 // Calibration is the estimate set against one measured rank, term by term:
-// the document of `ptscope estimate --calibrate BUNDLE`.
+// the document of `ptscope estimate --calibrate BUNDLE`. Model, Setup,
+// Device and Params are the estimate's, in the shape of Result's.
 type Calibration struct {
 	report.Header
-	Model     string           `json:"model"`
+	Model     Model            `json:"model"`
+	Setup     Setup            `json:"setup"`
+	Device    Device           `json:"device"`
 	Params    int64            `json:"params"`
 	Source    string           `json:"source"`
 	Rank      int              `json:"rank"`
@@ -60,7 +63,7 @@ type Calibration struct {
 // step (activations, gradients, phase peaks: the steady state).
 func Calibrate(r *Result, m Measurement) Calibration {
 	top := r.Top()
-	c := Calibration{Header: report.NewHeader("estimate"), Model: r.Model.Name, Params: r.Params,
+	c := Calibration{Header: report.NewHeader("estimate"), Model: r.Model, Setup: r.Setup, Device: r.Device, Params: r.Params,
 		Source: m.Source, Rank: m.Rank, Mode: m.Mode, Simulated: m.Simulated}
 	add := func(term string, est int64, meas int64, ok bool, how string) {
 		row := CalibrationRow{Term: term, EstimateBytes: est, MeasuredBytes: meas, Measured: ok, How: how}

@@ -24,7 +24,7 @@ func writeCalibration(w io.Writer, c *estimate.Calibration, o report.TextOptions
 	case modeFake:
 		kind = "a fake-tensor run (--no-gpu)"
 	}
-	p.para("", "  ", fmt.Sprintf("ptscope estimate --calibrate: %s (%s params) against %s, rank %d", c.Model, Params(c.Params), kind, c.Rank))
+	p.para("", "  ", fmt.Sprintf("ptscope estimate --calibrate: %s (%s params) against %s, rank %d", c.Model.Name, Params(c.Params), kind, c.Rank))
 	p.para("  ", "  ", c.Source)
 	p.blank()
 	t := &report.Table{Header: []string{"term", "estimate", "measured", "diff"}}

@@ -78,4 +78,4 @@ func (d Calibration) WriteText(w io.Writer, o report.TextOptions) error {
 func (d Calibration) RunFiles(report.TextOptions) ([]rundir.File, error) { return nil, nil }
 
 // RunName is "calibrate_<model>".
-func (d Calibration) RunName() string { return "calibrate_" + d.C.Model }
+func (d Calibration) RunName() string { return "calibrate_" + d.C.Model.Name }

@@ -56,11 +56,13 @@ func writeSweep(w io.Writer, r *estimate.SweepResult, o report.TextOptions) erro
 		fixed = append(fixed, recomputeText(base))
 	}
 	p.para("", "  ", "ptscope estimate --sweep assuming "+strings.Join(fixed, ", "))
-	dev := "no device memory given (--gpu or --device-memory for a verdict)"
+	line := fmt.Sprintf("%s, %s; sizes per GPU of the most loaded rank", points(len(r.Rows)), Layout(base))
 	if r.Device.MemoryBytes > 0 {
-		dev = fmt.Sprintf("on %s (%s)", r.Device.Name, units.Bytes(r.Device.MemoryBytes))
+		line = fmt.Sprintf("%s on %s (%s), %s; sizes per GPU of the most loaded rank", points(len(r.Rows)), r.Device.Name, units.Bytes(r.Device.MemoryBytes), Layout(base))
+	} else {
+		line += "; no device memory given (--gpu or --device-memory for a verdict)"
 	}
-	p.para("", "  ", fmt.Sprintf("%d points %s, %s; sizes per GPU of the most loaded rank", len(r.Rows), dev, Layout(base)))
+	p.para("", "  ", line)
 
 	rowAx, colAx := -1, -1
 	for i, a := range r.Axes {
@@ -293,8 +295,15 @@ func writeSweepErrors(p *printer, r *estimate.SweepResult) {
 	p.line("not valid setups:")
 	for _, e := range errs {
 		models := dedupe(by[e])
-		p.para("  ", "    ", fmt.Sprintf("%s: %s (%d points)", strings.Join(models, ", "), e, len(by[e])))
+		p.para("  ", "    ", fmt.Sprintf("%s: %s (%s)", strings.Join(models, ", "), e, points(len(by[e]))))
 	}
+}
+
+func points(n int) string {
+	if n == 1 {
+		return "1 point"
+	}
+	return fmt.Sprintf("%d points", n)
 }
 
 func dedupe(ss []string) []string {

@@ -348,14 +348,14 @@ func inflight(f float64) string {
 }
 
 func writePhases(p *printer, top *estimate.Rank, explain bool) {
-	p.section("Phases (allocated at each phase's peak; the peak is the largest, not the sum)")
-	t := &report.Table{Header: []string{"phase", "allocated", "at", ""}}
+	p.section("Phases (allocated at each phase's peak; * the step's peak: the largest, not the sum)")
+	t := &report.Table{Header: []string{"phase", "allocated", "at"}}
 	for _, ph := range top.Phases {
-		t.Rows = append(t.Rows, []string{ph.Name.String(), units.Bytes(ph.Bytes), ph.At, ifs(ph.Name == top.PeakPhase, "<- peak", "")})
+		t.Rows = append(t.Rows, []string{ph.Name.String() + ifs(ph.Name == top.PeakPhase, " *", ""), units.Bytes(ph.Bytes), ph.At})
 		if explain {
 			for _, tm := range ph.Terms {
 				if tm.Bytes != 0 {
-					t.Rows = append(t.Rows, []string{"  " + tm.Name, units.Bytes(tm.Bytes), "", ""})
+					t.Rows = append(t.Rows, []string{"  " + tm.Name, units.Bytes(tm.Bytes), ""})
 				}
 			}
 		}
