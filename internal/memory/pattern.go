@@ -101,6 +101,11 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 		g.steps[a.ph.StepOf[al.AllocIdx]] = true
 	}
 	framed := map[site]snapshot.StackID{} // a stacked site of each (size, module)
+	// ptscope run records module paths only where it records stacks (its
+	// module hooks run in those steps), so a bare allocation without a path
+	// joins the stacked site of its size and category when only one stack
+	// has them (meta 0: any path)
+	framedAny := map[site]snapshot.StackID{}
 	var bare []*Alloc
 	for i := range a.r.Allocs {
 		al := &a.r.Allocs[i]
@@ -115,6 +120,11 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 			if _, ok := framed[k]; !ok {
 				framed[k] = al.Stack
 			}
+		}
+		if id, ok := framedAny[site{al.Size, 0, al.Category}]; !ok {
+			framedAny[site{al.Size, 0, al.Category}] = al.Stack
+		} else if id != al.Stack {
+			framedAny[site{al.Size, 0, al.Category}] = 0 // two stacks: ambiguous (stack 0 has no frames)
 		}
 		add(al.Stack, al)
 	}
@@ -132,6 +142,8 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 	for _, al := range bare {
 		k := site{al.Size, al.Metadata, al.Category}
 		if id, ok := framed[k]; ok && al.Metadata != 0 {
+			add(id, al)
+		} else if id, ok := framedAny[site{al.Size, 0, al.Category}]; ok && al.Metadata == 0 && id != 0 {
 			add(id, al)
 		} else if len(siteSteps[k]) >= 2 {
 			add(al.Stack, al)
