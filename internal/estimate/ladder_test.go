@@ -50,18 +50,15 @@ type ladderRow struct {
 	Error string `json:"error"`
 }
 
-// ladderFiles are the measured ladders: hf_ladder.jsonl (scripts/gpu/hf_ladder.sh) and, once
-// measured, estimate_setups.jsonl (scripts/gpu/estimate_tp.sh: TP plans, DDP, CPU offload,
+// ladderFiles are the measured ladders: hf_ladder.jsonl (scripts/gpu/hf_ladder.sh) and
+// estimate_setups.jsonl (scripts/gpu/estimate_tp.sh: TP plans, DDP, CPU offload,
 // torch.compile).
 var ladderFiles = []string{"testdata/hf_ladder.jsonl", "testdata/estimate_setups.jsonl"}
 
 func readLadders(t testing.TB) []ladderRow {
 	t.Helper()
 	var rows []ladderRow
-	for i, p := range ladderFiles {
-		if _, err := os.Stat(p); err != nil && i > 0 {
-			continue
-		}
+	for _, p := range ladderFiles {
 		rows = append(rows, readLadder(t, p)...)
 	}
 	return rows
