@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"math"
 	"sort"
 	"strings"
 
@@ -33,6 +34,7 @@ type commEvent struct {
 	pg         string
 	seq        int64
 	start, end int64 // absolute ns (baseTimeNanoseconds + ts)
+	index      int64 // the kernel's index in the whole trace (order)
 }
 
 var dtypeSize = map[string]int64{"Float": 4, "float": 4, "Double": 8, "double": 8, "Half": 2, "c10::Half": 2,
@@ -75,50 +77,58 @@ func collectiveName(g *graph, i int) (name string, bytes int64, pg string, seq i
 	return strings.ToLower(k), 0, "", seq
 }
 
-func commStats(g *graph, r *roles) (Comm, []commEvent) {
+// commStats sums the owned communication kernels, and their overlap with
+// compute over the window's time.
+func commStats(g *graph, r *roles) commPart {
 	ev := g.ev
-	var out Comm
-	rows := map[string]*Collective{}
-	var events []commEvent
+	w := g.win
+	out := commPart{rows: map[string]*Collective{}}
 	base := g.t.Meta.BaseTimeNS
+	var ks spans
 	for k, i := range g.gpu {
 		if !r.commKernel[k] {
 			continue
 		}
-		out.Kernels++
-		out.KernelNS += ev.Dur[i]
+		ks = append(ks, span{ev.TS[i], ev.End(int(i))})
+		if !g.owned(i) {
+			continue
+		}
+		out.kernels++
+		out.kernelNS += ev.Dur[i]
 		name, bytes, pg, seq := collectiveName(g, int(i))
-		c := rows[name]
+		c := out.rows[name]
 		if c == nil {
 			c = &Collective{Name: name}
-			rows[name] = c
+			out.rows[name] = c
 		}
 		c.Calls++
 		c.TotalNS += ev.Dur[i]
 		c.Bytes += bytes
-		events = append(events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[i], end: base + ev.End(int(i))})
+		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[i], end: base + ev.End(int(i)), index: g.seqOf(i)})
 	}
 	for i := 0; i < ev.Len(); i++ {
-		if ev.Kind[i] == kineto.KindCPUOp && g.t.Name(i) == "record_param_comms" {
-			out.RecordParamComm++
+		if ev.Kind[i] == kineto.KindCPUOp && g.owned(int32(i)) && g.t.Name(i) == "record_param_comms" {
+			out.rpc++
 		}
 	}
-	if out.KernelNS > 0 {
-		// only GPU comm kernels count here, not the host ops in r.comm
-		var ks spans
-		for k, i := range g.gpu {
-			if r.commKernel[k] {
-				ks = append(ks, span{ev.TS[i], ev.End(int(i))})
-			}
-		}
-		comm := union(ks)
-		ov := intersect(comm, r.kernel).total()
-		if t := comm.total(); t > 0 {
-			out.OverlapRatio = float64(ov) / float64(t)
-			out.ExposedNS = t - ov
-		}
+	// only GPU comm kernels count here, not the host ops in r.comm
+	comm := union(ks)
+	if w.from != math.MinInt64 || w.to != math.MaxInt64 {
+		comm = intersect(comm, spans{{w.from, w.to}})
 	}
-	for _, c := range rows {
+	out.overlapNS = intersect(comm, r.kernel).total()
+	out.commNS = comm.total()
+	return out
+}
+
+// finishComm makes the communication summary of the whole trace.
+func finishComm(a *commPart) (Comm, []commEvent) {
+	out := Comm{Kernels: a.kernels, KernelNS: a.kernelNS, RecordParamComm: a.rpc}
+	if out.KernelNS > 0 && a.commNS > 0 {
+		out.OverlapRatio = float64(a.overlapNS) / float64(a.commNS)
+		out.ExposedNS = a.commNS - a.overlapNS
+	}
+	for _, c := range a.rows {
 		out.Collectives = append(out.Collectives, *c)
 	}
 	sort.Slice(out.Collectives, func(i, j int) bool {
@@ -128,5 +138,12 @@ func commStats(g *graph, r *roles) (Comm, []commEvent) {
 		}
 		return a.Name < b.Name
 	})
-	return out, events
+	ev := a.events
+	sort.Slice(ev, func(i, j int) bool {
+		if ev[i].start != ev[j].start {
+			return ev[i].start < ev[j].start
+		}
+		return ev[i].index < ev[j].index
+	})
+	return out, ev
 }

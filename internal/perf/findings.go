@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/kineto"
+
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/units"
 )
@@ -41,7 +43,7 @@ func share(part, total int64) float64 {
 // findings applies the plugin's seven rules and the checklist. Every
 // finding carries the numbers it rests on and a reference into a view; its
 // severity is proportional to its cost (costSeverity).
-func findings(g *graph, r *Rank) []finding.Finding {
+func findings(fa *Facts, r *Rank) []finding.Finding {
 	out := []finding.Finding{}
 	add := func(id string, sev finding.Severity, view string, nums finding.Numbers, msg, rec string) *finding.Finding {
 		out = append(out, finding.Finding{ID: id, Severity: sev, Numbers: nums, Message: msg, Recommendation: rec, At: &finding.Ref{View: view}})
@@ -65,20 +67,8 @@ func findings(g *graph, r *Rank) []finding.Finding {
 			fmt.Sprintf("The DataLoader takes %s of the host step time (%s per step), but the GPU stays busy with queued work meanwhile: it costs %s of the step now, and becomes the bottleneck once GPU work gets faster.",
 				pct(h), units.Duration(int64(h*float64(hostAvg(r)))), pct(r.DataLoaderRatio)), dlRec)
 	}
-	names := map[string]bool{}
-	gloo := false
-	for i := 0; i < g.ev.Len(); i++ {
-		if isOp(g.ev.Kind[i]) {
-			switch n := g.t.Name(i); {
-			case n == "DataParallel.forward", n == "DistributedDataParallel.forward":
-				names[n] = true
-			case strings.HasPrefix(n, "gloo:"):
-				gloo = true
-			}
-		}
-	}
 	// 2. DataParallel on several devices
-	if names["DataParallel.forward"] && len(r.GPUs) > 1 {
+	if fa.dataParallel && len(r.GPUs) > 1 {
 		add("use-ddp", finding.Warning, "operators", finding.Numbers{"devices": float64(len(r.GPUs))},
 			fmt.Sprintf("This run uses DataParallel on %d GPUs: one process drives them all and copies the model to each every step.", len(r.GPUs)),
 			"Use DistributedDataParallel (one process per GPU, torchrun) instead of DataParallel.")
@@ -86,9 +76,9 @@ func findings(g *graph, r *Rank) []finding.Finding {
 	// 3. DDP with a non-NCCL backend: only with more than one rank (at
 	// world size 1 even NCCL launches no kernels) and only on evidence: the
 	// backend distributedInfo names, or gloo collectives.
-	if names["DistributedDataParallel.forward"] && r.Comm.Kernels == 0 && cudaCapable(g) {
+	if fa.ddp && r.Comm.Kernels == 0 && cudaCapable(fa.meta) {
 		be := strings.ToLower(r.Backend)
-		if (be != "" && !strings.Contains(be, "nccl") && r.WorldSize > 1) || (be == "" && gloo) {
+		if (be != "" && !strings.Contains(be, "nccl") && r.WorldSize > 1) || (be == "" && fa.gloo) {
 			nm := "gloo"
 			if be != "" {
 				nm = r.Backend
@@ -148,8 +138,8 @@ func findings(g *graph, r *Rank) []finding.Finding {
 	// 6. tensor cores: the cost is half of the eligible kernels' share of
 	// the step (tensor cores run those matmuls several times faster)
 	major := 0
-	if len(g.t.Meta.Devices) > 0 {
-		major = g.t.Meta.Devices[0].ComputeMajor
+	if len(fa.meta.Devices) > 0 {
+		major = fa.meta.Devices[0].ComputeMajor
 	}
 	if major >= 7 && r.TensorCoreRatio == 0 && r.TensorCoreEligibleRatio > 0 {
 		rec := "Enable automatic mixed precision (torch.autocast with bfloat16 or float16)."
@@ -239,8 +229,8 @@ func findings(g *graph, r *Rank) []finding.Finding {
 	return out
 }
 
-func cudaCapable(g *graph) bool {
-	for _, d := range g.t.Meta.Devices {
+func cudaCapable(m kineto.Meta) bool {
+	for _, d := range m.Devices {
 		if d.ComputeMajor > 3 || (d.ComputeMajor == 3 && d.ComputeMinor >= 5) {
 			return true
 		}

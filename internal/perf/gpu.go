@@ -98,7 +98,9 @@ func deviceWork(g *graph, ro *roles, slots spans) map[int]*devWork {
 			devs[d] = a
 		}
 		a.events = append(a.events, i)
-		a.streams[info.Stream] = true
+		if g.owned(i) {
+			a.streams[info.Stream] = true
+		}
 		ks, ke := ev.TS[i], ev.End(int(i))
 		switch {
 		case ev.Kind[i] != kineto.KindKernel:
@@ -131,17 +133,31 @@ func deviceWork(g *graph, ro *roles, slots spans) map[int]*devWork {
 	return devs
 }
 
-// gpuMetrics computes per-device utilisation (the union of compute kernels
-// over the steps' windows), idle time, estimated SM efficiency, achieved
-// occupancy and tensor-core share.
-func gpuMetrics(g *graph, devs map[int]*devWork, slots spans) []GPU {
+// gpuParts computes per-device utilisation sums (the union of compute
+// kernels over the steps' windows), idle time, SM efficiency, occupancy
+// and tensor-core time over the window's steps (slots); gpuRows makes the
+// metrics of the whole trace from their sums.
+func gpuParts(g *graph, devs map[int]*devWork, slots spans) (map[int]*devPart, int64) {
+	out := map[int]*devPart{}
+	for d, a := range devs {
+		x := &devPart{kernel: a.kernel, tc: a.tc, occW: a.occW, occDur: a.occDur, streams: a.streams}
+		if len(slots) > 0 {
+			x.inSlots = intersect(a.compute, slots).total()
+			x.sm = smEfficiency(a.sm)
+		}
+		x.idle = deviceIdle(g, a, slots)
+		out[d] = x
+	}
+	return out, slots.total()
+}
+
+func gpuRows(f *Facts, devs map[int]*devPart, total int64) []GPU {
 	var out []GPU
-	total := slots.total()
 	for d, a := range devs {
 		x := GPU{Device: d, KernelNS: a.kernel, Streams: len(a.streams)}
 		if total > 0 {
-			x.UtilizationRatio = float64(intersect(a.compute, slots).total()) / float64(total)
-			x.SMEfficiencyRatio = smEfficiency(a.sm) / float64(total)
+			x.UtilizationRatio = float64(a.inSlots) / float64(total)
+			x.SMEfficiencyRatio = a.sm / float64(total)
 		}
 		if a.occDur > 0 {
 			x.AchievedOccupancyRatio = a.occW / a.occDur
@@ -149,12 +165,15 @@ func gpuMetrics(g *graph, devs map[int]*devWork, slots spans) []GPU {
 		if a.kernel > 0 {
 			x.TensorCoreRatio = float64(a.tc) / float64(a.kernel)
 		}
-		if d >= 0 && d < len(g.t.Meta.Devices) {
-			p := g.t.Meta.Devices[d]
+		if d >= 0 && d < len(f.meta.Devices) {
+			p := f.meta.Devices[d]
 			x.Name, x.MemoryBytes = p.Name, p.TotalGlobalMem
 			x.ComputeCapability = fmt.Sprintf("%d.%d", p.ComputeMajor, p.ComputeMinor)
 		}
-		x.Idle = deviceIdle(g, a, slots)
+		x.Idle = a.idle
+		if x.Idle.SpanNS > 0 {
+			x.Idle.IdleRatio = float64(x.Idle.IdleNS) / float64(x.Idle.SpanNS)
+		}
 		out = append(out, x)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
@@ -182,30 +201,24 @@ func smEfficiency(edges []smEdge) float64 {
 	return sum
 }
 
-// utilTimeline buckets compute-kernel busy time per device: the bucket is
-// the smallest power of ten microseconds giving at most 100 buckets. Times
-// are trace ns; base makes them absolute.
-func utilTimeline(devs map[int]*devWork, s, e, base int64) []UtilPoint {
-	if e <= s {
+// utilTimeline makes the compute-busy fraction of each device per bucket
+// (utilParts' sums): the bucket is the smallest power of ten microseconds
+// giving at most 100 buckets over the steps. base makes times absolute.
+func utilTimeline(util map[int][]int64, tl timelineSpec, base int64) []UtilPoint {
+	if tl.e <= tl.s {
 		return nil
 	}
-	bucket := int64(1000)
-	for (e-s)/bucket > 100 {
-		bucket *= 10
-	}
-	ids := make([]int, 0, len(devs))
-	for d, a := range devs {
-		if len(a.compute) > 0 {
-			ids = append(ids, d)
-		}
+	ids := make([]int, 0, len(util))
+	for d := range util {
+		ids = append(ids, d)
 	}
 	sort.Ints(ids)
 	var out []UtilPoint
 	for _, d := range ids {
-		u := devs[d].compute
-		for t := s; t < e; t += bucket {
-			te := min(t+bucket, e)
-			out = append(out, UtilPoint{Device: d, StartTimeNS: base + t, DurationNS: te - t, UtilizationRatio: float64(u.overlap(t, te)) / float64(te-t)})
+		v := util[d]
+		for b, t := 0, tl.s; t < tl.e; b, t = b+1, t+tl.bucket {
+			te := min(t+tl.bucket, tl.e)
+			out = append(out, UtilPoint{Device: d, StartTimeNS: base + t, DurationNS: te - t, UtilizationRatio: float64(v[b]) / float64(te-t)})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,13 +64,17 @@ type Sync struct {
 
 const kernelWaitNS = 30_000 // HTA's consecutive_kernel_delay, 30 us
 
+// deviceIdle splits the idle time of device a over slots (IdleRatio is
+// left to gpuRows). The event that ends a gap is the device's first GPU
+// event starting at or after the gap's end: past the window's context it
+// is the window's NextGPU.
 func deviceIdle(g *graph, a *devWork, slots spans) Idle {
 	var out Idle
 	if len(slots) == 0 {
 		return out
 	}
 	ev := g.ev
-	e := slots[len(slots)-1].E
+	w := g.win
 	out.SpanNS = slots.total()
 	out.ComputeNS = intersect(a.compute, slots).total()
 	out.IdleNS = out.SpanNS - out.ComputeNS
@@ -77,13 +82,29 @@ func deviceIdle(g *graph, a *devWork, slots spans) Idle {
 	out.CommunicationNS = intersect(gaps, a.comm).total()
 	rest := subtract(gaps, a.comm)
 	out.CopyNS = intersect(rest, a.copy).total()
+	next, hasNext := w.next[a.device]
 	for _, x := range subtract(rest, a.copy) {
 		k := sort.Search(len(a.events), func(j int) bool { return ev.TS[a.events[j]] >= x.E })
 		gap := x.E - x.S
+		// the event that ends the gap: its start, whether it has a launch and when
+		found, launched, ls := false, false, int64(0)
+		if k < len(a.events) && ev.TS[a.events[k]] <= w.to {
+			found = true
+			if l := g.launch[a.events[k]]; l >= 0 {
+				launched, ls = true, ev.TS[l]
+			}
+		} else if hasNext {
+			found, launched, ls = true, next.Launched, next.LaunchTS
+		} else if k < len(a.events) {
+			found = true
+			if l := g.launch[a.events[k]]; l >= 0 {
+				launched, ls = true, ev.TS[l]
+			}
+		}
 		switch {
-		case k == len(a.events) || x.E >= e:
+		case !found || x.E >= w.lastSlotEnd:
 			out.HostWaitNS += gap
-		case g.launch[a.events[k]] >= 0 && ev.TS[g.launch[a.events[k]]] > x.S:
+		case launched && ls > x.S:
 			out.HostWaitNS += gap
 		case gap < kernelWaitNS:
 			out.KernelWaitNS += gap
@@ -91,22 +112,20 @@ func deviceIdle(g *graph, a *devWork, slots spans) Idle {
 			out.OtherNS += gap
 		}
 	}
-	out.IdleRatio = float64(out.IdleNS) / float64(out.SpanNS)
 	return out
 }
 
-func launchStats(g *graph) Launch {
+// launchStats sums the launch delays of the owned kernels.
+func launchStats(g *graph) launchAcc {
 	ev := g.ev
-	var delays []int64
-	var rt int64
-	var out Launch
+	var out launchAcc
 	for _, i := range g.gpu {
-		if ev.Kind[i] != kineto.KindKernel {
+		if ev.Kind[i] != kineto.KindKernel || !g.owned(i) {
 			continue
 		}
-		out.Kernels++
+		out.kernels++
 		if ev.Dur[i] < 10_000 {
-			out.TinyKernels++
+			out.tiny++
 		}
 		l := g.launch[i]
 		if l < 0 {
@@ -116,17 +135,24 @@ func launchStats(g *graph) Launch {
 		if d < 0 {
 			d = 0
 		}
-		delays = append(delays, d)
-		rt += ev.Dur[l]
+		out.delays = append(out.delays, d)
+		out.runtime += ev.Dur[l]
 		if ev.Dur[i] < ev.Dur[l] {
-			out.ShortKernels++
+			out.short++
 		}
 	}
+	return out
+}
+
+// finishLaunch makes the launch summary of the whole trace.
+func finishLaunch(a *launchAcc) Launch {
+	out := Launch{Kernels: a.kernels, TinyKernels: a.tiny, ShortKernels: a.short}
+	delays := a.delays
 	out.Launches = len(delays)
 	if len(delays) == 0 {
 		return out
 	}
-	sort.Slice(delays, func(i, j int) bool { return delays[i] < delays[j] })
+	slices.Sort(delays)
 	var sum int64
 	for _, d := range delays {
 		sum += d
@@ -138,33 +164,31 @@ func launchStats(g *graph) Launch {
 	out.P50DelayNS = delays[len(delays)/2]
 	out.P95DelayNS = delays[len(delays)*95/100]
 	out.MaxDelayNS = delays[len(delays)-1]
-	out.MeanRuntimeNS = rt / int64(len(delays))
+	out.MeanRuntimeNS = a.runtime / int64(len(delays))
 	out.ShortKernelRatio = float64(out.ShortKernels) / float64(len(delays))
 	return out
 }
 
-// copies groups memcpy and memset events by name, e.g.
+// copies groups the owned memcpy and memset events by name, e.g.
 // "Memcpy HtoD (Pageable -> Device)".
-func copies(g *graph) []Copy {
+func copies(g *graph) map[string]*Copy {
 	ev := g.ev
-	rows := map[uint32]*Copy{}
-	var order []uint32
+	rows := map[string]*Copy{}
 	for _, i := range g.gpu {
 		k := ev.Kind[i]
-		if k != kineto.KindMemcpy && k != kineto.KindMemset {
+		if k != kineto.KindMemcpy && k != kineto.KindMemset || !g.owned(i) {
 			continue
 		}
-		r := rows[ev.Name[i]]
+		name := g.t.Strings[ev.Name[i]]
+		r := rows[name]
 		if r == nil {
-			name := g.t.Strings[ev.Name[i]]
 			r = &Copy{Name: name, Pageable: strings.Contains(name, "Pageable")}
 			if k == kineto.KindMemset {
 				r.Direction = "memset"
 			} else if f := strings.Fields(name); len(f) > 1 {
 				r.Direction = f[1]
 			}
-			rows[ev.Name[i]] = r
-			order = append(order, ev.Name[i])
+			rows[name] = r
 		}
 		r.Calls++
 		r.TotalNS += ev.Dur[i]
@@ -172,9 +196,12 @@ func copies(g *graph) []Copy {
 			r.Bytes += b
 		}
 	}
-	out := make([]Copy, 0, len(order))
-	for _, n := range order {
-		r := rows[n]
+	return rows
+}
+
+func copyRows(rows map[string]*Copy) []Copy {
+	out := make([]Copy, 0, len(rows))
+	for _, r := range rows {
 		if r.TotalNS > 0 {
 			r.BandwidthBytesPerS = float64(r.Bytes) / float64(r.TotalNS) * 1e9
 		}
@@ -189,13 +216,13 @@ func copies(g *graph) []Copy {
 	return out
 }
 
-// syncs lists host calls that wait for the GPU.
-func syncs(g *graph) []Sync {
+// syncs lists the owned host calls that wait for the GPU.
+func syncs(g *graph) map[string]*Sync {
 	ev := g.ev
 	rows := map[string]*Sync{}
 	for i := 0; i < ev.Len(); i++ {
 		k := ev.Kind[i]
-		if !k.IsLaunch() && k != kineto.KindSync {
+		if !k.IsLaunch() && k != kineto.KindSync || !g.owned(int32(i)) {
 			continue
 		}
 		name := g.t.Name(i)
@@ -210,6 +237,10 @@ func syncs(g *graph) []Sync {
 		r.Calls++
 		r.TotalNS += ev.Dur[i]
 	}
+	return rows
+}
+
+func syncRows(rows map[string]*Sync) []Sync {
 	out := make([]Sync, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)

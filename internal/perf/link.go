@@ -26,7 +26,22 @@ type graph struct {
 	autogr map[int64]bool  // (pid<<32|tid) of autograd engine threads
 	tc     map[uint32]bool // tensor-core verdict per kernel name
 	fwdOf  map[int32]int32 // backward op -> forward op (fwdbwd flows, else Sequence number)
+
+	// the part of the trace analysed (window.go)
+	own   []bool  // events counted (nil: all)
+	seq   []int64 // each event's index in the whole trace (nil: its own)
+	links linkMode
+	win   *window
 }
+
+// linkMode says how backward ops are paired with forward ops.
+type linkMode uint8
+
+const (
+	linkAuto  linkMode = iota // fwdbwd flows, else (none paired) Sequence numbers
+	linkFlows                 // fwdbwd flows only (the whole trace has them)
+	linkSeq                   // Sequence numbers only (it has none)
+)
 
 // isTC reports whether the kernel named by string id name uses tensor cores.
 func (g *graph) isTC(name uint32) bool {
@@ -42,10 +57,14 @@ func threadKey(pid, tid int32) int64 { return int64(pid)<<32 | int64(uint32(tid)
 
 func isOp(k kineto.Kind) bool { return k == kineto.KindCPUOp || k == kineto.KindUserAnnotation }
 
-func newGraph(t *kineto.Trace) *graph {
+func newGraph(t *kineto.Trace) *graph { return newPartGraph(t, nil, nil, linkAuto) }
+
+// newPartGraph links the events of a window's trace (window.go).
+func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *graph {
 	ev := &t.Events
 	n := ev.Len()
-	g := &graph{t: t, ev: ev, extOp: make(map[int64]int32), autogr: map[int64]bool{}, tc: map[uint32]bool{}}
+	g := &graph{t: t, ev: ev, extOp: make(map[int64]int32), autogr: map[int64]bool{}, tc: map[uint32]bool{},
+		own: own, seq: seq, links: links}
 	launchByCorr := make(map[int64]int32)
 	byThread := map[int64][]int32{}
 	for i := 0; i < n; i++ {
@@ -59,7 +78,7 @@ func newGraph(t *kineto.Trace) *graph {
 			}
 			tk := threadKey(ev.PID[i], ev.TID[i])
 			byThread[tk] = append(byThread[tk], int32(i))
-			if strings.HasPrefix(t.Name(i), "ProfilerStep#") {
+			if IsStepMarker(k, t.Name(i)) {
 				g.steps = append(g.steps, int32(i))
 			}
 		case k.IsLaunch():
@@ -187,6 +206,10 @@ func (g *graph) linkFwdBwd(byThread map[int64][]int32) {
 		}
 		return -1
 	}
+	if g.links == linkSeq {
+		g.linkSeq()
+		return
+	}
 	starts := map[int64]int32{}
 	for _, f := range g.t.Flows {
 		if f.Kind == kineto.FlowFwdBwd && !f.Finish {
@@ -204,9 +227,15 @@ func (g *graph) linkFwdBwd(byThread map[int64][]int32) {
 			}
 		}
 	}
-	if len(g.fwdOf) > 0 {
-		return
+	if len(g.fwdOf) == 0 && g.links == linkAuto {
+		g.linkSeq()
 	}
+}
+
+// linkSeq pairs ops that share a Sequence number: backward ops (by name or
+// thread) with the first forward op.
+func (g *graph) linkSeq() {
+	ev := g.ev
 	fwdSeq := map[int64]int32{}
 	var bwd []int32
 	for _, i := range g.order {

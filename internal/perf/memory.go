@@ -1,7 +1,6 @@
 package perf
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 )
@@ -35,105 +34,73 @@ type MemoryPoint struct {
 	ReservedBytes  int64 `json:"reserved_bytes"`
 }
 
-// memoryCurve builds per-device curves; base makes times absolute. Curves
-// are decimated to about maxPoints (min/max preserving per bucket).
-func memoryCurve(g *graph, base int64, maxPoints int) Memory {
-	var out Memory
-	type key struct {
-		typ int8
-		id  int32
-	}
-	devs := map[key]*MemoryDevice{}
-	mem := g.t.Memory
-	idx := make([]int, len(mem))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return mem[idx[a]].TS < mem[idx[b]].TS })
-	for _, j := range idx {
-		m := mem[j]
-		if m.OOM {
-			out.OOMEvents++
-		}
-		if m.DeviceType != 0 && m.DeviceType != 1 {
-			continue
-		}
-		k := key{m.DeviceType, m.DeviceID}
-		d := devs[k]
-		if d == nil {
-			d = &MemoryDevice{DeviceID: int(m.DeviceID), IsGPU: m.DeviceType == 1}
-			if d.IsGPU {
-				d.Device = fmt.Sprintf("GPU%d", m.DeviceID)
-				if int(m.DeviceID) < len(g.t.Meta.Devices) && m.DeviceID >= 0 {
-					d.CapacityBytes = g.t.Meta.Devices[m.DeviceID].TotalGlobalMem
-				}
-			} else {
-				d.Device = "CPU"
-			}
-			devs[k] = d
-		}
-		d.Events++
-		t := base + m.TS
-		if m.TotalAllocated > d.PeakAllocatedBytes {
-			d.PeakAllocatedBytes, d.PeakAllocatedTimeNS = m.TotalAllocated, t
-		}
-		if m.TotalReserved > d.PeakReservedBytes {
-			d.PeakReservedBytes, d.PeakReservedTimeNS = m.TotalReserved, t
-		}
-		if m.TotalAllocated >= 0 {
-			d.Curve = append(d.Curve, MemoryPoint{TimeNS: t, AllocatedBytes: m.TotalAllocated, ReservedBytes: m.TotalReserved})
-		}
-	}
-	for _, d := range devs {
-		d.Curve = decimate(d.Curve, maxPoints)
-		if d.IsGPU {
-			out.PeakAllocatedBytes = max(out.PeakAllocatedBytes, d.PeakAllocatedBytes)
-			out.PeakReservedBytes = max(out.PeakReservedBytes, d.PeakReservedBytes)
-		}
-		out.Devices = append(out.Devices, *d)
-	}
-	sort.Slice(out.Devices, func(i, j int) bool {
-		a, b := out.Devices[i], out.Devices[j]
-		if a.IsGPU != b.IsGPU {
-			return a.IsGPU
-		}
-		return a.DeviceID < b.DeviceID
-	})
-	return out
+// decimator thins a memory curve whose points arrive one at a time in
+// time order: it keeps, per bucket of points, those of minimum and maximum
+// allocation and of maximum reservation, in time order, so that both peaks
+// survive. It needs the number of points in advance, which sets the
+// buckets.
+type decimator struct {
+	per         int // points per bucket (0: keep every point)
+	lo, hi, res int // positions in the bucket of the kept points
+	bucket      []MemoryPoint
+	out         []MemoryPoint
 }
 
-// decimate keeps, per bucket, the points of minimum and maximum allocation
-// and of maximum reservation, in time order, so that both peaks survive.
-func decimate(p []MemoryPoint, maxPoints int) []MemoryPoint {
-	if maxPoints <= 0 || len(p) <= maxPoints {
-		return p
+func newDecimator(n, maxPoints int) decimator {
+	if maxPoints <= 0 || n <= maxPoints {
+		return decimator{}
 	}
 	buckets := max(maxPoints/3, 1)
-	per := (len(p) + buckets - 1) / buckets
-	out := make([]MemoryPoint, 0, 3*buckets+3)
-	for s := 0; s < len(p); s += per {
-		e := min(s+per, len(p))
-		lo, hi, res := s, s, s
-		for i := s; i < e; i++ {
-			if p[i].AllocatedBytes < p[lo].AllocatedBytes {
-				lo = i
-			}
-			if p[i].AllocatedBytes > p[hi].AllocatedBytes {
-				hi = i
-			}
-			if p[i].ReservedBytes > p[res].ReservedBytes {
-				res = i
-			}
+	per := (n + buckets - 1) / buckets
+	return decimator{per: per, out: make([]MemoryPoint, 0, 3*buckets+3)}
+}
+
+func (d *decimator) add(x MemoryPoint) {
+	if d.per == 0 {
+		d.out = append(d.out, x)
+		return
+	}
+	b := d.bucket
+	if len(b) == 0 {
+		d.lo, d.hi, d.res = 0, 0, 0
+	} else {
+		if x.AllocatedBytes < b[d.lo].AllocatedBytes {
+			d.lo = len(b)
 		}
-		keep := []int{lo, hi, res}
-		slices.Sort(keep)
-		for k, i := range keep {
-			if k == 0 || i != keep[k-1] {
-				out = append(out, p[i])
-			}
+		if x.AllocatedBytes > b[d.hi].AllocatedBytes {
+			d.hi = len(b)
+		}
+		if x.ReservedBytes > b[d.res].ReservedBytes {
+			d.res = len(b)
 		}
 	}
-	return out
+	d.bucket = append(b, x)
+	if len(d.bucket) == d.per {
+		d.flush()
+	}
+}
+
+func (d *decimator) flush() {
+	if len(d.bucket) == 0 {
+		return
+	}
+	keep := []int{d.lo, d.hi, d.res}
+	slices.Sort(keep)
+	for k, i := range keep {
+		if k == 0 || i != keep[k-1] {
+			d.out = append(d.out, d.bucket[i])
+		}
+	}
+	d.bucket = d.bucket[:0]
+}
+
+// finish returns the kept points (nil when none came).
+func (d *decimator) finish() []MemoryPoint {
+	d.flush()
+	if len(d.out) == 0 {
+		return nil
+	}
+	return d.out
 }
 
 // stepStartAllocated returns, per step, the GPU memory allocated (summed

@@ -59,10 +59,10 @@ func init() {
 // IsTensorCoreEligibleOp reports whether an operator could run on tensor cores.
 func IsTensorCoreEligibleOp(name string) bool { return tcEligibleOps[name] }
 
-type opKey struct{ name, shape uint32 }
-
 // opStats holds host and device times per op event, indexed by the op's
-// position in graph.order (pos maps an event to it, -1 for non-ops).
+// position in graph.order (pos maps an event to it, -1 for non-ops), from
+// the events the window owns: hostSelf is the op's duration when owned,
+// minus its owned children's, not yet clamped at 0.
 type opStats struct {
 	pos                                 []int32
 	hostSelf, devSelf, devTotal, tcSelf []int64
@@ -78,15 +78,17 @@ func computeOpStats(g *graph) *opStats {
 	}
 	for k, i := range g.order {
 		st.pos[i] = int32(k)
-		st.hostSelf[k] = ev.Dur[i]
+		if g.owned(i) {
+			st.hostSelf[k] = ev.Dur[i]
+		}
 	}
 	for i := 0; i < n; i++ {
-		if p := g.parent[i]; p >= 0 && (isOp(ev.Kind[i]) || ev.Kind[i].IsLaunch()) {
+		if p := g.parent[i]; p >= 0 && (isOp(ev.Kind[i]) || ev.Kind[i].IsLaunch()) && g.owned(int32(i)) {
 			st.hostSelf[st.pos[p]] -= ev.Dur[i]
 		}
 	}
 	for _, i := range g.gpu {
-		if o := g.owner[i]; o >= 0 {
+		if o := g.owner[i]; o >= 0 && g.owned(i) {
 			k := st.pos[o]
 			st.devSelf[k] += ev.Dur[i]
 			if ev.Kind[i] == kineto.KindKernel && g.isTC(ev.Name[i]) {
@@ -100,17 +102,12 @@ func computeOpStats(g *graph) *opStats {
 			st.devTotal[st.pos[p]] += st.devTotal[k]
 		}
 	}
-	for k := range st.hostSelf {
-		if st.hostSelf[k] < 0 {
-			st.hostSelf[k] = 0
-		}
-	}
 	return st
 }
 
 // operators groups cpu_op events (and, with annotations, user annotations,
 // ProfilerStep#N as "ProfilerStep*") by name, optionally by input shapes.
-func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
+func operators(g *graph, st *opStats, byShape, annotations bool) (map[rowKey]*Operator, map[int64]*spanOp) {
 	return opRows(g, st, byShape, func(i int32) bool {
 		k := g.ev.Kind[i]
 		return k == kineto.KindCPUOp || annotations && k == kineto.KindUserAnnotation
@@ -120,9 +117,9 @@ func operators(g *graph, st *opStats, byShape, annotations bool) []Operator {
 // userRanges groups the user annotations (record_function ranges such as
 // "forward", DataLoader and Optimizer spans), ProfilerStep#N excluded. Their
 // device total is the GPU work launched on any thread of the process while
-// the range was open.
-func userRanges(g *graph, st *opStats) []Operator {
-	rows := opRows(g, st, false, func(i int32) bool {
+// the range was open (dev, by name).
+func userRanges(g *graph, st *opStats) (rows map[rowKey]*Operator, sp map[int64]*spanOp, dev map[string]int64) {
+	rows, sp = opRows(g, st, false, func(i int32) bool {
 		return g.ev.Kind[i] == kineto.KindUserAnnotation && !strings.HasPrefix(g.t.Name(int(i)), "ProfilerStep#")
 	})
 	// device time of a range: the GPU work launched on any thread of its
@@ -134,12 +131,12 @@ func userRanges(g *graph, st *opStats) []Operator {
 	}
 	var ls []launch
 	for _, i := range g.gpu {
-		if l := g.launch[i]; l >= 0 {
+		if l := g.launch[i]; l >= 0 && g.owned(i) {
 			ls = append(ls, launch{g.ev.TS[l], g.ev.PID[l], g.ev.Dur[i]})
 		}
 	}
 	sort.Slice(ls, func(a, b int) bool { return ls[a].ts < ls[b].ts })
-	dev := map[string]int64{}
+	dev = map[string]int64{}
 	for _, i := range g.order {
 		if g.ev.Kind[i] != kineto.KindUserAnnotation {
 			continue
@@ -152,66 +149,73 @@ func userRanges(g *graph, st *opStats) []Operator {
 			}
 		}
 	}
-	for j := range rows {
-		rows[j].DeviceTotalNS = dev[rows[j].Name]
-	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		if rows[i].HostTotalNS != rows[j].HostTotalNS {
-			return rows[i].HostTotalNS > rows[j].HostTotalNS
-		}
-		return rows[i].Name < rows[j].Name
-	})
-	return rows
+	return rows, sp, dev
 }
 
-func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) []Operator {
+// opRows adds the ops that keep selects to rows by (display name, input
+// shapes): owned ops add their calls and durations; every op adds what the
+// window's owned events add to it (device time, children's host time). An
+// op whose children other windows may own (it spans windows) leaves its
+// host self time to the merge, in the second map.
+func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[rowKey]*Operator, map[int64]*spanOp) {
 	ev := g.ev
-	rows := map[opKey]*Operator{}
-	var keys []opKey
+	rows := map[rowKey]*Operator{}
+	spans := map[int64]*spanOp{}
+	names := map[uint32]string{}
 	for pos, i := range g.order {
 		if !keep(i) {
 			continue
 		}
-		key := opKey{name: ev.Name[i]}
-		if byShape && ev.Aux[i] >= 0 {
-			key.shape = g.t.Ops[ev.Aux[i]].Shape
+		owned := g.owned(i)
+		hs, ds, dt, tc := st.hostSelf[pos], st.devSelf[pos], st.devTotal[pos], st.tcSelf[pos]
+		if !owned && hs == 0 && ds == 0 && dt == 0 && tc == 0 {
+			continue // context that nothing here adds to
 		}
-		r := rows[key]
-		if r == nil {
-			name := g.t.Strings[key.name]
+		name, ok := names[ev.Name[i]]
+		if !ok {
+			name = g.t.Strings[ev.Name[i]]
 			if strings.HasPrefix(name, "ProfilerStep#") {
 				name = "ProfilerStep*"
 			}
-			r = &Operator{Name: name, InputShapes: g.t.Strings[key.shape], TensorCoreEligible: tcEligibleOps[name]}
-			rows[key] = r
-			keys = append(keys, key)
+			names[ev.Name[i]] = name
 		}
-		r.Calls++
-		r.HostTotalNS += ev.Dur[i]
-		r.HostSelfNS += st.hostSelf[pos]
-		r.DeviceSelfNS += st.devSelf[pos]
-		r.DeviceTotalNS += st.devTotal[pos]
-		r.TensorCoreSelfNS += st.tcSelf[pos]
-	}
-	// merge rows that share a display name (ProfilerStep*)
-	out := make([]Operator, 0, len(keys))
-	idx := map[[2]string]int{}
-	for _, k := range keys {
-		r := rows[k]
-		id := [2]string{r.Name, r.InputShapes}
-		if j, ok := idx[id]; ok {
-			o := &out[j]
-			o.Calls += r.Calls
-			o.HostSelfNS += r.HostSelfNS
-			o.HostTotalNS += r.HostTotalNS
-			o.DeviceSelfNS += r.DeviceSelfNS
-			o.DeviceTotalNS += r.DeviceTotalNS
-			o.TensorCoreSelfNS += r.TensorCoreSelfNS
+		key := rowKey{name: name}
+		if byShape && ev.Aux[i] >= 0 {
+			key.shape = g.t.Strings[g.t.Ops[ev.Aux[i]].Shape]
+		}
+		r := rows[key]
+		if r == nil {
+			r = &Operator{Name: key.name, InputShapes: key.shape, TensorCoreEligible: tcEligibleOps[key.name]}
+			rows[key] = r
+		}
+		if owned {
+			r.Calls++
+			r.HostTotalNS += ev.Dur[i]
+		}
+		r.DeviceSelfNS += ds
+		r.DeviceTotalNS += dt
+		r.TensorCoreSelfNS += tc
+		if owned && ev.End(int(i)) < g.win.hostTo {
+			r.HostSelfNS += max(hs, 0) // all its children are here
 			continue
 		}
-		idx[id] = len(out)
-		out = append(out, *r)
+		sp := spans[g.seqOf(i)]
+		if sp == nil {
+			sp = &spanOp{}
+			spans[g.seqOf(i)] = sp
+		}
+		sp.hostSelf += hs
+		if owned {
+			k := key
+			sp.row = &k
+		}
 	}
+	return rows, spans
+}
+
+// sortOperators orders operator rows by device self time, host self time,
+// name and shapes.
+func sortOperators(out []Operator) {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.DeviceSelfNS != b.DeviceSelfNS {
@@ -220,33 +224,37 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) []Oper
 		if a.HostSelfNS != b.HostSelfNS {
 			return a.HostSelfNS > b.HostSelfNS
 		}
-		return a.Name < b.Name
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.InputShapes < b.InputShapes
 	})
-	return out
 }
 
-// kernels groups kernel events by name. Means of blocks per SM and occupancy
-// are weighted by duration, as in the plugin.
-func kernels(g *graph) []Kernel {
+// kernelAcc is a kernel row being summed, with the weights of its means
+// and its time by launching op (for TopOperator).
+type kernelAcc struct {
+	Kernel
+	bw, ow, od float64
+	ops        map[string]int64
+}
+
+// kernels groups the owned kernel events by name. Means of blocks per SM
+// and occupancy are weighted by duration, as in the plugin.
+func kernels(g *graph) map[string]*kernelAcc {
 	ev := g.ev
-	type acc struct {
-		Kernel
-		bw, ow, od float64
-		ops        map[uint32]int64
-	}
-	rows := map[uint32]*acc{}
-	var order []uint32
+	rows := map[string]*kernelAcc{}
+	byID := map[uint32]*kernelAcc{}
 	for _, i := range g.gpu {
-		if ev.Kind[i] != kineto.KindKernel {
+		if ev.Kind[i] != kineto.KindKernel || !g.owned(i) {
 			continue
 		}
-		name := ev.Name[i]
-		a := rows[name]
+		a := byID[ev.Name[i]]
 		if a == nil {
-			n := g.t.Strings[name]
-			a = &acc{Kernel: Kernel{Name: n, MinNS: math.MaxInt64, TensorCore: IsTensorCoreKernel(n)}, ops: map[uint32]int64{}}
-			rows[name] = a
-			order = append(order, name)
+			n := g.t.Strings[ev.Name[i]]
+			a = &kernelAcc{Kernel: Kernel{Name: n, MinNS: math.MaxInt64, TensorCore: IsTensorCoreKernel(n)}, ops: map[string]int64{}}
+			rows[n] = a
+			byID[ev.Name[i]] = a
 		}
 		d := ev.Dur[i]
 		a.Calls++
@@ -265,12 +273,16 @@ func kernels(g *graph) []Kernel {
 			a.Communication = true
 		}
 		if o := g.owner[i]; o >= 0 {
-			a.ops[ev.Name[o]] += d
+			a.ops[g.t.Name(int(o))] += d
 		}
 	}
-	out := make([]Kernel, 0, len(order))
-	for _, n := range order {
-		a := rows[n]
+	return rows
+}
+
+// kernelRows finishes the kernel rows, by total time.
+func kernelRows(rows map[string]*kernelAcc) []Kernel {
+	out := make([]Kernel, 0, len(rows))
+	for _, a := range rows {
 		if a.Calls > 0 {
 			a.MeanNS = a.TotalNS / int64(a.Calls)
 		}
@@ -278,15 +290,14 @@ func kernels(g *graph) []Kernel {
 			a.MeanBlocksPerSM = a.bw / a.od
 			a.MeanOccupancyRatio = a.ow / a.od
 		}
-		var best uint32
-		var bestT int64 = -1
+		best, bestT := "", int64(-1)
 		for op, t := range a.ops {
-			if t > bestT || (t == bestT && g.t.Strings[op] < g.t.Strings[best]) {
+			if t > bestT || (t == bestT && op < best) {
 				best, bestT = op, t
 			}
 		}
 		if bestT >= 0 {
-			a.TopOperator = g.t.Strings[best]
+			a.TopOperator = best
 			a.TensorCoreEligibleCall = tcEligibleOps[a.TopOperator]
 		}
 		out = append(out, a.Kernel)

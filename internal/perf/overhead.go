@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
-	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
@@ -16,22 +15,14 @@ import (
 // whose time does not touch the trace's span (so neither the steps the
 // profiler warmed up in nor the one that exported the trace count), except
 // the first step, which carries the run's start-up. It needs two of them.
-func profilingOverhead(r *Rank, phases []Phase, base int64, t *kineto.Trace) *Overhead {
+func profilingOverhead(r *Rank, phases []Phase, base int64, f *Facts) *Overhead {
 	if len(phases) == 0 || r.AverageStepNS <= 0 {
 		return nil
 	}
-	g := struct{ s, e int64 }{}
-	g.s, g.e = int64(1<<62), int64(-1<<62)
-	for i := 0; i < t.Events.Len(); i++ {
-		if k := t.Events.Kind[i]; isOp(k) || k.IsLaunch() || k.IsGPU() {
-			g.s = min(g.s, t.Events.TS[i])
-			g.e = max(g.e, t.Events.End(i))
-		}
-	}
-	if g.s > g.e {
+	if f.spanS > f.spanE {
 		return nil
 	}
-	ts, te := base+g.s, base+g.e
+	ts, te := base+f.spanS, base+f.spanE
 	start := map[int]int64{}
 	for _, p := range phases {
 		if s, ok := start[p.Step]; !ok || p.StartTimeNS < s {

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -41,126 +40,29 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 		opt.MemoryPoints = 1000
 	}
 	g := newGraph(t)
-	base := t.Meta.BaseTimeNS
-	r := &Rank{Rank: t.Rank(), hasRank: t.Rank() >= 0, Path: t.Path, Bytes: t.Bytes, Events: t.Events.Len() + len(t.Memory) + len(t.Flows),
-		SlowestStep: -1, OutlierSteps: []int{}, PrimaryDevice: -1}
-	if r.Rank < 0 {
-		r.Rank = 0
-	}
-	if d := t.Meta.Distributed; d != nil {
-		r.WorldSize, r.Backend = d.WorldSize, d.Backend
-	}
-	r.TimeOrigin = timeOrigin(t)
-	r.Profiler = Profiler{WithStack: t.Meta.WithStack, RecordShapes: t.Meta.RecordShapes, ProfileMemory: t.Meta.ProfileMemory, Schedule: len(g.steps) > 0}
-	for _, k := range t.Events.Kind {
-		if k == kineto.KindPythonFunction {
-			r.Profiler.PythonFunctionEvents++
-		}
-	}
-	r.Warnings = append([]string{}, t.Damage.Warnings...)
-	if t.Damage.Truncated {
-		r.Warnings = append(r.Warnings, "the trace is truncated: the report covers the events before the cut")
-	}
-	if t.Damage.Repaired > 0 {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%d damaged events repaired", t.Damage.Repaired))
-	}
-	if t.Damage.Dropped > 0 {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%d unreadable events dropped", t.Damage.Dropped))
-	}
-
-	// the tables depend on the graph only: build them beside the step analyses
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		st := computeOpStats(g)
-		r.Operators = operators(g, st, opt.GroupByShape, opt.Annotations)
-		r.UserRanges = userRanges(g, st)
-		r.Kernels = kernels(g)
-		r.TensorCoreEligibleRatio = tcEligibleRatio(g)
-		r.Launch = launchStats(g)
-		r.Copies = copies(g)
-		r.Syncs = syncs(g)
-	}()
-	steps, src := findSteps(g, opt.Phases, base, r.TimeOrigin == OriginUnix)
-	r.StepSource = src
+	f := scanFacts(t)
+	steps, src := findSteps(g, opt.Phases, t.Meta.BaseTimeNS, timeOrigin(f) == OriginUnix)
 	if opt.DropLastStep && len(steps) > 1 {
 		steps = steps[:len(steps)-1]
 	}
-	ro := buildRoles(g)
-	bd, dataloader := attribute(ro, steps)
-	ph := attributePhases(g, steps, dataloader)
-	var s0, e0 int64
-	if len(steps) > 0 {
-		s0, e0 = steps[0].start, steps[len(steps)-1].end
-	}
-	slots := make(spans, 0, len(steps))
-	for _, st := range steps {
-		slots = append(slots, span{st.start, st.end})
-	}
-	slots = union(slots)
-	devs := deviceWork(g, ro, slots)
-	r.GPUs = gpuMetrics(g, devs, slots)
-	var primary *devWork
-	for _, x := range r.GPUs {
-		// the rank's headline numbers: the device with the most compute
-		if primary == nil || x.KernelNS > primary.kernel {
-			primary, r.PrimaryDevice = devs[x.Device], x.Device
-			r.GPUUtilizationRatio, r.SMEfficiencyRatio = x.UtilizationRatio, x.SMEfficiencyRatio
-			r.AchievedOccupancyRatio, r.TensorCoreRatio = x.AchievedOccupancyRatio, x.TensorCoreRatio
-			r.Idle = x.Idle
-		}
-	}
-	for i, st := range steps {
-		u := 0.0
-		if st.end > st.start && primary != nil {
-			u = float64(primary.compute.overlap(st.start, st.end)) / float64(st.end-st.start)
-		}
-		r.Steps = append(r.Steps, Step{Name: st.name, Number: st.num, StartTimeNS: base + st.start, DurationNS: st.end - st.start,
-			HostStartTimeNS: base + st.hostS, HostDurationNS: st.hostE - st.hostS, GPUEvents: st.gpuCount, Breakdown: bd[i], Phases: ph[i],
-			UtilizationRatio: u, HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE)})
-	}
-	if r.Steps == nil {
-		r.Steps = []Step{}
-	}
-	stepStats(r)
-	r.Comm, r.comm = commStats(g, ro)
-	r.Memory = memoryCurve(g, base, opt.MemoryPoints)
 	for i, v := range stepStartAllocated(g, steps) {
-		r.Steps[i].StartAllocatedBytes = v
+		steps[i].startAlloc = v
 	}
-	r.UtilTimeline = utilTimeline(devs, s0, e0, base)
-	r.FwdBwdLinks = len(g.fwdOf)
-	if r.TimeOrigin == OriginUnix {
-		r.Overhead = profilingOverhead(r, opt.Phases, base, t)
-	}
-	wg.Wait()
-	r.Findings = findings(g, r)
-	// lists are [] in the JSON, never null
-	if r.Comm.Collectives == nil {
-		r.Comm.Collectives = []Collective{}
-	}
-	if r.Memory.Devices == nil {
-		r.Memory.Devices = []MemoryDevice{}
-	}
-	if r.UtilTimeline == nil {
-		r.UtilTimeline = []UtilPoint{}
-	}
-	if r.GPUs == nil {
-		r.GPUs = []GPU{}
-	}
-	return r
+	g.win = wholeWindow(steps)
+	m := newMerger(f, opt, src, steps)
+	m.add(analyzeWindow(g, g.win, opt))
+	return m.rank()
 }
 
 // timeOrigin tells whether base + ts is Unix time: Kineto traces carry
 // baseTimeNanoseconds or, before it existed, absolute ts; the legacy
 // profiler's bare arrays count from the profiler's start.
-func timeOrigin(t *kineto.Trace) TimeOrigin {
-	if t.Meta.BaseTimeNS > 0 {
+func timeOrigin(f *Facts) TimeOrigin {
+	if f.meta.BaseTimeNS > 0 {
 		return OriginUnix
 	}
 	const year2001 = int64(1e18) // in ns
-	if t.Events.Len() > 0 && t.Events.TS[0] > year2001 {
+	if f.hasFirst && f.firstTS > year2001 {
 		return OriginUnix
 	}
 	return OriginTrace
@@ -226,9 +128,10 @@ func stepStats(r *Rank) {
 	}
 }
 
-// tcEligibleRatio is the share of kernel time launched by tensor-core
-// eligible operators (the operator or one of its ancestors is eligible).
-func tcEligibleRatio(g *graph) float64 {
+// tcEligible sums the owned kernels' time that an op launched (all) and,
+// of it, the time launched by tensor-core eligible operators (the operator
+// or one of its ancestors is eligible).
+func tcEligible(g *graph) (all, yes int64) {
 	ev := g.ev
 	elig := make(map[int32]bool)
 	var eligible func(o int32) bool
@@ -243,9 +146,8 @@ func tcEligibleRatio(g *graph) float64 {
 		elig[o] = v
 		return v
 	}
-	var all, yes int64
 	for _, i := range g.gpu {
-		if ev.Kind[i] != kineto.KindKernel {
+		if ev.Kind[i] != kineto.KindKernel || !g.owned(i) {
 			continue
 		}
 		o := g.owner[i]
@@ -257,10 +159,7 @@ func tcEligibleRatio(g *graph) float64 {
 			yes += ev.Dur[i]
 		}
 	}
-	if all == 0 {
-		return 0
-	}
-	return float64(yes) / float64(all)
+	return all, yes
 }
 
 var rankName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)

@@ -3,6 +3,7 @@ package perf
 import (
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,7 @@ type stepSpan struct {
 	start, end       int64
 	gpuCount         int
 	deviceS, deviceE int64
+	startAlloc       int64 // GPU memory allocated at the host start (-1: unknown)
 }
 
 // Phase is one forward, backward or optimizer phase that ptscope run
@@ -41,23 +43,12 @@ type Phase struct {
 // the one before (the profiler missed its kernels).
 func findSteps(g *graph, phases []Phase, base int64, unixClock bool) ([]stepSpan, StepSource) {
 	ev := g.ev
-	var steps []stepSpan
 	src := StepsProfiler
+	markers := make([]StepMarker, 0, len(g.steps))
 	for _, i := range g.steps {
-		name := g.t.Name(int(i))
-		num := -1
-		if k := strings.IndexByte(name, '#'); k >= 0 {
-			if v, err := strconv.Atoi(strings.TrimSpace(name[k+1:])); err == nil {
-				num = v
-			}
-		}
-		// a step that duplicates the previous one (same name and start) is skipped
-		if len(steps) > 0 && steps[len(steps)-1].name == name {
-			continue
-		}
-		steps = append(steps, stepSpan{name: name, num: num, hostS: ev.TS[i], hostE: ev.End(int(i)),
-			deviceS: math.MaxInt64, deviceE: math.MinInt64})
+		markers = append(markers, StepMarker{Name: g.t.Name(int(i)), TS: ev.TS[i], End: ev.End(int(i))})
 	}
+	steps := markerSteps(markers)
 	if len(steps) == 0 {
 		src = StepsOptimizer
 		steps = optimizerSteps(g)
@@ -77,33 +68,71 @@ func findSteps(g *graph, phases []Phase, base int64, unixClock bool) ([]stepSpan
 		}
 		steps = append(steps, stepSpan{name: "trace", num: 0, hostS: s, hostE: e, deviceS: math.MaxInt64, deviceE: math.MinInt64})
 	}
-	// GPU work per step: by the launch that lies fully inside the host step
-	firstDevice := int64(math.MaxInt64)
-	var unmatchedEnds []int64
+	pl := newStepPlanner(steps, src)
 	for _, gi := range g.gpu {
 		l := g.launch[gi]
-		matched := false
 		if l >= 0 {
-			ls, le := ev.TS[l], ev.End(int(l))
-			k := searchStep(steps, ls)
-			if k >= 0 && le <= steps[k].hostE {
-				st := &steps[k]
-				st.gpuCount++
-				st.deviceS = min(st.deviceS, ev.TS[gi])
-				st.deviceE = max(st.deviceE, ev.End(int(gi)))
-				matched = true
-				if k == 0 {
-					firstDevice = min(firstDevice, ev.TS[gi])
-				}
-			}
-		}
-		if !matched {
-			unmatchedEnds = append(unmatchedEnds, ev.End(int(gi)))
+			pl.gpu(true, ev.TS[l], ev.End(int(l)), ev.TS[gi], ev.End(int(gi)))
+		} else {
+			pl.gpu(false, 0, 0, ev.TS[gi], ev.End(int(gi)))
 		}
 	}
+	return pl.finish(), src
+}
+
+// stepPlanner makes the steps' bounds device-aware from the GPU events,
+// given one at a time in any order (findSteps over a whole trace, or the
+// streaming path over a trace too large to hold): GPU work belongs to the
+// step whose host span holds its launch whole.
+type stepPlanner struct {
+	steps       []stepSpan
+	src         StepSource
+	firstDevice int64   // the earliest GPU work of the first step
+	unmatched   []int64 // ends of GPU work of no step that may end before it
+}
+
+func newStepPlanner(steps []stepSpan, src StepSource) *stepPlanner {
+	return &stepPlanner{steps: steps, src: src, firstDevice: math.MaxInt64}
+}
+
+// gpu adds one GPU event: its launch's span (when it has one) and its own.
+func (p *stepPlanner) gpu(launched bool, ls, le, ts, end int64) {
+	if launched {
+		k := searchStep(p.steps, ls)
+		if k >= 0 && le <= p.steps[k].hostE {
+			st := &p.steps[k]
+			st.gpuCount++
+			st.deviceS = min(st.deviceS, ts)
+			st.deviceE = max(st.deviceE, end)
+			if k == 0 {
+				p.firstDevice = min(p.firstDevice, ts)
+			}
+			return
+		}
+	}
+	// only ends between the first step's host start and its first GPU
+	// work matter (finish); keep those that still may
+	if len(p.steps) > 0 && end > p.steps[0].hostS && end < p.firstDevice {
+		p.unmatched = append(p.unmatched, end)
+		if len(p.unmatched) >= 1<<16 {
+			p.unmatched = slices.DeleteFunc(p.unmatched, func(e int64) bool { return e >= p.firstDevice })
+		}
+	}
+}
+
+// finish sets the bounds: a step starts at max(previous end, host start)
+// (the first at the end of GPU work of no step that ends before its own
+// GPU work starts) and ends at max(host end, end of its GPU work); trailing
+// steps that launched nothing are dropped, and for ProfilerStep#N also a
+// last step with fewer than 0.8x the GPU events of the one before.
+func (p *stepPlanner) finish() []stepSpan {
+	steps := p.steps
+	if len(steps) == 0 {
+		return steps
+	}
 	prevEnd := steps[0].hostS
-	for _, e := range unmatchedEnds {
-		if e < firstDevice && e > prevEnd {
+	for _, e := range p.unmatched {
+		if e < p.firstDevice && e > prevEnd {
 			prevEnd = e
 		}
 	}
@@ -128,11 +157,49 @@ func findSteps(g *graph, phases []Phase, base int64, unixClock bool) ([]stepSpan
 		for len(steps) > 1 && steps[len(steps)-1].gpuCount == 0 {
 			steps = steps[:len(steps)-1]
 		}
-		if n := len(steps); src == StepsProfiler && n > 1 && float64(steps[n-1].gpuCount) < 0.8*float64(steps[n-2].gpuCount) {
+		if n := len(steps); p.src == StepsProfiler && n > 1 && float64(steps[n-1].gpuCount) < 0.8*float64(steps[n-2].gpuCount) {
 			steps = steps[:n-1]
 		}
 	}
-	return steps, src
+	return steps
+}
+
+// StepMarker is a ProfilerStep#N annotation (IsStepMarker): its name and
+// host span.
+type StepMarker struct {
+	Name    string
+	TS, End int64
+}
+
+// IsStepMarker reports whether an event of kind k named name marks a step.
+func IsStepMarker(k kineto.Kind, name string) bool {
+	return isOp(k) && strings.HasPrefix(name, "ProfilerStep#")
+}
+
+// SortStepMarkers sorts markers given in file order by start, exactly as
+// the whole-trace analysis orders them.
+func SortStepMarkers(ms []StepMarker) {
+	sort.Slice(ms, func(a, b int) bool { return ms[a].TS < ms[b].TS })
+}
+
+// markerSteps makes one step per marker (sorted by SortStepMarkers); a
+// marker that repeats the previous one's name is skipped.
+func markerSteps(markers []StepMarker) []stepSpan {
+	var steps []stepSpan
+	for _, m := range markers {
+		num := -1
+		if k := strings.IndexByte(m.Name, '#'); k >= 0 {
+			if v, err := strconv.Atoi(strings.TrimSpace(m.Name[k+1:])); err == nil {
+				num = v
+			}
+		}
+		if len(steps) > 0 && steps[len(steps)-1].name == m.Name {
+			continue
+		}
+		steps = append(steps, stepSpan{name: m.Name, num: num, hostS: m.TS, hostE: m.End,
+			deviceS: math.MaxInt64, deviceE: math.MinInt64})
+	}
+	return steps
 }
 
 // hostSpan is the span of the host events: ops, launches and Python

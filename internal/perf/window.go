@@ -1,0 +1,227 @@
+package perf
+
+import (
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+)
+
+// A window is the part of a trace one analysis covers: Analyze covers the
+// whole trace in one window; the streaming path (AnalyzeWindow) splits a
+// trace too large to hold into windows of consecutive steps, analysed one
+// at a time and merged (Merger). A window's trace holds the events it
+// owns and, as context, every event that overlaps its time, so that each
+// event's relations (enclosing ops, launches, the work of its steps) are
+// whole; only owned events are counted, so that the merge counts each
+// event once. What an event adds to an op that other windows add to too
+// (the host self time of an op that spans windows) is merged by the op's
+// index in the whole trace.
+type window struct {
+	// steps are the steps the window answers for, bounds final (over the
+	// whole trace's GPU work).
+	steps []stepSpan
+	// hostTo is where the next window's host events start: an owned op
+	// that ends at or after it has children there.
+	hostTo int64
+	// [from, to) is the time the window answers for in sums over time
+	// (utilisation timeline, communication overlap); to is also the end of
+	// its context: GPU events starting after it may be missing.
+	from, to    int64
+	lastSlotEnd int64           // the end of the whole trace's last step
+	next        map[int]NextGPU // per device, the first GPU event starting after to
+	timeline    timelineSpec    // the utilisation timeline's buckets, over all steps
+}
+
+// NextGPU is the first GPU event of a device that starts after a window's
+// context: the event that ends an idle gap at the window's end.
+type NextGPU struct {
+	TS       int64
+	Seq      int64 // its index in the whole trace (ties)
+	Launched bool
+	LaunchTS int64
+}
+
+// timelineSpec is the utilisation timeline's range and bucket.
+type timelineSpec struct {
+	s, e, bucket int64
+}
+
+func newTimelineSpec(steps []stepSpan) timelineSpec {
+	if len(steps) == 0 {
+		return timelineSpec{}
+	}
+	s, e := steps[0].start, steps[len(steps)-1].end
+	bucket := int64(1000)
+	for e > s && (e-s)/bucket > 100 {
+		bucket *= 10
+	}
+	return timelineSpec{s, e, bucket}
+}
+
+func wholeWindow(steps []stepSpan) *window {
+	w := &window{steps: steps, hostTo: math.MaxInt64, from: math.MinInt64, to: math.MaxInt64,
+		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps)}
+	if sl := stepSlots(steps); len(sl) > 0 {
+		w.lastSlotEnd = sl[len(sl)-1].E
+	}
+	return w
+}
+
+// owned reports whether event i is counted in this window.
+func (g *graph) owned(i int32) bool { return g.own == nil || g.own[i] }
+
+// seqOf is event i's index in the whole trace.
+func (g *graph) seqOf(i int32) int64 {
+	if g.seq == nil {
+		return int64(i)
+	}
+	return g.seq[i]
+}
+
+// partial is what one window adds to a rank's result (Merger sums them).
+type partial struct {
+	steps      []stepPart
+	ops        map[rowKey]*Operator
+	ranges     map[rowKey]*Operator
+	opSpans    map[int64]*spanOp // ops whose host self time other windows add to, by index
+	rangeSpans map[int64]*spanOp
+	rangeDev   map[string]int64 // device time launched while a user range was open, by name
+	kernels    map[string]*kernelAcc
+	tcAll      int64 // kernel time with an owning op
+	tcYes      int64 // ... of which tensor-core eligible
+	launch     launchAcc
+	copies     map[string]*Copy
+	syncs      map[string]*Sync
+	devs       map[int]*devPart
+	slotTotal  int64
+	util       map[int][]int64 // per device, compute time per timeline bucket
+	comm       commPart
+	mem        []kineto.MemoryEvent // owned, by time
+	links      int
+}
+
+// stepPart is one step with the per-device compute time its utilisation
+// is taken from once the primary device is known.
+type stepPart struct {
+	Step
+	compute map[int]int64
+}
+
+type rowKey struct{ name, shape string }
+
+// spanOp is what one window adds to the host self time of an op that
+// spans windows: its duration (the window that owns it) minus the
+// durations of the children the window owns.
+type spanOp struct {
+	hostSelf int64
+	row      *rowKey // set by the owner
+}
+
+// devPart is one device's share of a window.
+type devPart struct {
+	kernel, tc   int64 // compute-kernel time in the steps, and its tensor-core part
+	occW, occDur float64
+	sm           float64 // ∫ min(blocks per SM, 1) over the steps
+	inSlots      int64   // |compute ∩ steps|
+	idle         Idle
+	streams      map[int32]bool
+}
+
+type launchAcc struct {
+	kernels, tiny, short int
+	delays               []int64
+	runtime              int64
+}
+
+type commPart struct {
+	kernels   int
+	kernelNS  int64
+	rows      map[string]*Collective
+	events    []commEvent
+	rpc       int
+	overlapNS int64 // |comm kernels ∩ compute| over the window's time
+	commNS    int64 // |comm kernels| over the window's time
+}
+
+// analyzeWindow analyses the part of g's trace that w covers.
+func analyzeWindow(g *graph, w *window, opt Options) *partial {
+	p := &partial{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		st := computeOpStats(g)
+		p.ops, p.opSpans = operators(g, st, opt.GroupByShape, opt.Annotations)
+		p.ranges, p.rangeSpans, p.rangeDev = userRanges(g, st)
+		p.kernels = kernels(g)
+		p.tcAll, p.tcYes = tcEligible(g)
+		p.launch = launchStats(g)
+		p.copies = copies(g)
+		p.syncs = syncs(g)
+	}()
+	steps := w.steps
+	ro := buildRoles(g)
+	bd, dataloader := attribute(ro, steps)
+	ph := attributePhases(g, steps, dataloader)
+	slots := stepSlots(steps)
+	devs := deviceWork(g, ro, slots)
+	p.devs, p.slotTotal = gpuParts(g, devs, slots)
+	base := g.t.Meta.BaseTimeNS
+	for i, st := range steps {
+		sp := stepPart{Step: Step{Name: st.name, Number: st.num, StartTimeNS: base + st.start, DurationNS: st.end - st.start,
+			HostStartTimeNS: base + st.hostS, HostDurationNS: st.hostE - st.hostS, GPUEvents: st.gpuCount, Breakdown: bd[i], Phases: ph[i],
+			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc}, compute: map[int]int64{}}
+		for d, a := range devs {
+			sp.compute[d] = a.compute.overlap(st.start, st.end)
+		}
+		p.steps = append(p.steps, sp)
+	}
+	p.comm = commStats(g, ro)
+	p.util = utilParts(devs, w)
+	p.mem = append(p.mem, g.t.Memory...)
+	sort.SliceStable(p.mem, func(a, b int) bool { return p.mem[a].TS < p.mem[b].TS })
+	for o := range g.fwdOf {
+		if g.owned(o) {
+			p.links++
+		}
+	}
+	wg.Wait()
+	return p
+}
+
+// stepSlots is the union of the steps' spans.
+func stepSlots(steps []stepSpan) spans {
+	slots := make(spans, 0, len(steps))
+	for _, st := range steps {
+		slots = append(slots, span{st.start, st.end})
+	}
+	return union(slots)
+}
+
+// utilParts is the compute time of each device in each timeline bucket,
+// within the window's time.
+func utilParts(devs map[int]*devWork, w *window) map[int][]int64 {
+	tl := w.timeline
+	out := map[int][]int64{}
+	if tl.e <= tl.s {
+		return out
+	}
+	n := int((tl.e - tl.s + tl.bucket - 1) / tl.bucket)
+	for d, a := range devs {
+		if len(a.compute) == 0 {
+			continue
+		}
+		v := make([]int64, n)
+		for b := 0; b < n; b++ {
+			t := tl.s + int64(b)*tl.bucket
+			te := min(t+tl.bucket, tl.e)
+			if s, e := max(t, w.from), min(te, w.to); s < e {
+				v[b] = a.compute.overlap(s, e)
+			}
+		}
+		out[d] = v
+	}
+	return out
+}
