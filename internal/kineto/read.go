@@ -58,8 +58,54 @@ func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
 // what was lost, and a nil error; an input with no usable event gives an
 // error naming the byte offset.
 func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
-	opt = opt.withDefaults()
 	t := &Trace{Strings: []string{""}}
+	m := newMerger(t)
+	err := decode(ctx, r, opt, t, func(p *part) error {
+		m.add(p)
+		return nil
+	}, m.finish)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Stream reads a trace as Read does without keeping its events: it hands
+// them to fn in batches, in file order, on one goroutine. A batch is a
+// Trace holding the batch's events only, valid during the call; its string
+// ids index the whole trace's Strings (the batch's Strings are those read
+// so far), and seq0 is the index its first complete event has in the whole
+// trace (the index Read's Events would give it). The returned Trace is the
+// header: metadata, strings, threads, processes, damage and size, without
+// events. An error from fn stops the reading and is returned.
+func Stream(ctx context.Context, r io.Reader, opt Options, fn func(b *Trace, seq0 int64) error) (*Trace, error) {
+	t := &Trace{Strings: []string{""}}
+	m := newMerger(t)
+	var seq0 int64
+	err := decode(ctx, r, opt, t, func(p *part) error {
+		// indices into the batch's own tables
+		m.nGPU, m.nOps, m.nComms = 0, 0, 0
+		t.Comms = t.Comms[:0]
+		m.add(p)
+		b := &Trace{Path: t.Path, Meta: t.Meta, Strings: t.Strings, Events: m.events[0], GPU: m.gpu[0], Ops: m.ops[0],
+			Comms: t.Comms, Memory: m.mem[0], Flows: m.flows[0], Threads: t.Threads, Processes: t.Processes, PIDNames: t.PIDNames}
+		m.events, m.gpu, m.ops, m.mem, m.flows = m.events[:0], m.gpu[:0], m.ops[:0], m.mem[:0], m.flows[:0]
+		n := b.Events.Len()
+		err := fn(b, seq0)
+		seq0 += int64(n)
+		return err
+	}, func() { t.Comms = nil })
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// decode runs the reader: a splitter cuts the input into batches, workers
+// decode them into parts, and sink gets the parts in file order; finish
+// runs after the last one. It fills t's metadata and damage.
+func decode(ctx context.Context, r io.Reader, opt Options, t *Trace, sink func(p *part) error, finish func()) error {
+	opt = opt.withDefaults()
 	warn := func(s string) {
 		if len(t.Damage.Warnings) < 20 {
 			t.Damage.Warnings = append(t.Damage.Warnings, s)
@@ -69,7 +115,7 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 	s := &splitter{r: r, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20,
 		warn: func(m string) { splitWarn = append(splitWarn, m) }}
 	if err := s.start(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, w := range splitWarn {
 		warn(w)
@@ -129,29 +175,38 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 	}()
 	go func() { wg.Wait(); close(parts) }()
 
-	m := newMerger(t)
 	pending := map[int]*part{}
 	nextSeq := 1
+	var sinkErr error
+	var nEvents, nMem int // complete and memory events kept
 	for p := range parts {
 		pending[p.seq] = p
-		for {
+		for sinkErr == nil {
 			q, ok := pending[nextSeq]
 			if !ok {
 				break
 			}
 			delete(pending, nextSeq)
-			m.add(q)
+			nEvents += len(q.ev.TS)
+			nMem += len(q.mem)
+			sinkErr = sink(q)
 			nextSeq++
 			free <- q
 		}
+		if sinkErr != nil {
+			cancel()
+			for range parts {
+			}
+			return sinkErr
+		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	m.finish()
+	finish()
 	t.Bytes = s.off
 	for _, w := range splitWarn {
 		warn(w)
@@ -166,7 +221,7 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 	}
 	if splitErr != nil {
 		if !errors.Is(splitErr, errTruncated) {
-			return nil, splitErr
+			return splitErr
 		}
 		t.Damage.Truncated = true
 	}
@@ -178,17 +233,17 @@ func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
 		warn("metadata: " + err.Error())
 	}
 	if d := t.Damage; d.Invalid > 0 {
-		if n := t.Events.Len() + len(t.Memory); 2*d.Invalid > n {
-			return nil, fmt.Errorf("%d of %d events are invalid (first: %s): not a trace PyTorch wrote", d.Invalid, n, d.InvalidFirst)
+		if n := nEvents + nMem; 2*d.Invalid > n {
+			return fmt.Errorf("%d of %d events are invalid (first: %s): not a trace PyTorch wrote", d.Invalid, n, d.InvalidFirst)
 		}
 		warn(fmt.Sprintf("%d events had a field of the wrong type or an impossible value, read as 0 (first: %s)", d.Invalid, d.InvalidFirst))
 	}
-	if t.Events.Len() == 0 && len(t.Memory) == 0 {
+	if nEvents == 0 && nMem == 0 {
 		if t.Damage.Truncated || t.Damage.Dropped > 0 {
-			return nil, fmt.Errorf("offset %d: no readable event (%d dropped, truncated=%v)", s.off, t.Damage.Dropped, t.Damage.Truncated)
+			return fmt.Errorf("offset %d: no readable event (%d dropped, truncated=%v)", s.off, t.Damage.Dropped, t.Damage.Truncated)
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // merger appends parts to the trace in order, translating local string ids.

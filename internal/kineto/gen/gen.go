@@ -38,9 +38,10 @@ type field struct {
 }
 
 type event struct {
-	text   []byte
-	fields []field
-	once   bool // metadata and global events: written in the first copy only
+	text    []byte
+	fields  []field
+	once    bool // metadata and global events: written in the first copy only
+	section int  // with Options.Sections: the pass that writes it
 }
 
 var idKeys = [][]byte{[]byte(`"External id": `), []byte(`"correlation": `), []byte(`"id": `),
@@ -48,7 +49,7 @@ var idKeys = [][]byte{[]byte(`"External id": `), []byte(`"correlation": `), []by
 
 // Generate writes a trace of about target bytes made of copies of src's events.
 func Generate(w io.Writer, src []byte, target int64) (Stats, error) {
-	return generate(w, src, target, 0)
+	return generate(w, src, target, 0, false)
 }
 
 // GenerateSteps writes a trace of exactly steps copies of src's events
@@ -57,10 +58,53 @@ func GenerateSteps(w io.Writer, src []byte, steps int) (Stats, error) {
 	if steps < 1 {
 		return Stats{}, errors.New("gen: steps must be at least 1")
 	}
-	return generate(w, src, 0, steps)
+	return generate(w, src, 0, steps, false)
 }
 
-func generate(w io.Writer, src []byte, target int64, copies int) (Stats, error) {
+// Options choose the size and layout of a generated trace.
+type Options struct {
+	Target int64 // about this many bytes (when Steps is 0)
+	Steps  int   // exactly this many copies
+	// Sections writes the copies in Kineto's own layout for a long
+	// profile: the host ops, annotations, flows and memory events of every
+	// copy first, then their Python functions, then their runtime calls and
+	// GPU work (a step's events are then far apart in the file). Without
+	// it each copy is written whole, one after the other.
+	Sections bool
+}
+
+// GenerateWith writes a trace of copies of src's events as opt says.
+func GenerateWith(w io.Writer, src []byte, opt Options) (Stats, error) {
+	if opt.Steps < 0 || opt.Steps == 0 && opt.Target <= 0 {
+		return Stats{}, errors.New("gen: give a positive size or number of steps")
+	}
+	if opt.Sections && opt.Steps == 0 {
+		// the number of copies must be known before the second section
+		st, err := generate(io.Discard, src, opt.Target, 0, false)
+		if err != nil {
+			return st, err
+		}
+		opt.Steps = st.Copies
+	}
+	return generate(w, src, opt.Target, opt.Steps, opt.Sections)
+}
+
+// section is where Kineto writes an event: 0 host ops, annotations, flows
+// and instants; 1 Python functions; 2 runtime calls and GPU work.
+func section(text []byte) int {
+	switch {
+	case bytes.Contains(text, []byte(`"cat": "python_function"`)):
+		return 1
+	case bytes.Contains(text, []byte(`"cat": "cuda_runtime"`)), bytes.Contains(text, []byte(`"cat": "cuda_driver"`)),
+		bytes.Contains(text, []byte(`"cat": "kernel"`)), bytes.Contains(text, []byte(`"cat": "gpu_memcpy"`)),
+		bytes.Contains(text, []byte(`"cat": "gpu_memset"`)), bytes.Contains(text, []byte(`"cat": "gpu_user_annotation"`)),
+		bytes.Contains(text, []byte(`"cat": "ac2g"`)):
+		return 2
+	}
+	return 0
+}
+
+func generate(w io.Writer, src []byte, target int64, copies int, sections bool) (Stats, error) {
 	key := []byte(`"traceEvents": [`)
 	a := bytes.Index(src, key)
 	z := bytes.LastIndexByte(src, ']')
@@ -119,42 +163,53 @@ func generate(w io.Writer, src []byte, target int64, copies int) (Stats, error) 
 	st := Stats{}
 	var buf []byte
 	first := true
-	for k := 0; (copies == 0 && cw.n < target) || k < max(copies, 1); k++ {
-		off := int64(k) * shift
-		for _, e := range events {
-			if e.once && k > 0 {
+	passes := 1
+	if sections {
+		passes = 3
+		for i := range events {
+			events[i].section = section(events[i].text)
+		}
+	}
+	for pass := 0; pass < passes; pass++ {
+		for k := 0; (copies == 0 && cw.n < target) || k < max(copies, 1); k++ {
+			off := int64(k) * shift
+			for _, e := range events {
+				if e.once && k > 0 || sections && e.section != pass {
+					continue
+				}
+				buf = buf[:0]
+				last := 0
+				for _, f := range e.fields {
+					buf = append(buf, e.text[last:f.off]...)
+					switch f.kind {
+					case fTS:
+						v := f.value
+						if f.class == 0 {
+							v += off
+						}
+						buf = appendMicros(buf, v)
+					case fID:
+						if f.value <= 0 {
+							buf = strconv.AppendInt(buf, f.value, 10)
+						} else {
+							buf = strconv.AppendInt(buf, f.value+int64(k)*(maxID[f.class]+1), 10)
+						}
+					}
+					last = f.end
+				}
+				buf = append(buf, e.text[last:]...)
+				if !first {
+					cw.Write([]byte(","))
+				}
+				first = false
+				cw.Write(buf)
+				st.Events++
+			}
+			if pass > 0 {
 				continue
 			}
-			buf = buf[:0]
-			last := 0
-			for _, f := range e.fields {
-				buf = append(buf, e.text[last:f.off]...)
-				switch f.kind {
-				case fTS:
-					v := f.value
-					if f.class == 0 {
-						v += off
-					}
-					buf = appendMicros(buf, v)
-				case fID:
-					if f.value <= 0 {
-						buf = strconv.AppendInt(buf, f.value, 10)
-					} else {
-						buf = strconv.AppendInt(buf, f.value+int64(k)*(maxID[f.class]+1), 10)
-					}
-				}
-				last = f.end
-			}
-			buf = append(buf, e.text[last:]...)
-			if !first {
-				cw.Write([]byte(","))
-			}
-			first = false
-			cw.Write(buf)
-			st.Events++
-		}
-		// the step annotation of this copy, on the main thread
-		step := fmt.Sprintf(`
+			// the step annotation of this copy, on the main thread
+			step := fmt.Sprintf(`
   {
     "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": %s, "tid": %s,
     "ts": %s, "dur": %s,
@@ -162,10 +217,11 @@ func generate(w io.Writer, src []byte, target int64, copies int) (Stats, error) 
       "External id": %d, "Record function id": 0, "Ev Idx": 0
     }
   }`, k+1, mainPID, mainTID, appendMicros(nil, minTS+off), appendMicros(nil, maxEnd-minTS), (maxID[0]+1)*int64(k+1))
-		cw.Write([]byte(","))
-		cw.Write([]byte(step))
-		st.Events++
-		st.Copies++
+			cw.Write([]byte(","))
+			cw.Write([]byte(step))
+			st.Events++
+			st.Copies++
+		}
 	}
 	cw.Write([]byte("\n  "))
 	cw.Write(tail)

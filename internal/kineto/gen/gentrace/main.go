@@ -4,6 +4,7 @@
 //
 //	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 360MB -o big.pt.trace.json
 //	go run ./internal/kineto/gen/gentrace -src ... -steps 60 -o big.pt.trace.json
+//	go run ./internal/kineto/gen/gentrace -src ... -size 10GB -sections -o big.pt.trace.json
 //	go run ./internal/kineto/gen/gentrace -scenario fsdp -rank 1 -o rank1.pt.trace.json
 package main
 
@@ -23,6 +24,7 @@ func main() {
 	src := flag.String("src", "", "source trace (plain or compressed)")
 	size := flag.String("size", "360MB", "approximate size of the output")
 	steps := flag.Int("steps", 0, "write exactly this many copies (steps) instead of -size")
+	sections := flag.Bool("sections", false, "Kineto's layout: every copy's host ops first, then Python functions, then runtime calls and GPU work")
 	scenario := flag.String("scenario", "", "write a synthetic trace instead: fsdp, ddp1 or dataloader (see gen.Scenarios)")
 	rank := flag.Int("rank", 0, "rank of the -scenario trace")
 	out := flag.String("o", "", "output file")
@@ -72,11 +74,7 @@ func main() {
 		os.Exit(2)
 	}
 	var st gen.Stats
-	if *steps > 0 {
-		st, err = gen.GenerateSteps(f, data, *steps)
-	} else {
-		st, err = gen.Generate(f, data, n)
-	}
+	st, err = gen.GenerateWith(f, data, gen.Options{Target: n, Steps: *steps, Sections: *sections})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
