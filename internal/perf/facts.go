@@ -2,6 +2,7 @@ package perf
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -28,6 +29,7 @@ type Facts struct {
 	fwdBwdFlows                     bool // some fwdbwd flow finishes
 	markers                         bool // some ProfilerStep#N annotation
 	memPoints                       map[memKey]int
+	devices                         map[int]bool // of GPU events
 }
 
 type memKey struct {
@@ -55,7 +57,7 @@ type FactScanner struct {
 
 // NewFactScanner returns an empty scanner.
 func NewFactScanner() *FactScanner {
-	return &FactScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}}}
+	return &FactScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{}}}
 }
 
 func (s *FactScanner) class(t *kineto.Trace, id uint32) uint8 {
@@ -103,6 +105,9 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 		case k == kineto.KindPythonFunction:
 			f.pythonFunctions++
 		}
+		if k.IsGPU() && ev.Aux[i] >= 0 {
+			f.devices[int(b.GPU[ev.Aux[i]].Device)] = true
+		}
 		if isOp(k) || k.IsLaunch() || k.IsGPU() {
 			f.spanS = min(f.spanS, ev.TS[i])
 			f.spanE = max(f.spanE, ev.End(i))
@@ -126,6 +131,16 @@ func (s *FactScanner) Facts(header *kineto.Trace) *Facts {
 	f := s.f
 	f.meta, f.path, f.bytes, f.damage, f.rank = header.Meta, header.Path, header.Bytes, header.Damage, header.Rank()
 	return &f
+}
+
+// deviceList is the devices of GPU events, in order.
+func (f *Facts) deviceList() []int {
+	out := make([]int, 0, len(f.devices))
+	for d := range f.devices {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // HasStepMarkers reports whether the trace has ProfilerStep#N annotations,

@@ -80,7 +80,8 @@ type devWork struct {
 	compute, comm, copy spans   // unions of compute kernels, communication kernels, memcpy/memset
 	streams             map[int32]bool
 	sm                  []smEdge
-	occW, occDur        float64
+	occW                wsum  // occupancy (%) × time, in the steps
+	occDur              int64 // time with an occupancy
 	kernel, tc          int64
 }
 
@@ -89,6 +90,10 @@ type devWork struct {
 func deviceWork(g *graph, ro *roles, slots spans) map[int]*devWork {
 	ev := g.ev
 	devs := map[int]*devWork{}
+	// every device of the whole trace: one may be idle through a window
+	for _, d := range g.win.devices {
+		devs[d] = &devWork{device: d, streams: map[int32]bool{}}
+	}
 	for k, i := range g.gpu {
 		info := g.t.GPU[ev.Aux[i]]
 		d := int(info.Device)
@@ -113,13 +118,13 @@ func deviceWork(g *graph, ro *roles, slots spans) map[int]*devWork {
 		a.compute = append(a.compute, span{ks, ke})
 		tc := g.isTC(ev.Name[i])
 		slots.clip(ks, ke, func(cs, ce int64) {
-			dur := float64(ce - cs)
 			if info.BlocksPerSM > 0 {
-				a.sm = append(a.sm, smEdge{cs, float64(info.BlocksPerSM)}, smEdge{ce, -float64(info.BlocksPerSM)})
+				q := int64(fixed(float64(info.BlocksPerSM)))
+				a.sm = append(a.sm, smEdge{cs, q}, smEdge{ce, -q})
 			}
 			if info.Occupancy >= 0 {
-				a.occW += float64(info.Occupancy) / 100 * dur
-				a.occDur += dur
+				a.occW.add(fixed(float64(info.Occupancy)), ce-cs)
+				a.occDur += ce - cs
 			}
 			a.kernel += ce - cs
 			if tc {
@@ -145,22 +150,22 @@ func gpuParts(g *graph, devs map[int]*devWork, slots spans) (map[int]*devPart, i
 			x.inSlots = intersect(a.compute, slots).total()
 			x.sm = smEfficiency(a.sm)
 		}
-		x.idle = deviceIdle(g, a, slots)
+		x.idle, x.head, x.tail = deviceIdle(g, a, slots)
 		out[d] = x
 	}
 	return out, slots.total()
 }
 
-func gpuRows(f *Facts, devs map[int]*devPart, total int64) []GPU {
+func gpuRows(f *Facts, devs map[int]*devPart, idle map[int]Idle, total int64) []GPU {
 	var out []GPU
 	for d, a := range devs {
 		x := GPU{Device: d, KernelNS: a.kernel, Streams: len(a.streams)}
 		if total > 0 {
 			x.UtilizationRatio = float64(a.inSlots) / float64(total)
-			x.SMEfficiencyRatio = a.sm / float64(total)
+			x.SMEfficiencyRatio = a.sm.value() / float64(total)
 		}
 		if a.occDur > 0 {
-			x.AchievedOccupancyRatio = a.occW / a.occDur
+			x.AchievedOccupancyRatio = a.occW.value() / 100 / float64(a.occDur)
 		}
 		if a.kernel > 0 {
 			x.TensorCoreRatio = float64(a.tc) / float64(a.kernel)
@@ -170,7 +175,7 @@ func gpuRows(f *Facts, devs map[int]*devPart, total int64) []GPU {
 			x.Name, x.MemoryBytes = p.Name, p.TotalGlobalMem
 			x.ComputeCapability = fmt.Sprintf("%d.%d", p.ComputeMajor, p.ComputeMinor)
 		}
-		x.Idle = a.idle
+		x.Idle = idle[d]
 		if x.Idle.SpanNS > 0 {
 			x.Idle.IdleRatio = float64(x.Idle.IdleNS) / float64(x.Idle.SpanNS)
 		}
@@ -180,23 +185,23 @@ func gpuRows(f *Facts, devs map[int]*devPart, total int64) []GPU {
 	return out
 }
 
+// smEdge is where a kernel's blocks per SM (v, fixed point) start or end.
 type smEdge struct {
 	t int64
-	v float64
+	v int64
 }
 
-// smEfficiency integrates min(Σ blocks per SM of running kernels, 1) over time.
-func smEfficiency(edges []smEdge) float64 {
+// smEfficiency integrates min(Σ blocks per SM of running kernels, 1) over
+// time, exactly (fixed point).
+func smEfficiency(edges []smEdge) wsum {
 	sort.Slice(edges, func(i, j int) bool { return edges[i].t < edges[j].t })
-	var sum, level float64
+	var sum wsum
+	var level int64
 	for i := 0; i < len(edges); i++ {
 		if i > 0 && level > 0 {
-			sum += min(level, 1) * float64(edges[i].t-edges[i-1].t)
+			sum.add(uint64(min(level, fixOne)), edges[i].t-edges[i-1].t)
 		}
 		level += edges[i].v
-		if level < 1e-9 {
-			level = 0
-		}
 	}
 	return sum
 }

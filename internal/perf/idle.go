@@ -64,14 +64,47 @@ type Sync struct {
 
 const kernelWaitNS = 30_000 // HTA's consecutive_kernel_delay, 30 us
 
+// gapEnd is what ends an idle gap: the device's first GPU event starting
+// at or after the gap's end (found), and when its launch started.
+type gapEnd struct {
+	found, launched bool
+	launchTS        int64
+}
+
+// gapPiece is an idle gap (no compute, communication or copy), or the part
+// of one inside a window.
+type gapPiece struct {
+	s, e int64
+	end  gapEnd
+	ok   bool
+}
+
+// addGap classifies a whole gap [s, e) by HTA's rule (Idle); lastSlotEnd
+// is the end of the last step.
+func addGap(out *Idle, s, e int64, end gapEnd, lastSlotEnd int64) {
+	gap := e - s
+	switch {
+	case !end.found || e >= lastSlotEnd:
+		out.HostWaitNS += gap
+	case end.launched && end.launchTS > s:
+		out.HostWaitNS += gap
+	case gap < kernelWaitNS:
+		out.KernelWaitNS += gap
+	default:
+		out.OtherNS += gap
+	}
+}
+
 // deviceIdle splits the idle time of device a over slots (IdleRatio is
-// left to gpuRows). The event that ends a gap is the device's first GPU
+// left to gpuRows). A gap that starts at the first slot's start or ends at
+// the last slot's end may continue in the window before or after: it is
+// returned (head, tail) for the merge to classify, the others are
+// classified here. The event that ends a gap is the device's first GPU
 // event starting at or after the gap's end: past the window's context it
 // is the window's NextGPU.
-func deviceIdle(g *graph, a *devWork, slots spans) Idle {
-	var out Idle
+func deviceIdle(g *graph, a *devWork, slots spans) (out Idle, head, tail gapPiece) {
 	if len(slots) == 0 {
-		return out
+		return out, head, tail
 	}
 	ev := g.ev
 	w := g.win
@@ -83,36 +116,37 @@ func deviceIdle(g *graph, a *devWork, slots spans) Idle {
 	rest := subtract(gaps, a.comm)
 	out.CopyNS = intersect(rest, a.copy).total()
 	next, hasNext := w.next[a.device]
+	first, last := slots[0].S, slots[len(slots)-1].E
 	for _, x := range subtract(rest, a.copy) {
 		k := sort.Search(len(a.events), func(j int) bool { return ev.TS[a.events[j]] >= x.E })
-		gap := x.E - x.S
-		// the event that ends the gap: its start, whether it has a launch and when
-		found, launched, ls := false, false, int64(0)
-		if k < len(a.events) && ev.TS[a.events[k]] <= w.to {
-			found = true
-			if l := g.launch[a.events[k]]; l >= 0 {
-				launched, ls = true, ev.TS[l]
-			}
-		} else if hasNext {
-			found, launched, ls = true, next.Launched, next.LaunchTS
-		} else if k < len(a.events) {
-			found = true
-			if l := g.launch[a.events[k]]; l >= 0 {
-				launched, ls = true, ev.TS[l]
-			}
-		}
+		var end gapEnd
 		switch {
-		case !found || x.E >= w.lastSlotEnd:
-			out.HostWaitNS += gap
-		case launched && ls > x.S:
-			out.HostWaitNS += gap
-		case gap < kernelWaitNS:
-			out.KernelWaitNS += gap
-		default:
-			out.OtherNS += gap
+		case k < len(a.events) && ev.TS[a.events[k]] <= w.to:
+			end.found = true
+			if l := g.launch[a.events[k]]; l >= 0 {
+				end.launched, end.launchTS = true, ev.TS[l]
+			}
+		case hasNext:
+			end = gapEnd{true, next.Launched, next.LaunchTS}
+		case k < len(a.events):
+			end.found = true
+			if l := g.launch[a.events[k]]; l >= 0 {
+				end.launched, end.launchTS = true, ev.TS[l]
+			}
 		}
+		if x.S == first || x.E == last {
+			p := gapPiece{x.S, x.E, end, true}
+			if x.S == first {
+				head = p
+			}
+			if x.E == last {
+				tail = p
+			}
+			continue
+		}
+		addGap(&out, x.S, x.E, end, w.lastSlotEnd)
 	}
-	return out
+	return out, head, tail
 }
 
 // launchStats sums the launch delays of the owned kernels.

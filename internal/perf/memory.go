@@ -2,7 +2,6 @@ package perf
 
 import (
 	"slices"
-	"sort"
 )
 
 // Memory is the allocator curve from [memory] events (profile_memory=True).
@@ -101,37 +100,4 @@ func (d *decimator) finish() []MemoryPoint {
 		return nil
 	}
 	return d.out
-}
-
-// stepStartAllocated returns, per step, the GPU memory allocated (summed
-// over GPUs) by the last [memory] event before the step's host start, or -1
-// when there is none.
-func stepStartAllocated(g *graph, steps []stepSpan) []int64 {
-	out := make([]int64, len(steps))
-	mem := g.t.Memory
-	idx := make([]int, 0, len(mem))
-	for i, m := range mem {
-		if m.DeviceType == 1 && m.TotalAllocated >= 0 {
-			idx = append(idx, i)
-		}
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return mem[idx[a]].TS < mem[idx[b]].TS })
-	last := map[int32]int64{}
-	k := 0
-	for s, st := range steps {
-		for ; k < len(idx) && mem[idx[k]].TS < st.hostS; k++ {
-			m := mem[idx[k]]
-			last[m.DeviceID] = m.TotalAllocated
-		}
-		if len(last) == 0 {
-			out[s] = -1
-			continue
-		}
-		var sum int64
-		for _, v := range last {
-			sum += v
-		}
-		out[s] = sum
-	}
-	return out
 }

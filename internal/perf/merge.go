@@ -2,6 +2,7 @@ package perf
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -22,6 +23,11 @@ type merger struct {
 	mem  map[memKey]*memCurve
 	oom  int
 	nWin int
+	// idle per device: the gaps classified, and the one that may continue
+	// into the next window
+	idle    map[int]Idle
+	pending map[int]*gapPiece
+	slotEnd int64 // the last step's end (0: not yet known)
 }
 
 // memCurve is one device's memory curve being built.
@@ -32,6 +38,7 @@ type memCurve struct {
 
 func newMerger(f *Facts, opt Options, src StepSource, steps []stepSpan) *merger {
 	return &merger{f: f, opt: opt, src: src, steps: steps, mem: map[memKey]*memCurve{},
+		idle: map[int]Idle{}, pending: map[int]*gapPiece{},
 		acc: partial{ops: map[rowKey]*Operator{}, ranges: map[rowKey]*Operator{}, opSpans: map[int64]*spanOp{},
 			rangeSpans: map[int64]*spanOp{}, rangeDev: map[string]int64{}, kernels: map[string]*kernelAcc{},
 			copies: map[string]*Copy{}, syncs: map[string]*Sync{}, devs: map[int]*devPart{}, util: map[int][]int64{},
@@ -60,8 +67,8 @@ func (m *merger) add(p *partial) {
 		x.TotalNS += k.TotalNS
 		x.MinNS = min(x.MinNS, k.MinNS)
 		x.MaxNS = max(x.MaxNS, k.MaxNS)
-		x.bw += k.bw
-		x.ow += k.ow
+		x.bw.merge(k.bw)
+		x.ow.merge(k.ow)
 		x.od += k.od
 		x.Communication = x.Communication || k.Communication
 		for op, t := range k.ops {
@@ -94,6 +101,7 @@ func (m *merger) add(p *partial) {
 		}
 	}
 	for d, v := range p.devs {
+		m.addIdle(d, v)
 		x := a.devs[d]
 		if x == nil {
 			a.devs[d] = v
@@ -101,11 +109,10 @@ func (m *merger) add(p *partial) {
 		}
 		x.kernel += v.kernel
 		x.tc += v.tc
-		x.occW += v.occW
+		x.occW.merge(v.occW)
 		x.occDur += v.occDur
-		x.sm += v.sm
+		x.sm.merge(v.sm)
 		x.inSlots += v.inSlots
-		x.idle = addIdle(x.idle, v.idle)
 		for s := range v.streams {
 			x.streams[s] = true
 		}
@@ -187,7 +194,7 @@ func finishSpans(rows map[rowKey]*Operator, sp map[int64]*spanOp) {
 	}
 }
 
-func addIdle(a, b Idle) Idle {
+func addIdleSums(a, b Idle) Idle {
 	a.SpanNS += b.SpanNS
 	a.ComputeNS += b.ComputeNS
 	a.IdleNS += b.IdleNS
@@ -197,6 +204,63 @@ func addIdle(a, b Idle) Idle {
 	a.KernelWaitNS += b.KernelWaitNS
 	a.OtherNS += b.OtherNS
 	return a
+}
+
+// addIdle adds a window's idle time of device d, joining a gap that ends
+// at the window's start with the one that continues it.
+func (m *merger) addIdle(d int, v *devPart) {
+	last := m.lastSlotEnd()
+	idle := addIdleSums(m.idle[d], v.idle)
+	pend := m.pending[d]
+	h, t := v.head, v.tail
+	through := h.ok && t.ok && h.s == t.s
+	if h.ok {
+		switch {
+		case pend != nil && pend.e == h.s && through:
+			pend.e, pend.end = h.e, h.end
+			m.idle[d] = idle
+			return
+		case pend != nil && pend.e == h.s:
+			addGap(&idle, pend.s, h.e, h.end, last)
+		default:
+			if pend != nil {
+				addGap(&idle, pend.s, pend.e, pend.end, last)
+			}
+			if through {
+				m.pending[d] = &gapPiece{h.s, h.e, h.end, true}
+				m.idle[d] = idle
+				return
+			}
+			addGap(&idle, h.s, h.e, h.end, last)
+		}
+	} else if pend != nil {
+		addGap(&idle, pend.s, pend.e, pend.end, last)
+	}
+	delete(m.pending, d)
+	if t.ok {
+		m.pending[d] = &gapPiece{t.s, t.e, t.end, true}
+	}
+	m.idle[d] = idle
+}
+
+// finishIdle classifies the gaps still open at the end.
+func (m *merger) finishIdle() {
+	for d, p := range m.pending {
+		idle := m.idle[d]
+		addGap(&idle, p.s, p.e, p.end, m.lastSlotEnd())
+		m.idle[d] = idle
+	}
+	clear(m.pending)
+}
+
+func (m *merger) lastSlotEnd() int64 {
+	if m.slotEnd == 0 {
+		m.slotEnd = math.MaxInt64
+		if sl := stepSlots(m.steps); len(sl) > 0 {
+			m.slotEnd = sl[len(sl)-1].E
+		}
+	}
+	return m.slotEnd
 }
 
 // addMemory adds a window's memory events (its own, by time) to the
@@ -297,7 +361,8 @@ func (m *merger) rank() *Rank {
 
 	// devices
 	r.StepSource = m.src
-	r.GPUs = gpuRows(f, a.devs, a.slotTotal)
+	m.finishIdle()
+	r.GPUs = gpuRows(f, a.devs, m.idle, a.slotTotal)
 	for _, x := range r.GPUs {
 		// the rank's headline numbers: the device with the most compute
 		if r.PrimaryDevice < 0 || x.KernelNS > r.GPUs[indexOfDevice(r.GPUs, r.PrimaryDevice)].KernelNS {

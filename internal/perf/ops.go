@@ -235,8 +235,9 @@ func sortOperators(out []Operator) {
 // and its time by launching op (for TopOperator).
 type kernelAcc struct {
 	Kernel
-	bw, ow, od float64
-	ops        map[string]int64
+	bw, ow wsum  // blocks per SM × time, occupancy (%) × time
+	od     int64 // time
+	ops    map[string]int64
 }
 
 // kernels groups the owned kernel events by name. Means of blocks per SM
@@ -263,12 +264,12 @@ func kernels(g *graph) map[string]*kernelAcc {
 		a.MaxNS = max(a.MaxNS, d)
 		info := g.t.GPU[ev.Aux[i]]
 		if info.BlocksPerSM > 0 {
-			a.bw += float64(info.BlocksPerSM) * float64(d)
+			a.bw.add(fixed(float64(info.BlocksPerSM)), d)
 		}
 		if info.Occupancy >= 0 {
-			a.ow += float64(info.Occupancy) / 100 * float64(d)
+			a.ow.add(fixed(float64(info.Occupancy)), d)
 		}
-		a.od += float64(d)
+		a.od += d
 		if g.isCommGPU(int(i)) {
 			a.Communication = true
 		}
@@ -287,8 +288,8 @@ func kernelRows(rows map[string]*kernelAcc) []Kernel {
 			a.MeanNS = a.TotalNS / int64(a.Calls)
 		}
 		if a.od > 0 {
-			a.MeanBlocksPerSM = a.bw / a.od
-			a.MeanOccupancyRatio = a.ow / a.od
+			a.MeanBlocksPerSM = a.bw.value() / float64(a.od)
+			a.MeanOccupancyRatio = a.ow.value() / 100 / float64(a.od)
 		}
 		best, bestT := "", int64(-1)
 		for op, t := range a.ops {

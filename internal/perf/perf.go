@@ -41,15 +41,10 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	}
 	g := newGraph(t)
 	f := scanFacts(t)
-	steps, src := findSteps(g, opt.Phases, t.Meta.BaseTimeNS, timeOrigin(f) == OriginUnix)
-	if opt.DropLastStep && len(steps) > 1 {
-		steps = steps[:len(steps)-1]
-	}
-	for i, v := range stepStartAllocated(g, steps) {
-		steps[i].startAlloc = v
-	}
-	g.win = wholeWindow(steps)
-	m := newMerger(f, opt, src, steps)
+	pl := findSteps(g, opt.Phases, t.Meta.BaseTimeNS, timeOrigin(f) == OriginUnix)
+	steps := pl.finish(opt.DropLastStep)
+	g.win = wholeWindow(steps, f.deviceList())
+	m := newMerger(f, opt, pl.src, steps)
 	m.add(analyzeWindow(g, g.win, opt))
 	return m.rank()
 }

@@ -41,7 +41,7 @@ type Phase struct {
 // launched); trailing steps that launched nothing are dropped, and for
 // ProfilerStep#N also a last step with fewer than 0.8x the GPU events of
 // the one before (the profiler missed its kernels).
-func findSteps(g *graph, phases []Phase, base int64, unixClock bool) ([]stepSpan, StepSource) {
+func findSteps(g *graph, phases []Phase, base int64, unixClock bool) *stepPlanner {
 	ev := g.ev
 	src := StepsProfiler
 	markers := make([]StepMarker, 0, len(g.steps))
@@ -64,7 +64,7 @@ func findSteps(g *graph, phases []Phase, base int64, unixClock bool) ([]stepSpan
 			s, e = hostSpan(g, false)
 		}
 		if s > e {
-			return nil, src
+			return newStepPlanner(nil, src)
 		}
 		steps = append(steps, stepSpan{name: "trace", num: 0, hostS: s, hostE: e, deviceS: math.MaxInt64, deviceE: math.MinInt64})
 	}
@@ -77,7 +77,10 @@ func findSteps(g *graph, phases []Phase, base int64, unixClock bool) ([]stepSpan
 			pl.gpu(false, 0, 0, ev.TS[gi], ev.End(int(gi)))
 		}
 	}
-	return pl.finish(), src
+	for _, m := range g.t.Memory {
+		pl.memory(m)
+	}
+	return pl
 }
 
 // stepPlanner makes the steps' bounds device-aware from the GPU events,
@@ -89,7 +92,12 @@ type stepPlanner struct {
 	src         StepSource
 	firstDevice int64   // the earliest GPU work of the first step
 	unmatched   []int64 // ends of GPU work of no step that may end before it
+	// mem holds, per step, each GPU's last memory event before the step's
+	// host start and after the previous step's
+	mem []map[int32]memMark
 }
+
+type memMark struct{ ts, allocated int64 }
 
 func newStepPlanner(steps []stepSpan, src StepSource) *stepPlanner {
 	return &stepPlanner{steps: steps, src: src, firstDevice: math.MaxInt64}
@@ -120,15 +128,52 @@ func (p *stepPlanner) gpu(launched bool, ls, le, ts, end int64) {
 	}
 }
 
+// memory adds one [memory] event, in file order.
+func (p *stepPlanner) memory(m kineto.MemoryEvent) {
+	if m.DeviceType != 1 || m.TotalAllocated < 0 {
+		return
+	}
+	k := sort.Search(len(p.steps), func(i int) bool { return p.steps[i].hostS > m.TS })
+	if k == len(p.steps) {
+		return
+	}
+	if p.mem == nil {
+		p.mem = make([]map[int32]memMark, len(p.steps))
+	}
+	if p.mem[k] == nil {
+		p.mem[k] = map[int32]memMark{}
+	}
+	if x, ok := p.mem[k][m.DeviceID]; !ok || m.TS >= x.ts {
+		p.mem[k][m.DeviceID] = memMark{m.TS, m.TotalAllocated}
+	}
+}
+
 // finish sets the bounds: a step starts at max(previous end, host start)
 // (the first at the end of GPU work of no step that ends before its own
 // GPU work starts) and ends at max(host end, end of its GPU work); trailing
 // steps that launched nothing are dropped, and for ProfilerStep#N also a
-// last step with fewer than 0.8x the GPU events of the one before.
-func (p *stepPlanner) finish() []stepSpan {
+// last step with fewer than 0.8x the GPU events of the one before, and with
+// dropLast the last step. Each step gets the GPU memory allocated (summed
+// over GPUs) by the last [memory] event before its host start, or -1.
+func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 	steps := p.steps
 	if len(steps) == 0 {
 		return steps
+	}
+	last := map[int32]int64{}
+	for k := range steps {
+		if k < len(p.mem) {
+			for d, m := range p.mem[k] {
+				last[d] = m.allocated
+			}
+		}
+		steps[k].startAlloc = -1
+		if len(last) > 0 {
+			steps[k].startAlloc = 0
+			for _, v := range last {
+				steps[k].startAlloc += v
+			}
+		}
 	}
 	prevEnd := steps[0].hostS
 	for _, e := range p.unmatched {
@@ -160,6 +205,9 @@ func (p *stepPlanner) finish() []stepSpan {
 		if n := len(steps); p.src == StepsProfiler && n > 1 && float64(steps[n-1].gpuCount) < 0.8*float64(steps[n-2].gpuCount) {
 			steps = steps[:n-1]
 		}
+	}
+	if dropLast && len(steps) > 1 {
+		steps = steps[:len(steps)-1]
 	}
 	return steps
 }

@@ -32,6 +32,7 @@ type window struct {
 	lastSlotEnd int64           // the end of the whole trace's last step
 	next        map[int]NextGPU // per device, the first GPU event starting after to
 	timeline    timelineSpec    // the utilisation timeline's buckets, over all steps
+	devices     []int           // the devices of the whole trace's GPU events
 }
 
 // NextGPU is the first GPU event of a device that starts after a window's
@@ -60,9 +61,9 @@ func newTimelineSpec(steps []stepSpan) timelineSpec {
 	return timelineSpec{s, e, bucket}
 }
 
-func wholeWindow(steps []stepSpan) *window {
+func wholeWindow(steps []stepSpan, devices []int) *window {
 	w := &window{steps: steps, hostTo: math.MaxInt64, from: math.MinInt64, to: math.MaxInt64,
-		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps)}
+		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: devices}
 	if sl := stepSlots(steps); len(sl) > 0 {
 		w.lastSlotEnd = sl[len(sl)-1].E
 	}
@@ -121,12 +122,14 @@ type spanOp struct {
 
 // devPart is one device's share of a window.
 type devPart struct {
-	kernel, tc   int64 // compute-kernel time in the steps, and its tensor-core part
-	occW, occDur float64
-	sm           float64 // ∫ min(blocks per SM, 1) over the steps
-	inSlots      int64   // |compute ∩ steps|
-	idle         Idle
-	streams      map[int32]bool
+	kernel, tc int64 // compute-kernel time in the steps, and its tensor-core part
+	occW       wsum  // occupancy (%) × time
+	occDur     int64 // time with an occupancy
+	sm         wsum  // ∫ min(blocks per SM, 1) over the steps
+	inSlots    int64 // |compute ∩ steps|
+	idle       Idle  // gaps other than head and tail classified
+	head, tail gapPiece
+	streams    map[int32]bool
 }
 
 type launchAcc struct {
