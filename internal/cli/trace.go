@@ -107,6 +107,9 @@ func traceCommand() command {
 				label += fmt.Sprintf(" (%d of %d)", i+1, n)
 			}
 			prog.SetLabel(label)
+		}, Notify: func(msg string) {
+			prog.Stop()
+			fmt.Fprintf(e.stderr, "ptscope: %s\n", msg)
 		}})
 		prog.Stop()
 		if err != nil {

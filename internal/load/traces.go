@@ -11,6 +11,7 @@ import (
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/perf"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // TraceOptions tune reading and analysing Kineto traces.
@@ -26,6 +27,16 @@ type TraceOptions struct {
 	Progress func(path string, i, n int)
 	// Ranks, when set, limits bundles to these ranks (--rank).
 	Ranks []int
+	// StreamAbove is the estimated JSON size from which a trace is
+	// analysed in windows of steps with bounded memory (bigtrace.go): 0
+	// means a quarter of the memory budget, a negative value never.
+	// Traces are never streamed with KeepModels.
+	StreamAbove int64
+	// WindowEvents is the number of events a streamed window holds (0:
+	// from the memory budget); tests make it small.
+	WindowEvents int64
+	// Notify, when set, is told when a trace is streamed.
+	Notify func(msg string)
 }
 
 // TraceSet is what Traces returns: the report, and the models when asked.
@@ -93,14 +104,11 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		if opt.Progress != nil {
 			opt.Progress(p, i, len(traces))
 		}
-		t, err := kineto.ReadFile(ctx, p, opt.Reader)
-		if err != nil {
-			return nil, err
-		}
 		a := opt.Analysis
 		dir := filepath.Dir(p)
 		ph, ok := phases[dir]
 		if !ok {
+			var err error
 			ph, err = bundlePhases(dir)
 			if err != nil {
 				return nil, err
@@ -108,6 +116,31 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 			phases[dir] = ph
 		}
 		a.Phases = append(a.Phases, ph...)
+		if above := opt.StreamAbove; !opt.KeepModels && above >= 0 {
+			if above == 0 {
+				above = bigTraceBytes()
+			}
+			if n := traceSize(p); n > above {
+				if opt.Notify != nil {
+					why := units.Bytes(above)
+					if opt.StreamAbove == 0 {
+						why = "a quarter of " + input.BudgetNote()
+					}
+					opt.Notify(fmt.Sprintf("%s: about %s of JSON, more than %s: analysed in windows of steps, with bounded memory",
+						input.Name(p), units.Bytes(n), why))
+				}
+				r, err := streamTrace(ctx, p, opt.Reader, a, streamOptions{windowEvents: opt.WindowEvents, notify: opt.Notify})
+				if err != nil {
+					return nil, err
+				}
+				ranks = append(ranks, r)
+				continue
+			}
+		}
+		t, err := kineto.ReadFile(ctx, p, opt.Reader)
+		if err != nil {
+			return nil, err
+		}
 		ranks = append(ranks, perf.Analyze(t, a))
 		if opt.KeepModels {
 			models[p] = t

@@ -1,0 +1,451 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/kineto"
+	"github.com/ptscope/ptscope/internal/perf"
+	"github.com/ptscope/ptscope/internal/units"
+)
+
+// The streaming path analyses a trace too large to hold (docs/trace.md,
+// "Traces larger than memory"): it decodes the JSON once, writing every
+// event as a binary record to a temporary folder and keeping only what the
+// whole trace decides (step markers, launches, facts); it then finds the
+// steps' bounds, cuts the steps into windows of about windowEvents events,
+// routes each record to the files of the windows that need it, and
+// analyses the windows one after another, merging their results into the
+// report the whole trace would give. Memory holds a window or two, the
+// launches' correlation ids and the merged tables.
+
+// bigTraceBytes is the estimated JSON size from which a trace is streamed
+// by default: a quarter of the memory budget (the in-memory path takes
+// about 0.6 times the JSON size).
+func bigTraceBytes() int64 { return input.Budget() / 4 }
+
+// windowEvents is the number of events a window holds: about 200 bytes of
+// model and analysis each, a 16th of the budget, at most 256 MiB.
+func windowEvents() int64 { return min(input.Budget()/16, 256<<20) / 200 }
+
+// traceSize estimates the JSON size of a trace file: its size, or ten
+// times that when compressed (Kineto traces compress 10 to 20 times); -1
+// when unknown (a pipe, the standard input).
+func traceSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return -1
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	raw := make([]byte, 6)
+	n, _ := io.ReadFull(f, raw)
+	if input.Detect(raw[:n]) != input.None {
+		return 10 * st.Size()
+	}
+	return st.Size()
+}
+
+// launchRef is a runtime call that launches GPU work: its correlation id
+// and span.
+type launchRef struct{ corr, ts, end int64 }
+
+// launchTable finds a GPU event's launch by correlation id; among calls of
+// one id, the last in file order (as the whole-trace analysis does).
+type launchTable []launchRef
+
+func (l launchTable) sort() {
+	slices.SortStableFunc(l, func(a, b launchRef) int {
+		switch {
+		case a.corr < b.corr:
+			return -1
+		case a.corr > b.corr:
+			return 1
+		}
+		return 0
+	})
+}
+
+func (l launchTable) find(corr int64) (launchRef, bool) {
+	if corr < 0 {
+		return launchRef{}, false
+	}
+	k := sort.Search(len(l), func(i int) bool { return l[i].corr > corr }) - 1
+	if k >= 0 && l[k].corr == corr {
+		return l[k], true
+	}
+	return launchRef{}, false
+}
+
+// batchSpan is the start times of one batch of events: the weight of a
+// window is estimated from them, spreading each batch evenly.
+type batchSpan struct {
+	s, e int64
+	n    int64
+}
+
+func weightOf(spans []batchSpan) func(from, to int64) int64 {
+	return func(from, to int64) int64 {
+		var w float64
+		for _, b := range spans {
+			if b.e < from || b.s >= to {
+				continue
+			}
+			if b.e == b.s {
+				w += float64(b.n)
+				continue
+			}
+			lo, hi := max(b.s, from), min(b.e, to)
+			w += float64(b.n) * float64(hi-lo) / float64(b.e-b.s)
+		}
+		return int64(w)
+	}
+}
+
+// spill is a buffered record file.
+type spill struct {
+	f   *os.File
+	w   *bufio.Writer
+	buf []byte
+	n   int64
+}
+
+func newSpill(path string, size int) (*spill, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &spill{f: f, w: bufio.NewWriterSize(f, size)}, nil
+}
+
+func (s *spill) write(b []byte) error {
+	s.n += int64(len(b))
+	_, err := s.w.Write(b)
+	return err
+}
+
+func (s *spill) close() error {
+	err := s.w.Flush()
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// eachRecord calls fn with every record of a spill file, in order.
+func eachRecord(path string, fn func(r kineto.Record) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	for {
+		h, err := br.Peek(4)
+		if err == io.EOF && len(h) == 0 {
+			return nil
+		}
+		if len(h) < 4 {
+			return fmt.Errorf("%s: offset %d: truncated record", filepath.Base(path), off)
+		}
+		n := int(h[2]) | int(h[3])<<8
+		rec, err := br.Peek(n)
+		if err != nil || n < 4 {
+			return fmt.Errorf("%s: offset %d: truncated record", filepath.Base(path), off)
+		}
+		if err := fn(kineto.Record(rec)); err != nil {
+			return err
+		}
+		br.Discard(n)
+		off += int64(n)
+	}
+}
+
+// streamOptions tune the streaming path (tests force small windows).
+type streamOptions struct {
+	windowEvents int64 // 0: windowEvents()
+	notify       func(string)
+}
+
+// streamTrace reads and analyses one trace with bounded memory. A trace
+// without ProfilerStep#N markers has no step to cut at: it is analysed
+// whole, from its records.
+func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Options, so streamOptions) (*perf.Rank, error) {
+	dir, err := os.MkdirTemp("", "ptscope-trace-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	// 1. decode once: every record to the log, GPU and memory records to
+	// the side log, and what the whole trace decides
+	logPath, sidePath := filepath.Join(dir, "events"), filepath.Join(dir, "side")
+	logF, err := newSpill(logPath, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	sideF, err := newSpill(sidePath, 1<<20)
+	if err != nil {
+		logF.close()
+		return nil, err
+	}
+	fs := perf.NewFactScanner()
+	var markers []perf.StepMarker
+	var launches launchTable
+	var weights []batchSpan
+	var rec []byte
+	r, err := input.Open(path)
+	if err != nil {
+		logF.close()
+		sideF.close()
+		return nil, err
+	}
+	header, err := kineto.Stream(ctx, r, ro, func(b *kineto.Trace, seq0 int64) error {
+		fs.Add(b)
+		ev := &b.Events
+		rec = rec[:0]
+		side := []byte(nil)
+		bs := batchSpan{s: math.MaxInt64, e: math.MinInt64}
+		for i := 0; i < ev.Len(); i++ {
+			k := ev.Kind[i]
+			n := len(rec)
+			rec = kineto.AppendEvent(rec, b, i, seq0+int64(i), false)
+			switch {
+			case k.IsGPU():
+				side = append(side, rec[n:]...)
+			case k.IsLaunch() && ev.Corr[i] >= 0:
+				launches = append(launches, launchRef{ev.Corr[i], ev.TS[i], ev.End(i)})
+			}
+			if perf.IsStepMarker(k, b.Name(i)) {
+				markers = append(markers, perf.StepMarker{Name: b.Name(i), TS: ev.TS[i], End: ev.End(i)})
+			}
+			bs.s, bs.e = min(bs.s, ev.TS[i]), max(bs.e, ev.TS[i])
+			bs.n++
+		}
+		for i := range b.Memory {
+			n := len(rec)
+			rec = kineto.AppendMemory(rec, &b.Memory[i], true)
+			side = append(side, rec[n:]...)
+		}
+		for i := range b.Flows {
+			rec = kineto.AppendFlow(rec, &b.Flows[i])
+		}
+		if bs.n > 0 {
+			weights = append(weights, bs)
+		}
+		if err := logF.write(rec); err != nil {
+			return err
+		}
+		return sideF.write(side)
+	})
+	r.Close()
+	if cerr := logF.close(); err == nil {
+		err = cerr
+	}
+	if cerr := sideF.close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", input.Name(path), err)
+	}
+	header.Path = path
+	facts := fs.Facts(header)
+	plan := perf.NewPlan(facts, markers, a)
+	if plan == nil {
+		// no step to cut at: analysed whole, from the records
+		if so.notify != nil {
+			so.notify(fmt.Sprintf("%s: no ProfilerStep#N to cut the trace at: it is analysed whole, in memory", input.Name(path)))
+		}
+		bl := kineto.NewBuilder(header)
+		err := eachRecord(logPath, func(r kineto.Record) error { return bl.Add(r, 0) })
+		if err != nil {
+			return nil, err
+		}
+		t, _, _ := bl.Trace()
+		t.Damage = header.Damage
+		return perf.Analyze(t, a), nil
+	}
+
+	// 2. the steps' bounds, from every GPU event and memory event
+	launches.sort()
+	gpuLaunch := func(r kineto.Record) (bool, launchRef) {
+		l, ok := launches.find(r.Corr())
+		return ok, l
+	}
+	err = eachRecord(sidePath, func(r kineto.Record) error {
+		if r.Tag() == kineto.RecordMemory {
+			plan.Memory(r.Memory())
+			return nil
+		}
+		ok, l := gpuLaunch(r)
+		plan.GPU(ok, l.ts, l.end, r.TS(), r.End())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	maxW := so.windowEvents
+	if maxW <= 0 {
+		maxW = windowEvents()
+	}
+	var total int64
+	for _, b := range weights {
+		total += b.n
+	}
+	maxW = max(maxW, total/maxWindows)
+	plan.Cut(maxW, weightOf(weights))
+	err = eachRecord(sidePath, func(r kineto.Record) error {
+		if r.Tag() == kineto.RecordEvent {
+			ok, l := gpuLaunch(r)
+			plan.Context(r.Device(), r.Seq(), ok, l.ts, r.TS(), r.End())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan.FinishContext()
+	os.Remove(sidePath)
+	if so.notify != nil {
+		so.notify(fmt.Sprintf("%s: %s of events, analysed in %d windows of its %d steps", input.Name(path),
+			units.Bytes(header.Bytes), plan.Windows(), plan.Steps()))
+	}
+
+	// 3. route every record to the windows that need it
+	nw := plan.Windows()
+	wins := make([]*spill, nw)
+	for w := range wins {
+		if wins[w], err = newSpill(filepath.Join(dir, fmt.Sprintf("w%d", w)), 256<<10); err != nil {
+			for _, s := range wins[:w] {
+				s.close()
+			}
+			return nil, err
+		}
+	}
+	var werr error
+	put := func(w int, r kineto.Record, owned bool) {
+		r.SetOwned(owned)
+		if err := wins[w].write(r); err != nil && werr == nil {
+			werr = err
+		}
+	}
+	err = eachRecord(logPath, func(r kineto.Record) error {
+		switch r.Tag() {
+		case kineto.RecordMemory:
+			put(plan.HostOwner(r.TS()), r, true)
+		case kineto.RecordFlow:
+			plan.Overlaps(r.TS(), r.TS(), func(w int) { put(w, r, false) })
+		default:
+			ts, end := r.TS(), r.End()
+			var owner int
+			if r.Kind().IsGPU() {
+				ok, l := gpuLaunch(r)
+				owner = plan.GPUOwner(ok, l.ts, ts)
+			} else {
+				owner = plan.HostOwner(ts)
+			}
+			done := false
+			plan.Overlaps(ts, end, func(w int) {
+				if w == owner {
+					done = true
+				}
+				put(w, r, w == owner)
+			})
+			if !done {
+				put(owner, r, true)
+			}
+		}
+		return werr
+	})
+	for _, s := range wins {
+		if cerr := s.close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(logPath)
+	launches = nil
+
+	// 4. analyse the windows, the next one read while one is analysed
+	m := plan.Merger()
+	type built struct {
+		t   *kineto.Trace
+		own []bool
+		seq []int64
+		err error
+	}
+	next := make(chan built, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(next)
+		for w := 0; w < nw; w++ {
+			p := filepath.Join(dir, fmt.Sprintf("w%d", w))
+			buf, err := os.ReadFile(p)
+			os.Remove(p)
+			var b built
+			if err == nil {
+				bl := kineto.NewBuilder(header)
+				err = bl.Add(buf, 0)
+				b.t, b.own, b.seq = bl.Trace()
+			}
+			if err != nil {
+				b.err = fmt.Errorf("%s: window %d: %w", input.Name(path), w, err)
+			}
+			buf = nil
+			select {
+			case next <- b:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	w := 0
+	for b := range next {
+		if b.err != nil {
+			cancel()
+			wg.Wait()
+			return nil, b.err
+		}
+		if err := ctx.Err(); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		m.Add(plan.Analyze(w, b.t, b.own, b.seq))
+		w++
+	}
+	wg.Wait()
+	if w != nw {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("streaming analysis stopped early")
+	}
+	return m.Rank(), nil
+}
+
+// maxWindows bounds the number of window files open at once.
+const maxWindows = 512
