@@ -35,8 +35,9 @@ import (
 func bigTraceBytes() int64 { return input.Budget() / 4 }
 
 // windowEvents is the number of events a window holds: about 200 bytes of
-// model and analysis each, a 16th of the budget, at most 256 MiB.
-func windowEvents() int64 { return min(input.Budget()/16, 256<<20) / 200 }
+// model and analysis each, a 16th of the budget, at most 128 MiB (two
+// windows are in memory at once: one analysed, the next being built).
+func windowEvents() int64 { return min(input.Budget()/16, 128<<20) / 200 }
 
 // traceSize estimates the JSON size of a trace file: its size, or ten
 // times that when compressed (Kineto traces compress 10 to 20 times); -1
@@ -117,10 +118,8 @@ func weightOf(spans []batchSpan) func(from, to int64) int64 {
 
 // spill is a buffered record file.
 type spill struct {
-	f   *os.File
-	w   *bufio.Writer
-	buf []byte
-	n   int64
+	f *os.File
+	w *bufio.Writer
 }
 
 func newSpill(path string, size int) (*spill, error) {
@@ -132,7 +131,6 @@ func newSpill(path string, size int) (*spill, error) {
 }
 
 func (s *spill) write(b []byte) error {
-	s.n += int64(len(b))
 	_, err := s.w.Write(b)
 	return err
 }
@@ -145,15 +143,16 @@ func (s *spill) close() error {
 	return err
 }
 
-// eachRecord calls fn with every record of a spill file, in order.
-func eachRecord(path string, fn func(r kineto.Record) error) error {
+// eachRecord calls fn with every record of a spill file, in order, and
+// its offset in the file; it stops when ctx is done.
+func eachRecord(ctx context.Context, path string, fn func(r kineto.Record, off int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
-	var off int64
+	var off, k int64
 	for {
 		h, err := br.Peek(4)
 		if err == io.EOF && len(h) == 0 {
@@ -167,7 +166,12 @@ func eachRecord(path string, fn func(r kineto.Record) error) error {
 		if err != nil || n < 4 {
 			return fmt.Errorf("%s: offset %d: truncated record", filepath.Base(path), off)
 		}
-		if err := fn(kineto.Record(rec)); err != nil {
+		if k++; k%(1<<16) == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := fn(kineto.Record(rec), off); err != nil {
 			return err
 		}
 		br.Discard(n)
@@ -271,7 +275,7 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 			so.notify(fmt.Sprintf("%s: no ProfilerStep#N to cut the trace at: it is analysed whole, in memory", input.Name(path)))
 		}
 		bl := kineto.NewBuilder(header)
-		err := eachRecord(logPath, func(r kineto.Record) error { return bl.Add(r, 0) })
+		err := eachRecord(ctx, logPath, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
 		if err != nil {
 			return nil, err
 		}
@@ -286,7 +290,7 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 		l, ok := launches.find(r.Corr())
 		return ok, l
 	}
-	err = eachRecord(sidePath, func(r kineto.Record) error {
+	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
 		if r.Tag() == kineto.RecordMemory {
 			plan.Memory(r.Memory())
 			return nil
@@ -308,7 +312,7 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 	}
 	maxW = max(maxW, total/maxWindows)
 	plan.Cut(maxW, weightOf(weights))
-	err = eachRecord(sidePath, func(r kineto.Record) error {
+	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
 		if r.Tag() == kineto.RecordEvent {
 			ok, l := gpuLaunch(r)
 			plan.Context(r.Device(), r.Seq(), ok, l.ts, r.TS(), r.End())
@@ -343,7 +347,7 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 			werr = err
 		}
 	}
-	err = eachRecord(logPath, func(r kineto.Record) error {
+	err = eachRecord(ctx, logPath, func(r kineto.Record, _ int64) error {
 		switch r.Tag() {
 		case kineto.RecordMemory:
 			put(plan.HostOwner(r.TS()), r, true)
@@ -400,18 +404,14 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 		defer close(next)
 		for w := 0; w < nw; w++ {
 			p := filepath.Join(dir, fmt.Sprintf("w%d", w))
-			buf, err := os.ReadFile(p)
+			bl := kineto.NewBuilder(header)
+			err := eachRecord(ctx, p, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
 			os.Remove(p)
 			var b built
-			if err == nil {
-				bl := kineto.NewBuilder(header)
-				err = bl.Add(buf, 0)
-				b.t, b.own, b.seq = bl.Trace()
-			}
+			b.t, b.own, b.seq = bl.Trace()
 			if err != nil {
 				b.err = fmt.Errorf("%s: window %d: %w", input.Name(path), w, err)
 			}
-			buf = nil
 			select {
 			case next <- b:
 			case <-ctx.Done():
