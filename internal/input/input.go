@@ -21,6 +21,8 @@ import (
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
+
+	"github.com/ptscope/ptscope/internal/pickle"
 )
 
 // Compression names a container format detected by magic bytes.
@@ -174,7 +176,7 @@ const (
 
 // Sniff tells what a file holds from its first decompressed bytes.
 func Sniff(head []byte) Kind {
-	if len(head) >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 {
+	if _, ok := pickle.Protocol(head); ok {
 		return Snapshot // a pickle: snapshots are the only pickles ptscope reads
 	}
 	t := bytes.TrimLeft(head, " \t\r\n\ufeff")

@@ -55,6 +55,9 @@ func TestRoundTrip(t *testing.T) {
 func TestSniff(t *testing.T) {
 	cases := map[string]Kind{
 		"\x80\x04\x95":                           Snapshot,
+		"(dp0\nVsegments\n":                      Snapshot, // protocol 0
+		"}q\x00(X\x08\x00\x00\x00segments":       Snapshot, // protocol 1
+		"]q\x00(}q\x01(":                         Snapshot, // protocol 1, a legacy list
 		`{"segments": [], "device_traces":[]}`:   Snapshot,
 		` {"schemaVersion": 1, "traceEvents": [`: Trace,
 		`[{"ph":"X","ts":1}]`:                    Trace,

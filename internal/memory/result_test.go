@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -386,6 +387,28 @@ func TestStackGroupsByCategory(t *testing.T) {
 	for i, ta := range a.TopAllocations {
 		if g := a.Stacks[ta.Stack]; g.Category != ta.Category {
 			t.Errorf("top allocation %d is %v, its stack group %v", i, ta.Category, g.Category)
+		}
+	}
+}
+
+// Snapshots pickled at protocols 0 and 1 (testdata/*_p0/_p1: the testdata
+// snapshots loaded and dumped again with Python's pickle.dumps(d,
+// protocol=N)) read and analyse exactly as the originals.
+func TestOldPickleProtocols(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ file, orig, format string }{
+		{"validate_gpt2tiny_fp32_p0.pickle.xz", "validate_gpt2tiny_fp32.pickle.xz", "pickle protocol 0"},
+		{"legacy_list_history_p1.pickle.xz", "legacy_list_history.pickle.xz", "pickle protocol 1"},
+	} {
+		s, err := snapshot.ReadFile(filepath.Join("testdata", c.file))
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		o := testdataSnapshot(t, c.orig)
+		got, _ := json.Marshal(Analyze(s, 0, Options{}).Result)
+		want, _ := json.Marshal(Analyze(o, 0, Options{}).Result)
+		if !strings.HasPrefix(s.Format, c.format+" ") || !bytes.Equal(got, want) || len(want) < 1000 {
+			t.Errorf("%s (%s): the analysis differs from %s's", c.file, s.Format, c.orig)
 		}
 	}
 }

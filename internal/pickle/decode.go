@@ -76,8 +76,12 @@ func (e *Error) Error() string {
 }
 
 // Decode reads one pickle from r and returns its value.
+// Protocols 0 and 1 are offered to the hooks once decoded (offer.go).
 func Decode(r io.Reader, opts Options) (Value, error) {
 	d := newDecoder(r, opts)
+	if d.fill(1) == nil && hooksAfter(d.buf[d.pos:], opts) {
+		return d.runHooksAfter()
+	}
 	return d.run()
 }
 
@@ -86,7 +90,21 @@ func DecodeBytes(b []byte, opts Options) (Value, error) {
 	d := newDecoder(nil, opts)
 	d.buf = b
 	d.eof = true
+	if hooksAfter(b, opts) {
+		return d.runHooksAfter()
+	}
 	return d.run()
+}
+
+// runHooksAfter decodes with no hooks, then offers the containers.
+func (d *decoder) runHooksAfter() (Value, error) {
+	opts := d.opts
+	d.opts.OnDict, d.opts.OnList, d.opts.OnExtend = nil, nil, nil
+	v, err := d.run()
+	if err != nil {
+		return v, err
+	}
+	return offerTree(v, opts), nil
 }
 
 type decoder struct {

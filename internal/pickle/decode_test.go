@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -269,5 +270,90 @@ func TestGoldenStrings(t *testing.T) {
 	}
 	if out.String() != string(want) {
 		t.Errorf("golden mismatch (run with -update after checking):\n%s", out.String())
+	}
+}
+
+// Protocol recognises what Python's pickle.dumps writes for a dict or a
+// list at every protocol, and nothing that opens JSON or text.
+func TestProtocol(t *testing.T) {
+	for _, c := range []struct {
+		head string
+		p    int
+		ok   bool
+	}{
+		{"(dp0\nVsegments", 0, true},
+		{"(lp0\n(dp1\n", 0, true},
+		{"}q\x00(X\x08\x00\x00\x00", 1, true},
+		{"]q\x00(}q\x01(", 1, true},
+		{"\x80\x02}q\x00", 2, true},
+		{"\x80\x05\x95", 5, true},
+		{"\x80\x06", 0, false},
+		{"(", 0, false},
+		{"{\"segments\"", 0, false},
+		{"[{\"ph\"", 0, false},
+		{"(x", 0, false},
+		{"", 0, false},
+	} {
+		p, ok := Protocol([]byte(c.head))
+		if p != c.p || ok != c.ok {
+			t.Errorf("%q: %d %v, want %d %v", c.head, p, ok, c.p, c.ok)
+		}
+	}
+	// the package's own test pickles of every protocol
+	for p := 0; p <= 5; p++ {
+		b, err := os.ReadFile(filepath.Join("testdata", "containers_p"+strconv.Itoa(p)+".pickle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := Protocol(b); !ok || got != p {
+			t.Errorf("containers_p%d.pickle: %d %v", p, got, ok)
+		}
+	}
+}
+
+// Hooks see whole dicts at every protocol: protocol 0 fills a dict one
+// SETITEM at a time, so its containers are offered once decoded. Each dict
+// a recording hook is offered is one of the dicts of the decoded value
+// (never a partial one), and every one of them is offered.
+func TestHooksSeeWholeDicts(t *testing.T) {
+	for _, name := range []string{"containers", "shared", "strings", "nums"} {
+		for p := 0; p <= 5; p++ {
+			file := fmt.Sprintf("%s_p%d.pickle", name, p)
+			whole := map[string]bool{}
+			var walk func(v Value, depth int)
+			walk = func(v Value, depth int) {
+				if depth > 8 {
+					return
+				}
+				if d := v.Dict(); d != nil {
+					whole[v.String()] = true
+					for _, x := range d.Vals {
+						walk(x, depth+1)
+					}
+				}
+				if l := v.List(); l != nil {
+					for _, x := range l.Items {
+						walk(x, depth+1)
+					}
+				}
+			}
+			walk(load(t, file), 0)
+			b, err := os.ReadFile(filepath.Join("testdata", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			_, err = Decode(bytes.NewReader(b), Options{OnDict: func(d *Dict) (Value, bool) {
+				s := dictValue(d).String()
+				if !whole[s] {
+					t.Errorf("%s: offered %s, not a dict of the pickle", file, s)
+				}
+				seen[s] = true
+				return Value{}, false
+			}})
+			if err != nil || len(seen) != len(whole) {
+				t.Errorf("%s: %v; offered %d of %d dicts", file, err, len(seen), len(whole))
+			}
+		}
 	}
 }

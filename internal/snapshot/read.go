@@ -78,10 +78,9 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	switch {
 	case len(head) == 0:
 		return nil, errors.New("offset 0: empty file, expected a pickle or JSON snapshot")
-	case head[0] == 0x80:
-		if len(head) >= 2 {
-			b.s.Format = "pickle protocol " + strconv.Itoa(int(head[1]))
-		}
+	case isPickle(head):
+		p, _ := pickle.Protocol(head)
+		b.s.Format = "pickle protocol " + strconv.Itoa(p)
 		root, err = pickle.Decode(br, b.pickleOptions())
 	default:
 		t := bytes.TrimLeft(head, " \t\r\n")
@@ -89,7 +88,7 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 			b.s.Format = "json"
 			root, err = decodeJSON(br, b.onDict, b.onList)
 		} else {
-			return nil, fmt.Errorf("offset 0: byte 0x%02x: not a snapshot (expected a pickle starting with 0x80, or JSON)", head[0])
+			return nil, fmt.Errorf("offset 0: byte 0x%02x: not a snapshot (expected a pickle of protocol 0-5, or JSON)", head[0])
 		}
 	}
 	if err != nil {
@@ -100,6 +99,13 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 	}
 	b.s.InputBytes = cr.n
 	return b.s, nil
+}
+
+// isPickle: the head opens a pickle, of any protocol (a lone 0x80 still
+// goes to the decoder, which names the protocol byte it lacks).
+func isPickle(head []byte) bool {
+	_, ok := pickle.Protocol(head)
+	return ok || head[0] == 0x80
 }
 
 // pickleOptions are the decoder's hooks and limits.
