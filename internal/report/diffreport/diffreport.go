@@ -5,7 +5,6 @@
 package diffreport
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,33 +52,12 @@ func base(p string) string {
 // RunFiles adds nothing to report.txt and report.json.
 func (d *Document) RunFiles(report.TextOptions) ([]rundir.File, error) { return nil, nil }
 
-type printer struct {
-	w   *bufio.Writer
-	o   report.TextOptions
-	err error
-}
+// printer is the shared report.Printer (every line cut to the width),
+// as the trace report's.
+type printer struct{ *report.Printer }
 
-func (p *printer) line(s string) {
-	if p.err == nil {
-		_, p.err = p.w.WriteString(s + "\n")
-	}
-}
-
-func (p *printer) blank() { p.line("") }
-
-func (p *printer) table(t *report.Table) {
-	t.MaxWidth = p.o.Width
-	var b strings.Builder
-	t.Write(&b)
-	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-		p.line("  " + l)
-	}
-}
-
-func (p *printer) title(s string) {
-	p.blank()
-	p.line(p.o.Bold(report.CutEnd(s, p.o.Width)))
-}
+// table writes t indented by two.
+func (p *printer) table(t *report.Table) { p.Table(t, "  ") }
 
 // WriteText writes the comparison: the inputs, what changed (findings),
 // then each memory pair and each trace pair.
@@ -90,10 +68,9 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 	if o.Top <= 0 {
 		o.Top = 10
 	}
-	p := &printer{w: bufio.NewWriter(w), o: o}
-	p.o.Width -= 2 // tables are indented by two
+	p := &printer{report.NewPrinter(w, o)}
 	r := d.Report
-	p.line("ptscope diff")
+	p.Line("ptscope diff")
 	for _, s := range []struct {
 		tag  string
 		side diff.Side
@@ -107,19 +84,17 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 		}
 		suffix := " (" + strings.Join(what, ", ") + ")"
 		room := o.Width - 5 - len(suffix)
-		p.line("  " + s.tag + "  " + report.CutMiddle(s.side.Path, max(room, 12)) + suffix)
+		p.Line("  " + s.tag + "  " + report.CutMiddle(s.side.Path, max(room, 12)) + suffix)
 	}
-	p.o.Width += 2
-	p.title("What changed")
+	p.Title("What changed")
 	if len(r.Findings) == 0 {
-		p.line("  nothing beyond the thresholds (peak ±1%, step time ±5%, GPU utilisation -5 points)")
+		p.Line("  nothing beyond the thresholds (peak ±1%, step time ±5%, GPU utilisation -5 points)")
 	}
 	for _, f := range r.Findings {
-		for _, l := range p.o.FindingLines(f, "  ") {
-			p.line(l)
+		for _, l := range p.O.FindingLines(f, "  ") {
+			p.Raw(l)
 		}
 	}
-	p.o.Width -= 2
 	for i := range r.Memory {
 		writeMemory(p, &r.Memory[i])
 	}
@@ -127,17 +102,14 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 		writeTrace(p, &r.Trace[i])
 	}
 	if len(r.Unmatched) > 0 {
-		p.title("Only on one side")
+		p.Title("Only on one side")
 		t := &report.Table{Header: []string{"side", "kind", "what", "path"}}
 		for _, u := range r.Unmatched {
 			t.Rows = append(t.Rows, []string{strings.ToUpper(u.Side), u.Kind, u.Key, u.Path})
 		}
 		p.table(t)
 	}
-	if p.err != nil {
-		return p.err
-	}
-	return p.w.Flush()
+	return p.Flush()
 }
 
 func plural(n int, what string) string {
@@ -262,15 +234,15 @@ func restNote(p *printer, unchanged, more int) {
 		parts = append(parts, fmt.Sprintf("%d unchanged", unchanged))
 	}
 	if len(parts) > 0 {
-		p.line("  " + strings.Join(parts, "; "))
+		p.Line("  " + strings.Join(parts, "; "))
 	}
 }
 
 func writeMemory(p *printer, d *diff.MemoryDiff) {
-	p.title("Memory: " + d.Key)
+	p.Title("Memory: " + d.Key)
 	if d.A.Path != d.B.Path {
-		p.line("  A " + report.CutMiddle(d.A.Path, p.o.Width-2))
-		p.line("  B " + report.CutMiddle(d.B.Path, p.o.Width-2))
+		p.Line("  A " + report.CutMiddle(d.A.Path, p.O.Width-4))
+		p.Line("  B " + report.CutMiddle(d.B.Path, p.O.Width-4))
 	}
 	t := &report.Table{Header: metricHeader, Align: aligned(4, 0)}
 	t.Rows = [][]string{
@@ -286,23 +258,31 @@ func writeMemory(p *printer, d *diff.MemoryDiff) {
 		countRow("steps", d.Steps),
 		bytesRow("median step peak", d.MedianStepPeak),
 		durationRow("median step time", d.MedianStepTime),
-		{"pattern", patternCell(d.Pattern.A, d.LeakPerStep.A), patternCell(d.Pattern.B, d.LeakPerStep.B), "", ""},
 		countRow("out-of-memory events", d.OOMs),
 	}
 	p.table(t)
+	// the pattern is text ("leak 65.8 MiB/step"): on its own line, so that
+	// it does not widen the numbers' columns
+	p.Line("  step pattern: A " + patternCell(d.Pattern.A, d.LeakPerStep.A) + ", B " + patternCell(d.Pattern.B, d.LeakPerStep.B))
 
-	groupTable(p, "By category at the peak", "category", d.Categories, p.o.Top)
-	stackTable(p, d.Stacks, p.o.Top)
-	groupTable(p, "By source line at the peak (first frame outside PyTorch)", "source", d.Sources, p.o.Top)
-	groupTable(p, "By module or file at the peak", "module/file", d.Modules, p.o.Top)
+	groupTable(p, "By category at the peak", "category", d.Categories, p.O.Top)
+	stackTable(p, d.Stacks, p.O.Top)
+	groupTable(p, "By source line at the peak (first frame outside PyTorch)", "source", d.Sources, p.O.Top)
+	groupTable(p, "By module or file at the peak", "module/file", d.Modules, p.O.Top)
 	if len(d.Phases) > 0 {
-		p.title("Phases (median over full steps)")
-		pt := &report.Table{Header: []string{"phase", "peak A", "peak B", "change", "growth A", "growth B", "time A", "time B"}, Align: aligned(7, 0)}
+		p.Title("Phases (median over full steps)")
+		// two tables of few columns, so that both fit 60 columns
+		peaks := &report.Table{Header: []string{"phase", "peak A", "peak B", "change", "%"}, Align: aligned(4, 0)}
+		times := &report.Table{Header: []string{"phase", "growth A", "growth B", "time A", "time B"}, Align: aligned(4, 0)}
 		for _, ph := range d.Phases {
-			pt.Rows = append(pt.Rows, []string{ph.Phase.String(), units.Bytes(ph.Peak.A), units.Bytes(ph.Peak.B), signedBytes(ph.Peak.Delta),
-				signedBytes(ph.Growth.A), signedBytes(ph.Growth.B), units.Duration(ph.Duration.A), units.Duration(ph.Duration.B)})
+			row := bytesRow(ph.Phase.String(), ph.Peak)
+			peaks.Rows = append(peaks.Rows, row)
+			times.Rows = append(times.Rows, []string{row[0], signedBytes(ph.Growth.A), signedBytes(ph.Growth.B),
+				units.Duration(ph.Duration.A), units.Duration(ph.Duration.B)})
 		}
-		p.table(pt)
+		p.table(peaks)
+		p.Blank()
+		p.table(times)
 	}
 	analysisFindings(p, d.FindingsAppeared, d.FindingsResolved)
 }
@@ -316,9 +296,9 @@ func patternCell(pt memory.Pattern, leak int64) string {
 
 func groupTable(p *printer, title, col string, rows []diff.GroupRow, n int) {
 	shown, unchanged, more := top(rows, n, func(r *diff.GroupRow) bool { return r.Status != diff.Same })
-	p.title(title)
+	p.Title(title)
 	if len(shown) == 0 {
-		p.line(fmt.Sprintf("  no change (%d)", len(rows)))
+		p.Line(fmt.Sprintf("  no change (%d)", len(rows)))
 		return
 	}
 	t := &report.Table{Header: []string{col, "A", "B", "change", "%"}, Align: aligned(4, 0)}
@@ -360,9 +340,9 @@ func frameText(f memory.Frame) string {
 // numbers followed by its label on a line of its own (labels are long).
 func stackTable(p *printer, rows []diff.StackRow, n int) {
 	shown, unchanged, more := top(rows, n, func(r *diff.StackRow) bool { return r.Status != diff.Same })
-	p.title("By stack at the peak (matched by frames: user frame → innermost library frame)")
+	p.Title("By stack at the peak (matched by frames: user frame → innermost library frame)")
 	if len(shown) == 0 {
-		p.line(fmt.Sprintf("  no change (%d stacks)", len(rows)))
+		p.Line(fmt.Sprintf("  no change (%d stacks)", len(rows)))
 		return
 	}
 	t := &report.Table{Header: []string{"change", "%", "A", "B", "category"}, Align: []report.Align{report.Right, report.Right, report.Right, report.Right, report.Left}}
@@ -371,15 +351,15 @@ func stackTable(p *printer, rows []diff.StackRow, n int) {
 		x := bytesRow("", r.Bytes)
 		t.Rows = append(t.Rows, []string{x[3], x[4], x[1], x[2], r.Category.String()})
 	}
-	t.MaxWidth = p.o.Width
+	t.MaxWidth = p.O.Width - 2
 	var b strings.Builder
 	t.Write(&b)
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	p.line("  " + lines[0])
-	p.line("  " + lines[1])
+	p.Line("  " + lines[0])
+	p.Line("  " + lines[1])
 	for i := range shown {
-		p.line("  " + lines[i+2])
-		p.line("      " + report.CutMiddle(stackLabel(&shown[i]), p.o.Width-4))
+		p.Line("  " + lines[i+2])
+		p.Line("      " + report.CutMiddle(stackLabel(&shown[i]), p.O.Width-6))
 	}
 	restNote(p, unchanged, more)
 }
@@ -387,8 +367,6 @@ func stackTable(p *printer, rows []diff.StackRow, n int) {
 // analysisFindings lists the findings of the two analyses that differ:
 // those only B has (with their recommendation) and those B no longer has.
 func analysisFindings(p *printer, appeared, resolved []finding.Finding) {
-	w := p.o
-	w.Width += 2
 	for _, part := range []struct {
 		title string
 		fs    []finding.Finding
@@ -397,23 +375,23 @@ func analysisFindings(p *printer, appeared, resolved []finding.Finding) {
 		if len(part.fs) == 0 {
 			continue
 		}
-		p.title(part.title)
+		p.Title(part.title)
 		for _, f := range part.fs {
 			if !part.rec {
 				f.Recommendation = ""
 			}
-			for _, l := range w.FindingLines(f, "  ") {
-				p.line(l)
+			for _, l := range p.O.FindingLines(f, "  ") {
+				p.Raw(l)
 			}
 		}
 	}
 }
 
 func writeTrace(p *printer, d *diff.TraceDiff) {
-	p.title("Trace: " + d.Key)
+	p.Title("Trace: " + d.Key)
 	if d.A.Path != d.B.Path {
-		p.line("  A " + report.CutMiddle(d.A.Path, p.o.Width-2))
-		p.line("  B " + report.CutMiddle(d.B.Path, p.o.Width-2))
+		p.Line("  A " + report.CutMiddle(d.A.Path, p.O.Width-4))
+		p.Line("  B " + report.CutMiddle(d.B.Path, p.O.Width-4))
 	}
 	t := &report.Table{Header: metricHeader, Align: aligned(4, 0)}
 	t.Rows = [][]string{
@@ -435,7 +413,7 @@ func writeTrace(p *printer, d *diff.TraceDiff) {
 	}
 	p.table(t)
 
-	p.title("Average step by part")
+	p.Title("Average step by part")
 	bt := &report.Table{Header: metricHeader, Align: aligned(4, 0)}
 	for _, r := range d.Breakdown {
 		bt.Rows = append(bt.Rows, durationRow(r.Name, r.Time))
@@ -445,12 +423,12 @@ func writeTrace(p *printer, d *diff.TraceDiff) {
 	}
 	p.table(bt)
 
-	ops, unchanged, more := top(d.Operators, p.o.Top, func(r *diff.OpRow) bool {
+	ops, unchanged, more := top(d.Operators, p.O.Top, func(r *diff.OpRow) bool {
 		return r.Status != diff.Same || r.Calls.Delta != 0 || r.HostTotal.Delta != 0
 	})
-	p.title("Operators per step (GPU time, else host time; regressions first)")
+	p.Title("Operators per step (GPU time, else host time; regressions first)")
 	if len(ops) == 0 {
-		p.line(fmt.Sprintf("  no change (%d operators)", len(d.Operators)))
+		p.Line(fmt.Sprintf("  no change (%d operators)", len(d.Operators)))
 	} else {
 		ot := &report.Table{Header: []string{"operator", "A", "B", "change", "%", "calls"}, Align: aligned(5, 0)}
 		for i := range ops {
@@ -465,12 +443,12 @@ func writeTrace(p *printer, d *diff.TraceDiff) {
 		restNote(p, unchanged, more)
 	}
 
-	ks, unchanged, more := top(d.Kernels, p.o.Top, func(r *diff.KernelRow) bool {
+	ks, unchanged, more := top(d.Kernels, p.O.Top, func(r *diff.KernelRow) bool {
 		return r.Status != diff.Same || r.Calls.Delta != 0
 	})
-	p.title("Kernels per step (regressions first)")
+	p.Title("Kernels per step (regressions first)")
 	if len(ks) == 0 {
-		p.line(fmt.Sprintf("  no change (%d kernels)", len(d.Kernels)))
+		p.Line(fmt.Sprintf("  no change (%d kernels)", len(d.Kernels)))
 	} else {
 		kt := &report.Table{Header: []string{"kernel", "A", "B", "change", "%", "calls"}, Align: aligned(5, 0)}
 		for _, k := range ks {
@@ -480,7 +458,7 @@ func writeTrace(p *printer, d *diff.TraceDiff) {
 		restNote(p, unchanged, more)
 	}
 	if len(d.Communication.Collectives) > 0 {
-		p.title("Collectives per step")
+		p.Title("Collectives per step")
 		ct := &report.Table{Header: []string{"collective", "A", "B", "change", "%", "calls"}, Align: aligned(5, 0)}
 		for _, c := range d.Communication.Collectives {
 			ct.Rows = append(ct.Rows, append(durationRow(c.Name, c.Time), callsCell(c.Calls)))

@@ -1,7 +1,6 @@
 package tracereport
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"slices"
@@ -13,62 +12,32 @@ import (
 	"github.com/ptscope/ptscope/internal/units"
 )
 
-// printer writes lines that fit o.Width.
-type printer struct {
-	w   *bufio.Writer
-	o   report.TextOptions
-	err error
-}
-
-func (p *printer) line(s string) {
-	if p.err == nil {
-		_, p.err = p.w.WriteString(report.CutEnd(s, p.o.Width) + "\n")
-	}
-}
-
-func (p *printer) blank() { p.line("") }
-
-// title writes a blank line and a section title.
-func (p *printer) title(s string) {
-	p.blank()
-	for _, l := range report.Wrap(s, p.o.Width, "", "  ") {
-		if p.err == nil {
-			_, p.err = p.w.WriteString(p.o.Bold(l) + "\n")
-		}
-	}
-}
-
-// para writes s wrapped, the first line after first and the rest indented.
-func (p *printer) para(s, first, indent string) {
-	for _, l := range report.Wrap(s, p.o.Width, first, indent) {
-		p.line(l)
-	}
-}
+// printer is the shared report.Printer (every line cut to the width)
+// with the trace report's own blocks.
+type printer struct{ *report.Printer }
 
 // label writes "  label  text" with text wrapped under itself.
 func (p *printer) label(name, text string) {
 	lead := "  " + name + strings.Repeat(" ", max(11-len(name), 1))
-	p.para(text, lead, strings.Repeat(" ", len(lead)))
+	p.Para(text, lead, strings.Repeat(" ", len(lead)))
 }
 
 func (p *printer) table(cols []column) {
-	if p.err == nil {
-		p.err = writeTable(p.w, p.o.Width, cols)
+	if p.Err == nil {
+		p.Err = writeTable(p.W, p.O.Width, cols)
 	}
 }
 
 func (p *printer) findings(fs []finding.Finding) {
 	if len(fs) == 0 {
-		p.blank()
-		p.line("Findings: none")
+		p.Blank()
+		p.Line("Findings: none")
 		return
 	}
-	p.title("Findings")
+	p.Title("Findings")
 	for _, f := range fs {
-		for _, l := range p.o.FindingLines(f, "  ") {
-			if p.err == nil {
-				_, p.err = p.w.WriteString(l + "\n")
-			}
+		for _, l := range p.O.FindingLines(f, "  ") {
+			p.Raw(l)
 		}
 	}
 }
@@ -89,7 +58,7 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 	if o.Width <= 0 {
 		o.Width = report.DefaultText().Width
 	}
-	p := &printer{w: bufio.NewWriter(w), o: o}
+	p := &printer{report.NewPrinter(w, o)}
 	rep := d.Report
 	top := o.Top
 	if top <= 0 {
@@ -98,7 +67,7 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 	for i := range rep.Ranks {
 		r := &rep.Ranks[i]
 		if i > 0 {
-			p.blank()
+			p.Blank()
 		}
 		header(p, r)
 		switch d.View {
@@ -131,17 +100,14 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 		cross(p, rep, top)
 	}
 	if len(rep.Ranks) > 1 && (d.View == Overview || d.View == "") {
-		p.blank()
-		p.para("With several ranks the overview leaves out each rank's steps, operators and kernels: --view steps, --view operators and --view kernels list them per rank.", "", "")
+		p.Blank()
+		p.Para("With several ranks the overview leaves out each rank's steps, operators and kernels: --view steps, --view operators and --view kernels list them per rank.", "", "")
 	}
-	if p.err != nil {
-		return p.err
-	}
-	return p.w.Flush()
+	return p.Flush()
 }
 
 func header(p *printer, r *perf.Rank) {
-	p.line(report.CutMiddle(r.Path, p.o.Width))
+	p.Line(report.CutMiddle(r.Path, p.O.Width))
 	rank := fmt.Sprintf("rank %d", r.Rank)
 	if r.WorldSize > 0 {
 		rank += fmt.Sprintf(" of %d", r.WorldSize)
@@ -160,7 +126,7 @@ func header(p *printer, r *perf.Rank) {
 	if len(gpus) == 0 {
 		gpus = []string{"no GPU work"}
 	}
-	p.para(fmt.Sprintf("%s, %s events, %s; %s", size(r.Bytes), count(r.Events), rank, strings.Join(gpus, ", ")), "  ", "  ")
+	p.Para(fmt.Sprintf("%s, %s events, %s; %s", size(r.Bytes), count(r.Events), rank, strings.Join(gpus, ", ")), "  ", "  ")
 	var opts []string
 	if r.Profiler.WithStack {
 		opts = append(opts, "with_stack")
@@ -180,7 +146,7 @@ func header(p *printer, r *perf.Rank) {
 	if len(opts) > 0 {
 		src += "; recorded with " + strings.Join(opts, ", ")
 	}
-	p.para(src, "  ", "  ")
+	p.Para(src, "  ", "  ")
 }
 
 // pickSteps returns the indices of the steps to list: all, or the first,

@@ -27,12 +27,12 @@ func count(n int) string {
 func stepsTable(p *printer, r *perf.Rank, phases bool) {
 	n := len(r.Steps)
 	if n == 0 {
-		p.blank()
-		p.line("No steps: the trace holds no host events.")
+		p.Blank()
+		p.Line("No steps: the trace holds no host events.")
 		return
 	}
-	idx := pickSteps(r, p.o)
-	p.title(fmt.Sprintf("Steps (%d): wall time with GPU work, split in the plugin's priority order", n))
+	idx := pickSteps(r, p.O)
+	p.Title(fmt.Sprintf("Steps (%d): wall time with GPU work, split in the plugin's priority order", n))
 	name := column{head: "step", min: -1}
 	cols := []column{
 		{head: "duration"}, {head: "host", drop: 5}, {head: "gpu util"},
@@ -56,12 +56,12 @@ func stepsTable(p *printer, r *perf.Rank, phases bool) {
 	}
 	p.table(append([]column{name}, cols...))
 	if left := n - len(idx); left > 0 {
-		p.para(fmt.Sprintf("%d more steps not listed (--steps all lists every step).", left), "", "")
+		p.Para(fmt.Sprintf("%d more steps not listed (--steps all lists every step).", left), "", "")
 	}
 	if !phases {
 		return
 	}
-	p.title("Phases (wall time, by priority: data loading, backward, forward, optimizer)")
+	p.Title("Phases (wall time, by priority: data loading, backward, forward, optimizer)")
 	name = column{head: "step", min: -1}
 	pc := []column{{head: "forward"}, {head: "backward"}, {head: "optimizer"}, {head: "data loading", drop: 2}, {head: "other", drop: 3},
 		{head: "host dataloader", drop: 1}, {head: "allocated at start", drop: 4}}
@@ -111,7 +111,7 @@ func averages(p *printer, r *perf.Rank) {
 	if len(r.Steps) > 1 {
 		head += fmt.Sprintf(", median %s, variation %s over %d steps", dur(r.MedianStepNS), pct(r.StepTimeVariationRatio), len(r.Steps))
 	}
-	p.title(head + ")")
+	p.Title(head + ")")
 	avg := r.AverageStepNS
 	var parts []string
 	for _, x := range r.AverageBreakdown.Parts() {
@@ -160,7 +160,7 @@ func operators(p *printer, r *perf.Rank, top int) {
 		return
 	}
 	n := min(top, len(r.Operators))
-	p.title(fmt.Sprintf("Top operators by device self time (%d of %d)", n, len(r.Operators)))
+	p.Title(fmt.Sprintf("Top operators by device self time (%d of %d)", n, len(r.Operators)))
 	cols := []column{{head: "operator", min: 32}, {head: "calls"}, {head: "device self"}, {head: "device total", drop: 2},
 		{head: "host self", drop: 3}, {head: "host total", drop: 1}, {head: "tc eligible", drop: 4}}
 	shapes := false
@@ -188,7 +188,7 @@ func kernels(p *printer, r *perf.Rank, top int) {
 		return
 	}
 	n := min(top, len(r.Kernels))
-	p.title(fmt.Sprintf("Top kernels by total time (%d of %d)", n, len(r.Kernels)))
+	p.Title(fmt.Sprintf("Top kernels by total time (%d of %d)", n, len(r.Kernels)))
 	cols := []column{{head: "kernel", min: 40}, {head: "calls"}, {head: "total"}, {head: "mean", drop: 3}, {head: "min", drop: 6}, {head: "max", drop: 5},
 		{head: "blocks/SM", drop: 4}, {head: "occupancy", drop: 2}, {head: "tensor cores", drop: 1}}
 	for _, k := range r.Kernels[:n] {
@@ -213,7 +213,7 @@ func userRanges(p *printer, r *perf.Rank, top int) {
 		return
 	}
 	n := min(top, len(r.UserRanges))
-	p.title(fmt.Sprintf("User annotations (record_function ranges, %d of %d; device = GPU work launched while open, any thread)", n, len(r.UserRanges)))
+	p.Title(fmt.Sprintf("User annotations (record_function ranges, %d of %d; device = GPU work launched while open, any thread)", n, len(r.UserRanges)))
 	cols := []column{{head: "annotation"}, {head: "calls"}, {head: "host total"}, {head: "device total"}}
 	for _, u := range r.UserRanges[:n] {
 		for k, v := range []string{u.Name, count(u.Calls), dur(u.HostTotalNS), dur(u.DeviceTotalNS)} {
@@ -225,8 +225,8 @@ func userRanges(p *printer, r *perf.Rank, top int) {
 
 func idle(p *printer, r *perf.Rank) {
 	if len(r.GPUs) == 0 {
-		p.blank()
-		p.line("No GPU work in this trace.")
+		p.Blank()
+		p.Line("No GPU work in this trace.")
 	}
 	for _, g := range r.GPUs {
 		i := g.Idle
@@ -234,7 +234,7 @@ func idle(p *printer, r *perf.Rank) {
 		if g.Streams == 1 {
 			streams = "1 stream"
 		}
-		p.title(fmt.Sprintf("GPU %d during the steps (%s): compute vs idle; idle split by what the GPU waited for", g.Device, streams))
+		p.Title(fmt.Sprintf("GPU %d during the steps (%s): compute vs idle; idle split by what the GPU waited for", g.Device, streams))
 		cols := []column{{head: ""}, {head: "time"}, {head: "share"}}
 		for _, x := range []struct {
 			n string
@@ -248,12 +248,12 @@ func idle(p *printer, r *perf.Rank) {
 		p.table(cols)
 	}
 	l := r.Launch
-	p.title("Kernel launches")
-	p.para(fmt.Sprintf("%s kernels, %s launches; delay from launch to start mean %s, p50 %s, p95 %s, max %s; %s over 100 us; mean launch call %s; %s kernels under 10 us, %s shorter than their launch call.",
+	p.Title("Kernel launches")
+	p.Para(fmt.Sprintf("%s kernels, %s launches; delay from launch to start mean %s, p50 %s, p95 %s, max %s; %s over 100 us; mean launch call %s; %s kernels under 10 us, %s shorter than their launch call.",
 		count(l.Kernels), count(l.Launches), dur(l.MeanDelayNS), dur(l.P50DelayNS), dur(l.P95DelayNS), dur(l.MaxDelayNS), count(l.LongDelays), dur(l.MeanRuntimeNS),
 		count(l.TinyKernels), count(l.ShortKernels)), "  ", "  ")
 	if len(r.Copies) > 0 {
-		p.title("Memcpy / memset")
+		p.Title("Memcpy / memset")
 		cols := []column{{head: "kind"}, {head: "direction"}, {head: "pageable"}, {head: "calls"}, {head: "bytes"}, {head: "time"}, {head: "GB/s", drop: 1}}
 		for _, c := range r.Copies {
 			pg := "no"
@@ -267,7 +267,7 @@ func idle(p *printer, r *perf.Rank) {
 		p.table(cols)
 	}
 	if len(r.Syncs) > 0 {
-		p.title("Synchronisations")
+		p.Title("Synchronisations")
 		cols := []column{{head: "call"}, {head: "calls"}, {head: "host time"}}
 		for _, s := range r.Syncs {
 			for k, v := range []string{s.Name, count(s.Calls), dur(s.TotalNS)} {
@@ -281,11 +281,11 @@ func idle(p *printer, r *perf.Rank) {
 func comm(p *printer, r *perf.Rank) {
 	c := r.Comm
 	if c.Kernels == 0 {
-		p.blank()
-		p.line(fmt.Sprintf("No communication kernels (record_param_comms ops: %d)", c.RecordParamComm))
+		p.Blank()
+		p.Line(fmt.Sprintf("No communication kernels (record_param_comms ops: %d)", c.RecordParamComm))
 		return
 	}
-	p.title(fmt.Sprintf("Communication: %s kernels, %s; %s overlapped with compute, %s exposed", count(c.Kernels), dur(c.KernelNS), pct(c.OverlapRatio), dur(c.ExposedNS)))
+	p.Title(fmt.Sprintf("Communication: %s kernels, %s; %s overlapped with compute, %s exposed", count(c.Kernels), dur(c.KernelNS), pct(c.OverlapRatio), dur(c.ExposedNS)))
 	cols := []column{{head: "collective"}, {head: "calls"}, {head: "time"}, {head: "bytes"}}
 	for _, x := range c.Collectives {
 		for k, v := range []string{x.Name, count(x.Calls), dur(x.TotalNS), size(x.Bytes)} {
@@ -298,11 +298,11 @@ func comm(p *printer, r *perf.Rank) {
 func memory(p *printer, r *perf.Rank) {
 	m := r.Memory
 	if len(m.Devices) == 0 {
-		p.blank()
-		p.line("No [memory] events (profile with profile_memory=True)")
+		p.Blank()
+		p.Line("No [memory] events (profile with profile_memory=True)")
 		return
 	}
-	p.title("Memory ([memory] events; times from the first step's start)")
+	p.Title("Memory ([memory] events; times from the first step's start)")
 	var t0 int64
 	if len(r.Steps) > 0 {
 		t0 = r.Steps[0].HostStartTimeNS
@@ -326,13 +326,13 @@ func memory(p *printer, r *perf.Rank) {
 	}
 	p.table(cols)
 	if m.OOMEvents > 0 {
-		p.line(fmt.Sprintf("%d out-of-memory events", m.OOMEvents))
+		p.Line(fmt.Sprintf("%d out-of-memory events", m.OOMEvents))
 	}
 }
 
 func cross(p *printer, rep *perf.Report, top int) {
 	c := rep.CrossRank
-	p.title(fmt.Sprintf("Across %d ranks", len(c.Ranks)))
+	p.Title(fmt.Sprintf("Across %d ranks", len(c.Ranks)))
 	cols := []column{{head: "rank"}, {head: "steps"}, {head: "avg step"}, {head: "gpu util"}, {head: "comm"}, {head: "last to join"}}
 	for _, r := range c.Ranks {
 		for k, v := range []string{fmt.Sprint(r.Rank), count(r.Steps), dur(r.AverageStepNS), pct(r.GPUUtilizationRatio), dur(r.CommunicationNS), count(r.LateArrivals)} {
@@ -347,7 +347,7 @@ func cross(p *printer, rep *perf.Report, top int) {
 		}
 	}
 	if c.MaxSkewNS == 0 && skewed == 0 {
-		p.para(fmt.Sprintf("No skew: every step takes as long on every rank, and the %d matched collectives start together.", len(c.Collectives)), "", "")
+		p.Para(fmt.Sprintf("No skew: every step takes as long on every rank, and the %d matched collectives start together.", len(c.Collectives)), "", "")
 		p.findings(rep.Findings)
 		return
 	}
@@ -361,10 +361,10 @@ func cross(p *printer, rep *perf.Report, top int) {
 			return int(min(max(c.Steps[b].SkewNS-c.Steps[a].SkewNS, -1), 1))
 		})
 		n := min(top, len(idx))
-		if p.o.Steps == report.StepsAll {
+		if p.O.Steps == report.StepsAll {
 			n = len(idx)
 		}
-		p.title(fmt.Sprintf("Step skew across ranks (%d most skewed of %d steps; max %s)", n, len(c.Steps), dur(c.MaxSkewNS)))
+		p.Title(fmt.Sprintf("Step skew across ranks (%d most skewed of %d steps; max %s)", n, len(c.Steps), dur(c.MaxSkewNS)))
 		sc := []column{{head: "step"}, {head: "skew"}, {head: "slowest rank"}}
 		for _, i := range idx[:n] {
 			s := c.Steps[i]
@@ -376,7 +376,7 @@ func cross(p *printer, rep *perf.Report, top int) {
 	}
 	if skewed > 0 {
 		n := min(top, skewed)
-		p.title(fmt.Sprintf("Most skewed collectives (%d of %d matched; start skew on the shared clock)", n, len(c.Collectives)))
+		p.Title(fmt.Sprintf("Most skewed collectives (%d of %d matched; start skew on the shared clock)", n, len(c.Collectives)))
 		cc := []column{{head: "collective"}, {head: "#"}, {head: "start skew"}, {head: "last to join"}, {head: "longest kernel", drop: 1}, {head: "on rank", drop: 1}}
 		for _, x := range c.Collectives[:n] {
 			for k, v := range []string{x.Name, fmt.Sprint(x.Index), dur(x.StartSkewNS), fmt.Sprint(x.LastRank), dur(x.MaxDurNS), fmt.Sprint(x.SlowestRank)} {
