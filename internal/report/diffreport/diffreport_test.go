@@ -37,7 +37,9 @@ func reports(t *testing.T) map[string]*diff.Report {
 		return diff.Input{Path: p, Trace: set.Report}
 	}
 	// relative paths: the goldens hold no machine's folders
-	td := func(p ...string) string { return filepath.Join(append([]string{"..", "..", "..", "testdata"}, p...)...) }
+	td := func(p ...string) string {
+		return filepath.Join(append([]string{"..", "..", "..", "testdata"}, p...)...)
+	}
 	return map[string]*diff.Report{
 		"memory": diff.Compare(mem(td("snapshots", "validate_gpt2tiny_fp32.pickle.xz")), mem(td("snapshots", "leak_gpt2_2l.pickle.xz"))),
 		"trace":  diff.Compare(tr(td("traces", "dataloader.pt.trace.json.gz")), tr(td("traces", "fsdp", "rank0.pt.trace.json.gz"))),
