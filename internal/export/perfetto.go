@@ -363,22 +363,9 @@ func (p *perfettoDevice) annotations() {
 	if !s.Trace(m.Device).HasTime {
 		return
 	}
-	open := map[string][]int64{}
-	for _, a := range s.Annotations {
-		if a.Device != m.Device && a.Device >= 0 && len(s.Traces) > 1 {
-			continue
-		}
-		switch a.Stage {
-		case "START":
-			open[a.Name] = append(open[a.Name], a.TimeUS)
-		case "END":
-			st := open[a.Name]
-			if len(st) == 0 {
-				continue
-			}
-			t0 := st[len(st)-1]
-			open[a.Name] = st[:len(st)-1]
-			p.slice(a.Name, tidAnnotations, t0, a.TimeUS, nil)
+	for _, r := range memory.AnnotationRanges(s, m.Device) {
+		if !r.Open {
+			p.slice(r.Name, tidAnnotations, r.StartUS, r.EndUS, nil)
 		}
 	}
 }

@@ -67,36 +67,15 @@ func annotationIntervals(s *snapshot.Snapshot, d int, times []int64) []interval 
 	if len(times) == 0 {
 		return nil
 	}
-	open := map[string][]int64{}
 	var out []interval
-	for _, a := range s.Annotations {
-		if a.Device != d && a.Device >= 0 && len(s.Traces) > 1 {
-			continue
+	for _, r := range AnnotationRanges(s, d) {
+		// A range still open when the snapshot was taken (the forward
+		// that ran out of memory) runs to the end of the trace.
+		iv := interval{name: r.Name, lo: indexAt(times, r.StartUS), hi: len(times), open: r.Open}
+		if !r.Open {
+			iv.hi = indexAt(times, r.EndUS)
 		}
-		switch a.Stage {
-		case "START":
-			open[a.Name] = append(open[a.Name], a.TimeUS)
-		case "END":
-			st := open[a.Name]
-			if len(st) == 0 {
-				continue
-			}
-			t0 := st[len(st)-1]
-			open[a.Name] = st[:len(st)-1]
-			out = append(out, interval{name: a.Name, lo: indexAt(times, t0), hi: indexAt(times, a.TimeUS)})
-		}
-	}
-	// A range still open when the snapshot was taken (the forward that ran
-	// out of memory) runs to the end of the trace.
-	names := make([]string, 0, len(open))
-	for name := range open {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		for _, t0 := range open[name] {
-			out = append(out, interval{name: name, lo: indexAt(times, t0), hi: len(times), open: true})
-		}
+		out = append(out, iv)
 	}
 	// Outer ranges first, so that a range nested in another (a forward in
 	// optimizer.step(closure)) labels its entries after it.
