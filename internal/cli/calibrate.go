@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/estimate"
@@ -11,6 +12,9 @@ import (
 // simulated rank of a simulated run, else the lowest rank.
 func measurementFromBundle(dir string) (estimate.Measurement, error) {
 	var m estimate.Measurement
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return m, usagef("%s is a file; --calibrate takes the folder of a ptscope run bundle (ptscope run or simulate writes one; a snapshot is read by ptscope analyze)", dir)
+	}
 	b, err := capture.ReadBundle(dir)
 	if err != nil {
 		return m, err

@@ -42,12 +42,20 @@ func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
-		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
-	}
-	var tp []string
+	// a snapshot named on the command line is for the memory thresholds
+	var tp, snaps []string
 	for _, f := range files {
+		if f.Kind == input.Snapshot {
+			snaps = append(snaps, f.Path)
+			continue
+		}
 		tp = append(tp, f.Path)
+	}
+	if len(tp) == 0 && len(snaps) > 0 {
+		return nil, usagef("check: --min-gpu-util and --max-dataloader apply to profiler traces; %s is an allocator snapshot (its thresholds: --max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom)", snaps[0])
+	}
+	if len(tp) == 0 {
+		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
 	}
 	rep, err := LoadTraceReport(e.ctx, tp, perf.Options{})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,12 +97,34 @@ func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, [
 	}
 	n := len(in.Ranks())
 	if f.mode == "on" && n == 0 {
+		if msg := otherKindOnly(paths, kinds); msg != "" {
+			return nil, nil, usagef("--fleet on: %s", msg)
+		}
 		return nil, nil, usagef("--fleet on: no input with a rank under %s (ranks come from bundles, distributedInfo and rankN names)", strings.Join(paths, ", "))
 	}
 	if f.mode == "on" || (f.mode == "auto" && n > FleetThreshold) {
 		return in, nil, nil
 	}
 	return nil, paths, nil
+}
+
+// otherKindOnly says which command reads paths when they hold none of
+// kinds but the other kind of input ("" when they hold neither).
+func otherKindOnly(paths []string, kinds []input.Kind) string {
+	files, err := input.Find(paths, input.Snapshot, input.Trace)
+	if err != nil || len(files) == 0 {
+		return ""
+	}
+	for _, f := range files {
+		if slices.Contains(kinds, f.Kind) {
+			return ""
+		}
+	}
+	where := strings.Join(paths, ", ")
+	if slices.Contains(kinds, input.Snapshot) {
+		return "no snapshot under " + where + ", only profiler traces: use ptscope trace --fleet on"
+	}
+	return "no profiler trace under " + where + ", only snapshots: use ptscope analyze --fleet on"
 }
 
 // anyDir reports whether one of paths is a folder.

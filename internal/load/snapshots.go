@@ -73,9 +73,12 @@ func Snapshots(ctx context.Context, paths []string, o SnapshotOptions) (*Snapsho
 			}
 			o.Progress(label)
 		}
-		if file.Kind == input.Bundle {
+		switch file.Kind {
+		case input.Bundle:
 			err = set.addBundle(ctx, file.Path, o)
-		} else {
+		case input.Trace:
+			err = fmt.Errorf("%s: offset 0: a Kineto profiler trace, not an allocator snapshot: read it with ptscope trace", file.Path)
+		default:
 			err = set.addFile(file.Path, o, o.Memory, nil, nil)
 		}
 		if err != nil {

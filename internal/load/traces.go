@@ -88,6 +88,9 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 				traces = append(traces, r.Traces...)
 			}
 		default:
+			if f.Kind == input.Snapshot {
+				return nil, fmt.Errorf("%s: offset 0: an allocator snapshot, not a Kineto trace: read it with ptscope analyze", f.Path)
+			}
 			return nil, fmt.Errorf("%s: offset 0: not a Kineto trace (this is a %s)", f.Path, f.Kind)
 		}
 	}
@@ -140,6 +143,10 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		t, err := kineto.ReadFile(ctx, p, opt.Reader)
 		if err != nil {
 			return nil, err
+		}
+		if t.Events.Len() == 0 && len(t.Memory) == 0 && len(t.Flows) == 0 {
+			// nothing to analyse: say so rather than report on 0 events
+			return nil, fmt.Errorf("%s: offset %d: the trace holds no events (expected a non-empty traceEvents array)", input.Name(p), t.Bytes)
 		}
 		ranks = append(ranks, perf.Analyze(t, a))
 		if opt.KeepModels {
