@@ -35,6 +35,15 @@ func rankList(ranks []int, n int) string {
 
 func pct(r float64) string { return units.Percent(r) }
 
+// leakMessage names the leaking ranks and the largest growth, and its
+// rank only when there are several.
+func leakMessage(ranks []int, per int64, worst int) string {
+	if len(ranks) == 1 {
+		return fmt.Sprintf("Memory grows step after step on rank %d, by up to %s per step.", worst, units.Bytes(per))
+	}
+	return fmt.Sprintf("Memory grows step after step on %s, up to %s per step on rank %d.", rankWord(ranks, 8), units.Bytes(per), worst)
+}
+
 // ranksWord writes "1 rank" or "12 ranks".
 func ranksWord(n int) string {
 	if n == 1 {
@@ -76,10 +85,14 @@ func fleetFindings(rep *Report) []finding.Finding {
 			if m.ImbalanceRatio > ImbalanceWarn {
 				sev = finding.Warning
 			}
-			msg := fmt.Sprintf("Rank %d peaks at %s, %s over the mean of the ranks (%s; median %s)",
-				p.MaxRank, units.Bytes(p.MaxBytes), pct(m.ImbalanceRatio), units.Bytes(p.MeanBytes), units.Bytes(p.MedianBytes))
+			// the headline compares with the mean, the outliers with the
+			// median: each sentence names its reference
+			msg := fmt.Sprintf("Rank %d peaks at %s, %s over the mean of the ranks (%s)",
+				p.MaxRank, units.Bytes(p.MaxBytes), pct(m.ImbalanceRatio), units.Bytes(p.MeanBytes))
 			if over := highOutliers(p.Outliers); len(over) > 0 {
-				msg += "; above the others: " + outlierText(p.Outliers, 4)
+				msg += "; above the median (" + units.Bytes(p.MedianBytes) + "): " + outlierText(p.Outliers, 4)
+			} else {
+				msg += "; the median is " + units.Bytes(p.MedianBytes)
 			}
 			out = append(out, finding.Finding{ID: "memory-imbalance", Severity: sev,
 				Numbers: finding.Numbers{"max_bytes": float64(p.MaxBytes), "mean_bytes": float64(p.MeanBytes), "median_bytes": float64(p.MedianBytes),
@@ -98,8 +111,7 @@ func fleetFindings(rep *Report) []finding.Finding {
 			}
 			out = append(out, finding.Finding{ID: "fleet-leak", Severity: finding.Warning,
 				Numbers: finding.Numbers{"ranks": float64(len(m.LeakRanks)), "per_step_bytes": float64(per)},
-				Message: fmt.Sprintf("Memory grows step after step on %s, up to %s per step on rank %d.",
-					rankWord(m.LeakRanks, 8), units.Bytes(per), worst),
+				Message: leakMessage(m.LeakRanks, per, worst),
 				Recommendation: fmt.Sprintf("The leaking stacks: %s.", rankCmd("analyze", worst)),
 				At:             &finding.Ref{View: "fleet", Rank: finding.Int(worst)}})
 		}

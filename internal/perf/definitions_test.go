@@ -265,7 +265,7 @@ func TestOverheadFinding(t *testing.T) {
 			finding.Warning, false, "82.5% more than"},
 		{"measured small", Rank{Profiler: Profiler{WithStack: true, Schedule: true}, Overhead: &Overhead{ProfiledStepNS: 41e6, UnprofiledStepNS: 40e6, SlowdownRatio: 0.025}},
 			0, true, ""},
-		{"with_stack", Rank{Profiler: Profiler{WithStack: true, Schedule: true, PythonFunctionEvents: 8378}}, finding.Info, false, "8378 python_function events"},
+		{"with_stack", Rank{Profiler: Profiler{WithStack: true, Schedule: true, PythonFunctionEvents: 8378}}, finding.Info, false, "8,378 python_function events"},
 		{"shapes and memory", Rank{Profiler: Profiler{RecordShapes: true, ProfileMemory: true, Schedule: true}}, finding.Info, false, "record_shapes=True, profile_memory=True"},
 		{"no schedule", Rank{Profiler: Profiler{}}, finding.Info, false, "without a profiler schedule"},
 		{"light", Rank{Profiler: Profiler{RecordShapes: true, Schedule: true}}, 0, true, ""},

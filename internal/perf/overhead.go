@@ -107,7 +107,7 @@ func overheadFinding(r *Rank) (finding.Finding, bool) {
 	}
 	msg := fmt.Sprintf("This trace was recorded %s, which slows the profiled steps (host time most); step times here overstate the unprofiled run.", strings.Join(why, " and "))
 	if p.WithStack && p.PythonFunctionEvents > 0 {
-		msg += fmt.Sprintf(" with_stack's Python tracer added %d python_function events.", p.PythonFunctionEvents)
+		msg += fmt.Sprintf(" with_stack's Python tracer added %s python_function events.", units.Count(int64(p.PythonFunctionEvents)))
 	}
 	return finding.Finding{ID: "profiling-overhead", Severity: finding.Info,
 		Numbers: finding.Numbers{"python_function_events": float64(p.PythonFunctionEvents)},

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -141,5 +142,35 @@ func TestWrapAndCut(t *testing.T) {
 	long := Wrap(strings.Repeat("x", 80), 40, "", "  ")
 	if len(long) != 1 || len([]rune(long[0])) > 40 {
 		t.Errorf("long word: %q", long)
+	}
+}
+
+// TestCutColumnDistinct: names that a middle cut makes identical (cuBLAS
+// kernels differing only in their tile) are cut where they differ and stay
+// distinct, within the width; a name that does not collide keeps the
+// middle cut.
+func TestCutColumnDistinct(t *testing.T) {
+	cells := []string{
+		"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+		"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+		"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+		"fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80_with_a_long_name",
+		"short",
+	}
+	for _, n := range []int{24, 36, 50} {
+		got := cutColumn(cells, n)
+		seen := map[string]bool{}
+		for i, c := range got {
+			if w := utf8.RuneCountInString(c); w > n {
+				t.Errorf("width %d: %q is %d wide", n, c, w)
+			}
+			if seen[c] {
+				t.Errorf("width %d: %q twice: %q", n, c, got)
+			}
+			seen[c] = true
+			if i >= 3 && c != CutMiddle(cells[i], n) {
+				t.Errorf("width %d: %q, want the middle cut %q", n, c, CutMiddle(cells[i], n))
+			}
+		}
 	}
 }

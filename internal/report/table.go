@@ -75,6 +75,26 @@ func (t *Table) Write(w io.Writer) error {
 	if t.MaxWidth > 0 {
 		fit(width, align, t.MaxWidth)
 	}
+	// the rows' cells, cut to their column's width with distinct cells
+	// kept distinct
+	cells := make([][]string, len(t.Rows))
+	for r, row := range t.Rows {
+		cells[r] = make([]string, ncol)
+		for i := range ncol {
+			if i < len(row) {
+				cells[r][i] = cleanCell(row[i])
+			}
+		}
+	}
+	col := make([]string, len(cells))
+	for i := range ncol {
+		for r := range cells {
+			col[r] = cells[r][i]
+		}
+		for r, c := range cutColumn(col, width[i]) {
+			cells[r][i] = c
+		}
+	}
 	bw := bufio.NewWriter(w)
 	var line []byte
 	emit := func(cells []string) {
@@ -110,10 +130,69 @@ func (t *Table) Write(w io.Writer) error {
 		}
 		emit(rule)
 	}
-	for _, r := range t.Rows {
+	for _, r := range cells {
 		emit(r)
 	}
 	return bw.Flush()
+}
+
+// cutColumn cuts the cells of one column that are wider than n in the
+// middle, and keeps different cells different: cells whose middle cuts
+// would read the same (kernel names that differ only inside) are cut
+// around the first place where they differ from the others instead.
+func cutColumn(cells []string, n int) []string {
+	out := make([]string, len(cells))
+	byCut := map[string][]int{}
+	for i, c := range cells {
+		out[i] = c
+		if textWidth(c) > n {
+			out[i] = CutMiddle(c, n)
+			byCut[out[i]] = append(byCut[out[i]], i)
+		}
+	}
+	for _, group := range byCut {
+		for _, j := range group {
+			d := -1
+			for _, k := range group {
+				if cells[k] != cells[j] {
+					d = max(d, commonPrefix(cells[j], cells[k]))
+				}
+			}
+			if d >= 0 {
+				out[j] = cutAround(cells[j], d, n)
+			}
+		}
+	}
+	return out
+}
+
+// commonPrefix is the number of runes a and b start with in common.
+func commonPrefix(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	n := 0
+	for n < len(ra) && n < len(rb) && ra[n] == rb[n] {
+		n++
+	}
+	return n
+}
+
+// cutAround shortens s to n runes keeping its start and the runes around
+// rune d: "start…around d…".
+func cutAround(s string, d, n int) string {
+	r := []rune(s)
+	if len(r) <= n || n < 8 {
+		return CutMiddle(s, n)
+	}
+	head := min(n/3, d)
+	rest := n - head - 1 // after the first ellipsis
+	ws := max(head, d-rest/2)
+	if ws+rest >= len(r) {
+		return string(r[:head]) + Ellipsis + string(r[len(r)-rest:])
+	}
+	if ws == head {
+		return string(r[:n-1]) + Ellipsis
+	}
+	return string(r[:head]) + Ellipsis + string(r[ws:ws+rest-1]) + Ellipsis
 }
 
 // fit narrows the widest left-aligned columns until the line (columns
