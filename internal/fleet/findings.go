@@ -110,8 +110,8 @@ func fleetFindings(rep *Report) []finding.Finding {
 				}
 			}
 			out = append(out, finding.Finding{ID: "fleet-leak", Severity: finding.Warning,
-				Numbers: finding.Numbers{"ranks": float64(len(m.LeakRanks)), "per_step_bytes": float64(per)},
-				Message: leakMessage(m.LeakRanks, per, worst),
+				Numbers:        finding.Numbers{"ranks": float64(len(m.LeakRanks)), "per_step_bytes": float64(per)},
+				Message:        leakMessage(m.LeakRanks, per, worst),
 				Recommendation: fmt.Sprintf("The leaking stacks: %s.", rankCmd("analyze", worst)),
 				At:             &finding.Ref{View: "fleet", Rank: finding.Int(worst)}})
 		}

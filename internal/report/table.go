@@ -183,7 +183,7 @@ func cutAround(s string, d, n int) string {
 	if len(r) <= n || n < 8 {
 		return CutMiddle(s, n)
 	}
-	head := min(n/3, d)
+	head := min(n/2, d)
 	rest := n - head - 1 // after the first ellipsis
 	ws := max(head, d-rest/2)
 	if ws+rest >= len(r) {
