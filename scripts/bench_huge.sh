@@ -11,7 +11,7 @@
 #
 # SIZE=10GB      size of the generated trace
 # RUNS=2         runs of the streamed analysis (best wall time reported)
-# GZIP=1         also time the gzip-compressed trace
+# GZ=1           also time the gzip-compressed trace
 # COMPARE=1      also analyse it in memory (--max-memory 64GB) and compare
 #                the two JSON documents byte for byte (needs ~0.6 x SIZE RAM)
 # TMPDIR         where the trace and the streaming path's spill files go
@@ -73,8 +73,9 @@ row() { awk -v n="$1" -v mb="$mb" -v w="$2" -v c="$3" -v r="$4" 'BEGIN { printf 
 row "ptscope trace --json (streamed)" "$s_w" "$s_c" "$s_r"
 echo "  CPU-bound rate on 2 free cores: $(awk -v mb="$mb" -v c="$s_c" 'BEGIN { printf "%.0f", mb / (c / 2) }') MB/s (MB over CPU seconds / 2)"
 
-if [ -n "${GZIP:-}" ]; then
+if [ -n "${GZ:-}" ]; then
   gzip -1 -c "$trace" > "$trace.gz"
+  echo "gzip -1: $(awk -v b="$(stat -c %s "$trace.gz")" 'BEGIN { printf "%.1f", b / 1e6 }') MB"
   read -r z_w z_c z_r < <(best gzip 1 "$bin" trace --json "$trace.gz")
   row "ptscope trace --json (gzip, streamed)" "$z_w" "$z_c" "$z_r"
   rm -f "$trace.gz"

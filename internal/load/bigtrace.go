@@ -325,7 +325,7 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 	plan.FinishContext()
 	os.Remove(sidePath)
 	if so.notify != nil {
-		so.notify(fmt.Sprintf("%s: %s of events, analysed in %d windows of its %d steps", input.Name(path),
+		so.notify(fmt.Sprintf("%s: %s of JSON read, analysed in %d windows of its %d steps", input.Name(path),
 			units.Bytes(header.Bytes), plan.Windows(), plan.Steps()))
 	}
 
