@@ -47,35 +47,9 @@ func budget() []Case {
 }
 
 // jsonSnapshot is a small valid JSON snapshot of n alloc/free pairs whose
-// field values field may replace.
+// field values field may replace (snapgen.JSONSnapshot).
 func jsonSnapshot(n int, field func(i int, key string) string) []byte {
-	var b strings.Builder
-	b.WriteString(`{"segments": [{"device": 0, "address": 1048576, "total_size": 2097152, "blocks": [{"size": 2097152, "state": "inactive"}]}], "device_traces": [[`)
-	for i := 0; i < 2*n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		act := "alloc"
-		if i%2 == 1 {
-			act = "free_completed"
-		}
-		vals := map[string]string{"action": `"` + act + `"`, "addr": fmt.Sprint(1048576 + 512*(i/2)), "size": "512",
-			"stream": "0", "time_us": fmt.Sprint(1_700_000_000_000_000 + i)}
-		b.WriteString("{")
-		for j, k := range []string{"action", "addr", "size", "stream", "time_us"} {
-			v := vals[k]
-			if r := field(i, k); r != "" {
-				v = r
-			}
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%q: %s", k, v)
-		}
-		b.WriteString(`, "frames": [{"filename": "train.py", "line": 7, "name": "step"}]}`)
-	}
-	b.WriteString("]]}")
-	return []byte(b.String())
+	return snapgen.JSONSnapshot(n, 1_700_000_000_000_000, `[{"filename": "train.py", "line": 7, "name": "step"}]`, field)
 }
 
 func traceEvents(n int, ev func(i int) string) []byte {

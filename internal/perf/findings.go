@@ -65,7 +65,7 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 	} else if h := r.HostDataLoaderRatio; h > 0.10 {
 		add("dataloader", finding.Info, "steps", dlNums,
 			fmt.Sprintf("The DataLoader takes %s of the host step time (%s per step), but the GPU stays busy with queued work meanwhile: it costs %s of the step now, and becomes the bottleneck once GPU work gets faster.",
-				pct(h), units.Duration(int64(h*float64(hostAvg(r)))), pct(r.DataLoaderRatio)), dlRec)
+				pct(h), units.Duration(int64(h*float64(r.AverageHostStepNS))), pct(r.DataLoaderRatio)), dlRec)
 	}
 	// 2. DataParallel on several devices
 	if fa.dataParallel && len(r.GPUs) > 1 {
@@ -236,17 +236,6 @@ func cudaCapable(m kineto.Meta) bool {
 		}
 	}
 	return false
-}
-
-func hostAvg(r *Rank) int64 {
-	if len(r.Steps) == 0 {
-		return 0
-	}
-	var t int64
-	for _, s := range r.Steps {
-		t += s.HostDurationNS
-	}
-	return t / int64(len(r.Steps))
 }
 
 // memoryGrowth reports a strict rise of the allocated memory at step start

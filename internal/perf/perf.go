@@ -99,6 +99,7 @@ func stepStats(r *Rank) {
 		hostTot += st.HostDurationNS
 	}
 	r.AverageStepNS = tot / n
+	r.AverageHostStepNS = hostTot / n
 	r.AverageBreakdown = Breakdown{sum.KernelNS / n, sum.MemcpyNS / n, sum.MemsetNS / n, sum.CommunicationNS / n,
 		sum.RuntimeNS / n, sum.DataLoaderNS / n, sum.CPUExecNS / n, sum.OtherNS / n}
 	r.AveragePhases = Phases{ps.ForwardNS / n, ps.BackwardNS / n, ps.OptimizerNS / n, ps.DataLoadingNS / n, ps.OtherNS / n}

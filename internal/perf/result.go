@@ -165,9 +165,12 @@ type Rank struct {
 	Steps      []Step     `json:"steps"`
 	// SlowestStep is the index in Steps of the longest step (-1: none);
 	// OutlierSteps the indices of steps over 1.5x the median duration.
-	SlowestStep            int       `json:"slowest_step"`
-	OutlierSteps           []int     `json:"outlier_steps"`
-	AverageStepNS          int64     `json:"average_step_ns"`
+	SlowestStep   int   `json:"slowest_step"`
+	OutlierSteps  []int `json:"outlier_steps"`
+	AverageStepNS int64 `json:"average_step_ns"`
+	// AverageHostStepNS is the steps' average host span (ProfilerStep#N
+	// itself, without the GPU work that runs past it).
+	AverageHostStepNS      int64     `json:"average_host_step_ns"`
 	MedianStepNS           int64     `json:"median_step_ns"`
 	AverageBreakdown       Breakdown `json:"average_breakdown"`
 	AveragePhases          Phases    `json:"average_phases"`

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bytes"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,37 +10,9 @@ import (
 )
 
 // jsonSnapshot writes a JSON snapshot of n alloc/free pairs on device 0;
-// entry(i) may replace the JSON text of a field of entry i.
+// field may replace the JSON text of a field of entry i.
 func jsonSnapshot(n int, field func(i int, key string) string) []byte {
-	var b strings.Builder
-	b.WriteString(`{"segments": [{"device": 0, "address": 1048576, "total_size": 2097152, "blocks": [{"size": 2097152, "state": "inactive"}]}], "device_traces": [[`)
-	for i := 0; i < 2*n; i++ {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		act := "alloc"
-		if i%2 == 1 {
-			act = "free_completed"
-		}
-		vals := map[string]string{"action": `"` + act + `"`, "addr": fmt.Sprint(1048576 + 512*(i/2)), "size": "512",
-			"stream": "0", "time_us": fmt.Sprint(1000 + i)}
-		b.WriteString("{")
-		for j, k := range []string{"action", "addr", "size", "stream", "time_us"} {
-			v := vals[k]
-			if field != nil {
-				if r := field(i, k); r != "" {
-					v = r
-				}
-			}
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%q: %s", k, v)
-		}
-		b.WriteString(`, "frames": []}`)
-	}
-	b.WriteString("]]}")
-	return []byte(b.String())
+	return snapgen.JSONSnapshot(n, 1000, "[]", field)
 }
 
 // TestInvalidEntriesCounted: fields of the wrong type and impossible values

@@ -51,7 +51,7 @@ func stepsTable(p *printer, r *perf.Rank, phases bool) {
 		add(stepLabel(r, i), s.DurationNS, s.HostDurationNS, s.UtilizationRatio, s.Breakdown)
 	}
 	if n > 1 {
-		add("average", r.AverageStepNS, hostAverage(r), r.GPUUtilizationRatio, r.AverageBreakdown)
+		add("average", r.AverageStepNS, r.AverageHostStepNS, r.GPUUtilizationRatio, r.AverageBreakdown)
 		cols[1].cells[len(cols[1].cells)-1] = ""
 	}
 	p.table(append([]column{name}, cols...))
@@ -90,17 +90,6 @@ func stepLabel(r *perf.Rank, i int) string {
 		s += " (outlier)"
 	}
 	return s
-}
-
-func hostAverage(r *perf.Rank) int64 {
-	if len(r.Steps) == 0 {
-		return 0
-	}
-	var t int64
-	for _, s := range r.Steps {
-		t += s.HostDurationNS
-	}
-	return t / int64(len(r.Steps))
 }
 
 func averages(p *printer, r *perf.Rank) {
