@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -31,7 +33,7 @@ Examples:
 
 func checkCommand() command {
 	c := command{name: "check", summary: "fail (exit 1) when a snapshot or trace exceeds thresholds, for CI", usage: checkUsage}
-	c.run = func(e *env, args []string) error {
+	c.run = func(e *env, args []string) (err error) {
 		var mf memoryFlags
 		fs := newFlagSet(e, c)
 		addInputFlags(e, fs)
@@ -47,12 +49,33 @@ func checkCommand() command {
 		bc.register(fs)
 		var ff fleetFlags
 		ff.register(fs)
+		jsonOut := fs.Bool("json", false, "write the thresholds applied, each input's value and the verdict as JSON on stdout instead of text (exit status as without)")
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
 		}
 		if len(paths) == 0 {
 			return usagef("check: no input")
+		}
+		if *jsonOut {
+			// the text lines go nowhere; the records make the document,
+			// written when the inputs were read (passed or not)
+			stdout, log := e.stdout, &checkLog{}
+			ee := *e
+			ee.stdout, ee.checks = io.Discard, log
+			e = &ee
+			defer func() {
+				var te *thresholdError
+				if err == nil || errors.As(err, &te) {
+					var fails []string
+					if te != nil {
+						fails = te.failures
+					}
+					if werr := log.write(stdout, fails); werr != nil && err == nil {
+						err = werr
+					}
+				}
+			}()
 		}
 		var peak, reserved int64 = -1, -1
 		if *maxPeak != "" {
@@ -119,20 +142,47 @@ func checkCommand() command {
 		for _, in := range set.Report.Inputs {
 			for _, d := range in.Devices {
 				where := fmt.Sprintf("%s device %d", in.Path, d.Device)
-				if peak >= 0 && d.Peak.AllocatedBytes > peak {
-					fails = append(fails, fmt.Sprintf("%s: peak allocated %s > %s", where, units.Bytes(d.Peak.AllocatedBytes), units.Bytes(peak)))
+				rank := -1
+				if in.Bundle != nil {
+					rank = in.Bundle.Rank
 				}
-				if reserved >= 0 && d.Peak.ReservedBytes > reserved {
-					fails = append(fails, fmt.Sprintf("%s: peak reserved %s > %s", where, units.Bytes(d.Peak.ReservedBytes), units.Bytes(reserved)))
+				rec := func(metric string, v *float64, limit float64, ok bool) {
+					e.checks.add(in.Path, d.Device, rank, metric, v, limit, ok)
 				}
-				if eff >= 0 && d.Fragmentation.EfficiencyAtPeak < eff {
-					fails = append(fails, fmt.Sprintf("%s: efficiency at the peak %s < %s", where, units.Percent(d.Fragmentation.EfficiencyAtPeak), units.Percent(eff)))
+				if peak >= 0 {
+					ok := d.Peak.AllocatedBytes <= peak
+					rec("peak_allocated_bytes", num(d.Peak.AllocatedBytes), float64(peak), ok)
+					if !ok {
+						fails = append(fails, fmt.Sprintf("%s: peak allocated %s > %s", where, units.Bytes(d.Peak.AllocatedBytes), units.Bytes(peak)))
+					}
 				}
-				if *noLeak && d.Pattern == memory.PatternLeak && d.Leak != nil {
-					fails = append(fails, fmt.Sprintf("%s: memory leaks %s per step", where, units.Bytes(d.Leak.PerStepBytes)))
+				if reserved >= 0 {
+					ok := d.Peak.ReservedBytes <= reserved
+					rec("peak_reserved_bytes", num(d.Peak.ReservedBytes), float64(reserved), ok)
+					if !ok {
+						fails = append(fails, fmt.Sprintf("%s: peak reserved %s > %s", where, units.Bytes(d.Peak.ReservedBytes), units.Bytes(reserved)))
+					}
 				}
-				if *noOOM && len(d.OOMs) > 0 {
-					fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, len(d.OOMs)))
+				if eff >= 0 {
+					ok := d.Fragmentation.EfficiencyAtPeak >= eff
+					rec("efficiency_at_peak_ratio", num(d.Fragmentation.EfficiencyAtPeak), eff, ok)
+					if !ok {
+						fails = append(fails, fmt.Sprintf("%s: efficiency at the peak %s < %s", where, units.Percent(d.Fragmentation.EfficiencyAtPeak), units.Percent(eff)))
+					}
+				}
+				if *noLeak {
+					var leak int64
+					if d.Pattern == memory.PatternLeak && d.Leak != nil {
+						leak = d.Leak.PerStepBytes
+						fails = append(fails, fmt.Sprintf("%s: memory leaks %s per step", where, units.Bytes(d.Leak.PerStepBytes)))
+					}
+					rec("leak_per_step_bytes", num(leak), 0, leak == 0)
+				}
+				if *noOOM {
+					rec("oom_count", num(len(d.OOMs)), 0, len(d.OOMs) == 0)
+					if len(d.OOMs) > 0 {
+						fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, len(d.OOMs)))
+					}
 				}
 				fmt.Fprintf(e.stdout, "%s: peak allocated %s, reserved %s, efficiency %s, pattern %s\n", where,
 					units.Bytes(d.Peak.AllocatedBytes), units.Bytes(d.Peak.ReservedBytes), units.Percent(d.Fragmentation.EfficiencyAtPeak), d.Pattern)

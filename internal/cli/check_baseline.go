@@ -65,6 +65,7 @@ func (c *baselineChecks) check(e *env, paths []string) ([]string, error) {
 		for _, d := range rep.Memory {
 			p := d.PeakAllocated
 			fmt.Fprintf(e.stdout, "%s: peak allocated %s -> %s (%s)\n", d.Key, units.Bytes(p.A), units.Bytes(p.B), changeText(p.Change))
+			e.checks.add(d.Key, -1, -1, "peak_allocated_change_ratio", p.Change, c.maxPeakInc, !exceeds(p.Change, p.A, p.B, c.maxPeakInc))
 			if exceeds(p.Change, p.A, p.B, c.maxPeakInc) {
 				fails = append(fails, fmt.Sprintf("%s: peak allocated grew %s (%s -> %s) > %s", d.Key, changeText(p.Change),
 					units.Bytes(p.A), units.Bytes(p.B), units.Percent(c.maxPeakInc)))
@@ -75,6 +76,7 @@ func (c *baselineChecks) check(e *env, paths []string) ([]string, error) {
 		for _, d := range rep.Trace {
 			s := d.AverageStep
 			fmt.Fprintf(e.stdout, "%s: average step %s -> %s (%s)\n", d.Key, units.Duration(s.A), units.Duration(s.B), changeText(s.Change))
+			e.checks.add(d.Key, -1, -1, "average_step_change_ratio", s.Change, c.maxStepTime, !exceeds(s.Change, s.A, s.B, c.maxStepTime))
 			if exceeds(s.Change, s.A, s.B, c.maxStepTime) {
 				fails = append(fails, fmt.Sprintf("%s: average step time grew %s (%s -> %s) > %s", d.Key, changeText(s.Change),
 					units.Duration(s.A), units.Duration(s.B), units.Percent(c.maxStepTime)))

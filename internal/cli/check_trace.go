@@ -67,11 +67,19 @@ func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
 		dl := r.DataLoaderRatio
 		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step (%s of the host's step time)\n", where,
 			units.Percent(r.GPUUtilizationRatio), units.Percent(dl), units.Percent(r.HostDataLoaderRatio))
-		if c.minUtil >= 0 && r.GPUUtilizationRatio < c.minUtil {
-			fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(c.minUtil)))
+		if c.minUtil >= 0 {
+			ok := r.GPUUtilizationRatio >= c.minUtil
+			e.checks.add(r.Path, -1, r.Rank, "gpu_utilization_ratio", num(r.GPUUtilizationRatio), c.minUtil, ok)
+			if !ok {
+				fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(c.minUtil)))
+			}
 		}
-		if c.maxDL >= 0 && dl > c.maxDL {
-			fails = append(fails, fmt.Sprintf("%s: DataLoader takes %s of the step > %s", where, units.Percent(dl), units.Percent(c.maxDL)))
+		if c.maxDL >= 0 {
+			ok := dl <= c.maxDL
+			e.checks.add(r.Path, -1, r.Rank, "dataloader_ratio", num(dl), c.maxDL, ok)
+			if !ok {
+				fails = append(fails, fmt.Sprintf("%s: DataLoader takes %s of the step > %s", where, units.Percent(dl), units.Percent(c.maxDL)))
+			}
 		}
 	}
 	return fails, nil

@@ -32,6 +32,7 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	checks *checkLog // check --json's records (nil otherwise)
 }
 
 type command struct {
