@@ -22,9 +22,9 @@ type checkDoc struct {
 // unit of Value and Limit in its suffix (_bytes, _ratio, _count); a
 // baseline check compares the change, a ratio of the baseline's value.
 type checkRecord struct {
-	Input  string  `json:"input"`
-	Device int     `json:"device"` // -1: not a snapshot device
-	Rank   int     `json:"rank"`   // -1: no rank
+	Input  string `json:"input"`
+	Device int    `json:"device"` // -1: not a snapshot device
+	Rank   int    `json:"rank"`   // -1: no rank
 	Metric string `json:"metric"`
 	// Value is null for a baseline check of growth from nothing (the
 	// baseline had none of it): a change no limit allows.
