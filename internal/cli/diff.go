@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"runtime"
 
@@ -34,6 +35,7 @@ Examples:
   ptscope diff --top 20 runs/fp32/latest runs/bf16/latest
   ptscope diff --json base.pt.trace.json.gz new.pt.trace.json.gz > diff.json
   ptscope diff --out diffs/ ranks_before/ ranks_after/
+  ptscope diff --html diff.html baseline.pickle candidate.pickle
 `
 
 func diffCommand() command {
@@ -44,6 +46,7 @@ func diffCommand() command {
 		addInputFlags(e, fs)
 		out.folder = "report.txt and report.json"
 		out.register(fs)
+		fs.StringVar(&out.html, "html", "", "also write `FILE`: the comparison as one HTML page (its tables and findings, no script)")
 		topN := fs.Int("top", 10, "rows of each changed table (stacks, sources, operators, kernels, ...)")
 		paths, err := parseInterspersed(fs, args)
 		if err != nil {
@@ -68,6 +71,7 @@ func diffCommand() command {
 			return err
 		}
 		doc := diffreport.New(rep)
+		out.writeHTML = func(w io.Writer) error { return doc.WriteHTML(w, *topN) }
 		return e.emit(doc, &out, t)
 	}
 	return c

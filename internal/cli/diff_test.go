@@ -231,3 +231,20 @@ func TestCheckBaseline(t *testing.T) {
 		t.Errorf("slower trace: exit %d %s", code, errs)
 	}
 }
+
+// TestDiffHTML: --html writes the comparison page beside the text, which
+// it does not change.
+func TestDiffHTML(t *testing.T) {
+	t.Parallel()
+	page := filepath.Join(t.TempDir(), "diff.html")
+	a, b := snap("validate_gpt2tiny_fp32.pickle.xz"), snap("leak_gpt2_2l.pickle.xz")
+	code, out, errs := run(t, "diff", "--html", page, a, b)
+	_, plain, _ := run(t, "diff", a, b)
+	h, err := os.ReadFile(page)
+	if code != 0 || err != nil || out != plain || !strings.Contains(errs, "wrote "+page) {
+		t.Fatalf("exit %d, %v, stderr %q, text changed: %v", code, err, errs, out != plain)
+	}
+	if !strings.HasPrefix(string(h), "<!doctype html>") || !strings.Contains(string(h), "leak-appeared") {
+		t.Errorf("page: %.200s", h)
+	}
+}

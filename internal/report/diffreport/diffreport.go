@@ -53,11 +53,48 @@ func base(p string) string {
 func (d *Document) RunFiles(report.TextOptions) ([]rundir.File, error) { return nil, nil }
 
 // printer is the shared report.Printer (every line cut to the width),
-// as the trace report's.
-type printer struct{ *report.Printer }
+// as the trace report's; with html set, the same sections go to an HTML
+// page instead (WriteHTML).
+type printer struct {
+	*report.Printer
+	html *htmlPage
+}
 
 // table writes t indented by two.
-func (p *printer) table(t *report.Table) { p.Table(t, "  ") }
+func (p *printer) table(t *report.Table) {
+	if p.html != nil {
+		p.html.table(t)
+		return
+	}
+	p.Table(t, "  ")
+}
+
+// Line writes a line of text.
+func (p *printer) Line(s string) {
+	if p.html != nil {
+		p.html.line(s)
+		return
+	}
+	p.Printer.Line(s)
+}
+
+// Raw writes a line laid out already (a finding's).
+func (p *printer) Raw(s string) {
+	if p.html != nil {
+		p.html.line(s)
+		return
+	}
+	p.Printer.Raw(s)
+}
+
+// Title writes a section title.
+func (p *printer) Title(s string) {
+	if p.html != nil {
+		p.html.title(s)
+		return
+	}
+	p.Printer.Title(s)
+}
 
 // WriteText writes the comparison: the inputs, what changed (findings),
 // then each memory pair and each trace pair.
@@ -65,10 +102,15 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 	if o.Width <= 0 {
 		o.Width = report.DefaultText().Width
 	}
-	if o.Top <= 0 {
-		o.Top = 10
+	return d.write(&printer{Printer: report.NewPrinter(w, o)})
+}
+
+// write writes the sections through p, as text or as HTML.
+func (d *Document) write(p *printer) error {
+	if p.O.Top <= 0 {
+		p.O.Top = 10
 	}
-	p := &printer{report.NewPrinter(w, o)}
+	o := p.O
 	r := d.Report
 	p.Line("ptscope diff")
 	for _, s := range []struct {
@@ -357,6 +399,16 @@ func stackTable(p *printer, rows []diff.StackRow, n int) {
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 	p.Line("  " + lines[0])
 	p.Line("  " + lines[1])
+	if p.html != nil {
+		// one table, the label in a column of its own
+		t.Header = append(t.Header, "stack")
+		for i := range shown {
+			t.Rows[i] = append(t.Rows[i], stackLabel(&shown[i]))
+		}
+		p.table(t)
+		restNote(p, unchanged, more)
+		return
+	}
 	for i := range shown {
 		p.Line("  " + lines[i+2])
 		p.Line("      " + report.CutMiddle(stackLabel(&shown[i]), p.O.Width-6))

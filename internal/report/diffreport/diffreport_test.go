@@ -110,3 +110,52 @@ func TestCells(t *testing.T) {
 		}
 	}
 }
+
+// TestHTML: the HTML page holds the text's sections, findings and table
+// rows, in tables, escaped, and names are not cut.
+func TestHTML(t *testing.T) {
+	t.Parallel()
+	for name, rep := range reports(t) {
+		var page, text bytes.Buffer
+		if err := New(rep).WriteHTML(&page, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := New(rep).WriteText(&text, report.TextOptions{Width: 1000, Top: 5}); err != nil {
+			t.Fatal(err)
+		}
+		h := page.String()
+		if !strings.HasPrefix(h, "<!doctype html>") || !strings.HasSuffix(h, "</body></html>\n") || strings.Contains(h, "<script") {
+			t.Errorf("%s: not a static page: %.80q ... %q", name, h, h[max(len(h)-40, 0):])
+		}
+		// every table of the text (a rule line of dashes) is a table here
+		rules := 0
+		for _, l := range strings.Split(text.String(), "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.Trim(f[0], "-") == "" {
+				rules++
+			}
+		}
+		// (the stacks' table is one here; in the text too)
+		if n := strings.Count(h, "<table>"); n != rules || n != strings.Count(h, "</table>") || n == 0 {
+			t.Errorf("%s: %d tables, the text has %d", name, n, rules)
+		}
+		for _, want := range []string{"<h2>What changed</h2>", "<h1>ptscope diff</h1>"} {
+			if !strings.Contains(h, want) {
+				t.Errorf("%s: lacks %q", name, want)
+			}
+		}
+		for _, f := range rep.Findings {
+			if !strings.Contains(h, "["+f.Severity.String()+"] "+f.ID+":") {
+				t.Errorf("%s: finding %s missing", name, f.ID)
+			}
+		}
+	}
+	rep := reports(t)["memory"]
+	var page bytes.Buffer
+	New(rep).WriteHTML(&page, 5)
+	// the real peaks (torch's max_memory_allocated), a stack label escaped
+	for _, want := range []string{"<td>peak allocated</td><td class=\"n\">1.32 GiB</td><td class=\"n\">746 MiB</td>", "&lt;no stack recorded&gt;"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("memory page lacks %q", want)
+		}
+	}
+}
