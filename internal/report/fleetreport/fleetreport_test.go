@@ -102,14 +102,23 @@ func TestGoldenText(t *testing.T) {
 			t.Errorf("over 100 columns: %q", l)
 		}
 	}
-	// narrow terminals: every line fits
-	b.Reset()
-	o := report.DefaultText()
-	o.Width = 72
-	doc.WriteText(&b, o)
-	for _, l := range strings.Split(b.String(), "\n") {
-		if utf8.RuneCountInString(l) > 72 {
-			t.Errorf("over 72 columns: %q", l)
+	// narrow terminals: every line fits, and no number of the
+	// distributions is cut (the outliers leave the table for lines below)
+	for _, w := range []int{60, 72} {
+		b.Reset()
+		o := report.DefaultText()
+		o.Width = w
+		doc.WriteText(&b, o)
+		for _, l := range strings.Split(b.String(), "\n") {
+			if utf8.RuneCountInString(l) > w {
+				t.Errorf("over %d columns: %q", w, l)
+			}
+			if strings.HasPrefix(l, "  peak allocated ") && (strings.Contains(l, "…") || !strings.Contains(l, "GiB")) {
+				t.Errorf("at %d, a cut row: %q", w, l)
+			}
+		}
+		if !strings.Contains(b.String(), "  outliers of peak allocated: ") {
+			t.Errorf("at %d, the outliers are missing:\n%s", w, b.String())
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ptscope/ptscope/internal/fleet"
 	"github.com/ptscope/ptscope/internal/report"
@@ -94,7 +95,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 		t.Rows = append(t.Rows, bytesRow("peak allocated", m.PeakAllocated))
 		t.Rows = append(t.Rows, bytesRow("peak reserved", m.PeakReserved))
 		t.Rows = append(t.Rows, ratioRow("efficiency at peak", m.EfficiencyAtPeak))
-		writeIndented(w, &t)
+		writeStats(w, &t, width)
 		if m.PeakAllocated.Ranks >= 2 {
 			line(fmt.Sprintf("  imbalance  rank %d peaks %s over the mean (%s; max %s, min %s on rank %d)",
 				m.PeakAllocated.MaxRank, units.Percent(m.ImbalanceRatio), units.Bytes(m.PeakAllocated.MeanBytes),
@@ -112,7 +113,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 		tb.Rows = append(tb.Rows, ratioRow("GPU utilization", t.GPUUtilization))
 		tb.Rows = append(tb.Rows, ratioRow("DataLoader share", t.DataLoader))
 		tb.Rows = append(tb.Rows, durationRow("exposed comm/step", t.ExposedCommunication))
-		writeIndented(w, &tb)
+		writeStats(w, &tb, width)
 		if len(t.Stragglers) == 0 {
 			line("  stragglers  none")
 		} else {
@@ -346,6 +347,38 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 			return
 		}
 		cols = append(cols[:at], cols[at+1:]...)
+	}
+}
+
+// writeStats writes a table of distributions whose last column is the
+// outliers, indented by two spaces. When it does not fit the width with
+// the numbers whole, the outliers leave the table for lines of their own
+// below it, so that no number is cut.
+func writeStats(w *bufio.Writer, t *report.Table, width int) {
+	full := *t
+	full.MaxWidth = 0
+	var b strings.Builder
+	full.Write(&b)
+	widest := 0
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		widest = max(widest, utf8.RuneCountInString(l))
+	}
+	last := len(t.Header) - 1
+	if widest+2 <= width || last < 1 {
+		writeIndented(w, t)
+		return
+	}
+	short := report.Table{Header: t.Header[:last], Align: t.Align[:min(last, len(t.Align))], MaxWidth: width}
+	var notes []string
+	for _, r := range t.Rows {
+		short.Rows = append(short.Rows, r[:min(last, len(r))])
+		if last < len(r) && r[last] != "" && r[last] != "none" && r[last] != "-" {
+			notes = append(notes, "  "+t.Header[last]+" of "+r[0]+": "+r[last])
+		}
+	}
+	writeIndented(w, &short)
+	for _, n := range notes {
+		fmt.Fprintln(w, report.CutEnd(n, width))
 	}
 }
 
