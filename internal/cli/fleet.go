@@ -278,7 +278,7 @@ func (f *fleetFlags) check(e *env, paths []string, mf *memoryFlags, l fleetLimit
 	if err != nil {
 		return true, err
 	}
-	fails := fleetFailures(rep, l)
+	fails := fleetFailures(rep, l, e.checks)
 	if l.memory() && rep.Memory != nil {
 		p := rep.Memory.PeakAllocated
 		fmt.Fprintf(e.stdout, "memory: %d ranks, peak allocated %s median, %s max (rank %d), %d OOM, %d leaking\n",
@@ -310,7 +310,7 @@ func (f *fleetFlags) check(e *env, paths []string, mf *memoryFlags, l fleetLimit
 
 // fleetFailures applies check's thresholds to every rank: one failure per
 // threshold, naming the worst ranks first.
-func fleetFailures(rep *fleet.Report, l fleetLimits) []string {
+func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 	type bad struct {
 		rank int
 		v    float64
@@ -340,6 +340,26 @@ func fleetFailures(rep *fleet.Report, l fleetLimits) []string {
 			if r.Device < 0 {
 				continue
 			}
+			// check --json: every rank's value of every threshold
+			if l.peak >= 0 {
+				log.add(r.Path, r.Device, r.Rank, "peak_allocated_bytes", num(r.PeakAllocatedBytes), float64(l.peak), r.PeakAllocatedBytes <= l.peak)
+			}
+			if l.reserved >= 0 {
+				log.add(r.Path, r.Device, r.Rank, "peak_reserved_bytes", num(r.PeakReservedBytes), float64(l.reserved), r.PeakReservedBytes <= l.reserved)
+			}
+			if l.eff >= 0 {
+				log.add(r.Path, r.Device, r.Rank, "efficiency_at_peak_ratio", num(r.EfficiencyAtPeakRatio), l.eff, r.EfficiencyAtPeakRatio >= l.eff)
+			}
+			if l.noLeak {
+				var leak int64
+				if r.Pattern == memory.PatternLeak {
+					leak = r.LeakPerStepBytes
+				}
+				log.add(r.Path, r.Device, r.Rank, "leak_per_step_bytes", num(leak), 0, r.Pattern != memory.PatternLeak)
+			}
+			if l.noOOM {
+				log.add(r.Path, r.Device, r.Rank, "oom_count", num(r.OOMs), 0, r.OOMs == 0)
+			}
 			if l.peak >= 0 && r.PeakAllocatedBytes > l.peak {
 				peak = append(peak, bad{r.Rank, float64(r.PeakAllocatedBytes), units.Bytes(r.PeakAllocatedBytes)})
 			}
@@ -368,6 +388,12 @@ func fleetFailures(rep *fleet.Report, l fleetLimits) []string {
 		for _, r := range t.Ranks {
 			if r.Traces == 0 {
 				continue
+			}
+			if l.trace.minUtil >= 0 {
+				log.add(r.Path, -1, r.Rank, "gpu_utilization_ratio", num(r.GPUUtilizationRatio), l.trace.minUtil, r.GPUUtilizationRatio >= l.trace.minUtil)
+			}
+			if l.trace.maxDL >= 0 {
+				log.add(r.Path, -1, r.Rank, "dataloader_ratio", num(r.DataLoaderRatio), l.trace.maxDL, r.DataLoaderRatio <= l.trace.maxDL)
 			}
 			if l.trace.minUtil >= 0 && r.GPUUtilizationRatio < l.trace.minUtil {
 				util = append(util, bad{r.Rank, r.GPUUtilizationRatio, units.Percent(r.GPUUtilizationRatio)})

@@ -189,6 +189,21 @@ func TestCheckFleet(t *testing.T) {
 		!strings.Contains(errs, "out-of-memory events on 1 of 12 ranks: rank 9") || !strings.Contains(out, "memory: 12 ranks") {
 		t.Errorf("failing: exit %d\n%s\n%s", code, out, errs)
 	}
+	// --json: every rank's value of every threshold, the same verdict
+	code, out, _ = run(t, "check", "--json", "--max-peak", "1.5GiB", "--no-oom", dir)
+	var doc checkDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || doc.Passed || len(doc.Failures) != 2 || len(doc.Checks) != 2*12 {
+		t.Errorf("--json: exit %d, %v, %d checks, failures %q", code, err, len(doc.Checks), doc.Failures)
+	}
+	failed := map[int]bool{}
+	for _, c := range doc.Checks {
+		if !c.Passed {
+			failed[c.Rank] = true
+		}
+	}
+	if len(failed) != 2 || !failed[0] || !failed[9] {
+		t.Errorf("--json: failed ranks %v, want 0 and 9", failed)
+	}
 	code, _, errs = run(t, "check", "--min-gpu-util", "90%", dir)
 	if code != 1 || !strings.Contains(errs, "GPU utilization < 90.0% on 12 of 12 ranks") {
 		t.Errorf("trace threshold: exit %d\n%s", code, errs)
