@@ -236,6 +236,9 @@ func (r Record) End() int64 {
 	return int64(le.Uint64(r[xTS:])) + int64(le.Uint64(r[xDur:]))
 }
 
+// Ext is a complete event's External id.
+func (r Record) Ext() int64 { return int64(le.Uint64(r[xExt:])) }
+
 // Corr is a complete event's correlation id (None if absent).
 func (r Record) Corr() int64 { return int64(le.Uint64(r[xCorr:])) }
 

@@ -290,6 +290,9 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 		l, ok := launches.find(r.Corr())
 		return ok, l
 	}
+	// GPU events without a launch in the trace are owned by the op of
+	// their External id (perf's link.go): find those ops
+	need := map[int64]launchRef{}
 	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
 		if r.Tag() == kineto.RecordMemory {
 			plan.Memory(r.Memory())
@@ -297,10 +300,31 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 		}
 		ok, l := gpuLaunch(r)
 		plan.GPU(ok, l.ts, l.end, r.TS(), r.End())
+		if x := r.Ext(); !ok && x > 0 {
+			need[x] = launchRef{corr: -1}
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(need) > 0 {
+		err = eachRecord(ctx, logPath, func(r kineto.Record, _ int64) error {
+			if r.Tag() == kineto.RecordEvent && perf.IsOp(r.Kind()) {
+				if o, ok := need[r.Ext()]; ok && o.corr < 0 {
+					need[r.Ext()] = launchRef{0, r.TS(), r.End()}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	// extOp is the op that owns a GPU event without a launch
+	extOp := func(r kineto.Record) (launchRef, bool) {
+		o, ok := need[r.Ext()]
+		return o, ok && o.corr == 0
 	}
 	maxW := so.windowEvents
 	if maxW <= 0 {
@@ -316,6 +340,9 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 		if r.Tag() == kineto.RecordEvent {
 			ok, l := gpuLaunch(r)
 			plan.Context(r.Device(), r.Seq(), ok, l.ts, r.TS(), r.End())
+			if o, byExt := extOp(r); !ok && byExt {
+				plan.Reach(r.TS(), r.End(), o.ts)
+			}
 		}
 		return nil
 	})
@@ -358,6 +385,9 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 			var owner int
 			if r.Kind().IsGPU() {
 				ok, l := gpuLaunch(r)
+				if o, byExt := extOp(r); !ok && byExt {
+					ok, l = true, o
+				}
 				owner = plan.GPUOwner(ok, l.ts, ts)
 			} else {
 				owner = plan.HostOwner(ts)

@@ -265,3 +265,34 @@ func TestStreamedEqualsWholeFixtures(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamedEqualsWholeDamaged checks the same on truncated traces, some
+// with an invalid field: launches, ops and flow ends go missing, so GPU
+// work is owned through its External id and fwdbwd flows may link no ops.
+func TestStreamedEqualsWholeDamaged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for seed := int64(1); seed <= 24; seed++ {
+		data := randomTrace(seed, seed%2 == 0)
+		for _, cut := range []int{len(data) / 5, len(data) / 2, len(data) * 9 / 10} {
+			b := append([]byte(nil), data[:cut]...)
+			if seed%3 == 0 {
+				b = bytes.Replace(b, []byte(`"dur": `), []byte(`"dur": "x", "du": `), 1)
+			}
+			p := filepath.Join(dir, fmt.Sprintf("d%d_%d.pt.trace.json", seed, cut))
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			whole := reportJSON(t, []string{p}, TraceOptions{StreamAbove: -1})
+			if !bytes.Contains(whole, []byte("truncated")) {
+				t.Fatalf("seed %d cut %d: the report does not say the trace is truncated", seed, cut)
+			}
+			for _, w := range []int64{1, 1000} {
+				got := reportJSON(t, []string{p}, TraceOptions{StreamAbove: 1, WindowEvents: w})
+				if !bytes.Equal(whole, got) {
+					t.Fatalf("seed %d cut %d windows of %d events: %s", seed, cut, w, firstDiff(whole, got))
+				}
+			}
+		}
+	}
+}

@@ -26,7 +26,7 @@ type Facts struct {
 	pythonFunctions int
 	// names the findings look for, and ptscope run's optimizer annotation
 	dataParallel, ddp, gloo, ownOpt bool
-	fwdBwdFlows                     bool // some fwdbwd flow finishes
+	fwdBwdFlows                     bool // some fwdbwd flow links two ops (flowLinker)
 	markers                         bool // some ProfilerStep#N annotation
 	memPoints                       map[memKey]int
 	devices                         map[int]bool // of GPU events
@@ -53,6 +53,106 @@ const (
 type FactScanner struct {
 	f   Facts
 	cls []uint8 // per string id
+	lk  flowLinker
+}
+
+// flowLinker decides whether the trace's forward and backward ops are
+// linked by fwdbwd flows, as the whole-trace analysis does (linkFwdBwd):
+// whether a flow id has a start and a finish that each sit at the start of
+// an op of their thread. It remembers the ops' starts and the flows until
+// the first such pair, which a trace with flows has in its first step.
+// Past maxLinkOps ops without one it stops remembering and decides by
+// whether a fwdbwd flow finishes: a damaged trace then may link
+// differently than in memory, but memory stays bounded.
+type flowLinker struct {
+	done     bool
+	capped   bool // decided by finishing flows alone
+	ops      map[opKey]struct{}
+	pending  []flowEnd
+	starts   map[int64]struct{} // flow ids with a start at an op
+	finishes map[int64]struct{} // and with a finish at an op
+	finished bool               // some fwdbwd flow finishes
+}
+
+const maxLinkOps = 1 << 20
+
+type opKey struct {
+	pid, tid int32
+	ts       int64
+}
+
+type flowEnd struct {
+	id     int64
+	at     opKey
+	finish bool
+}
+
+// add scans a batch; ops and flows of later batches may complete it.
+func (l *flowLinker) add(b *kineto.Trace) {
+	if l.capped {
+		for _, f := range b.Flows {
+			l.finished = l.finished || f.Kind == kineto.FlowFwdBwd && f.Finish
+		}
+		return
+	}
+	if l.done {
+		return
+	}
+	if l.ops == nil {
+		l.ops, l.starts, l.finishes = map[opKey]struct{}{}, map[int64]struct{}{}, map[int64]struct{}{}
+	}
+	ev := &b.Events
+	for i := 0; i < ev.Len(); i++ {
+		if isOp(ev.Kind[i]) {
+			l.ops[opKey{ev.PID[i], ev.TID[i], ev.TS[i]}] = struct{}{}
+		}
+	}
+	n := len(l.pending)
+	for _, f := range b.Flows {
+		if f.Kind == kineto.FlowFwdBwd {
+			l.pending = append(l.pending, flowEnd{f.ID, opKey{f.PID, f.TID, f.TS}, f.Finish})
+			l.finished = l.finished || f.Finish
+		}
+	}
+	// the batch's flows now; older ones wait for the end (resolve)
+	l.pending = append(l.pending[:n], l.match(l.pending[n:])...)
+	if !l.done && len(l.ops) > maxLinkOps {
+		l.done, l.capped, l.ops, l.pending, l.starts, l.finishes = true, true, nil, nil, nil, nil
+	}
+}
+
+// match records the flow ends at an op and returns the others; it
+// decides when a flow id has both.
+func (l *flowLinker) match(fs []flowEnd) (rest []flowEnd) {
+	for _, f := range fs {
+		if _, ok := l.ops[f.at]; !ok {
+			rest = append(rest, f)
+			continue
+		}
+		mine, other := l.starts, l.finishes
+		if f.finish {
+			mine, other = other, mine
+		}
+		mine[f.id] = struct{}{}
+		if _, ok := other[f.id]; ok {
+			l.done, l.finished = true, true
+			l.ops, l.pending, l.starts, l.finishes = nil, nil, nil, nil
+			return nil
+		}
+	}
+	return rest
+}
+
+// linked resolves the flows still waiting and says whether the flows link.
+func (l *flowLinker) linked() bool {
+	if !l.done {
+		l.match(l.pending)
+		if !l.done {
+			l.finished = false
+		}
+		l.done, l.ops, l.pending, l.starts, l.finishes = true, nil, nil, nil, nil
+	}
+	return l.finished
 }
 
 // NewFactScanner returns an empty scanner.
@@ -118,17 +218,14 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 			f.memPoints[memKey{m.DeviceType, m.DeviceID}]++
 		}
 	}
-	for _, fl := range b.Flows {
-		if fl.Kind == kineto.FlowFwdBwd && fl.Finish {
-			f.fwdBwdFlows = true
-		}
-	}
+	s.lk.add(b)
 }
 
 // Facts returns the facts, given the trace's header (what kineto.Stream
 // returns, or the whole trace): its metadata, path, size and damage.
 func (s *FactScanner) Facts(header *kineto.Trace) *Facts {
 	f := s.f
+	f.fwdBwdFlows = s.lk.linked()
 	f.meta, f.path, f.bytes, f.damage, f.rank = header.Meta, header.Path, header.Bytes, header.Damage, header.Rank()
 	return &f
 }

@@ -18,7 +18,8 @@ import (
 //  1. NewPlan, with the trace's Facts and its ProfilerStep#N markers;
 //  2. GPU for every GPU event, Memory for every memory event;
 //  3. Cut;
-//  4. Context for every GPU event again;
+//  4. Context for every GPU event again (and Reach for those owned by
+//     the op of their External id);
 //  5. each event to its owner (HostOwner, GPUOwner; memory events by
 //     HostOwner) and, as context, to the windows Overlaps names (flows
 //     there only);
@@ -160,6 +161,18 @@ func (p *Plan) Context(device int32, seq int64, launched bool, ls, ts, end int64
 		}
 	}
 }
+
+// Reach extends the context of the windows whose time holds part of
+// [ts, end] back to from: a GPU event without a launch in the trace is
+// owned by the op of its External id (link.go), which must be there.
+func (p *Plan) Reach(ts, end, from int64) {
+	for w := p.first(ts); w < len(p.wins) && p.wins[w].from <= end; w++ {
+		p.wins[w].ctxFrom = min(p.wins[w].ctxFrom, from)
+	}
+}
+
+// IsOp says whether events of kind k are ops (External ids name them).
+func IsOp(k kineto.Kind) bool { return isOp(k) }
 
 // FinishContext completes what Context gathered; call it before routing.
 func (p *Plan) FinishContext() {
