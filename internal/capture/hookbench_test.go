@@ -17,7 +17,10 @@ import (
 // one training step ("us/step"); and one module call of a 100-module
 // forward as faketorch dispatches it, in a stacked step (global hooks), in
 // any other step (the root's instance hooks only) and without ptscope
-// ("us/call_stacked_step", "us/call_other_step", "us/call_no_ptscope"). Not included: PyTorch's own cost of
+// ("us/call_stacked_step", "us/call_other_step", "us/call_no_ptscope"); and
+// what one bookkeeping step asks of torch (allocator stats calls,
+// record_function ranges, backward root pre-hooks, memory-fraction queries
+// per step). Not included: PyTorch's own cost of
 // calling hooks and of its allocator stats, which faketorch stands in for.
 func BenchmarkCompanionHooks(b *testing.B) {
 	py, err := exec.LookPath("python3")
@@ -51,6 +54,10 @@ func BenchmarkCompanionHooks(b *testing.B) {
 			GlobalUS     float64 `json:"call_global_us"`
 			RootsUS      float64 `json:"call_roots_us"`
 			OffUS        float64 `json:"call_off_us"`
+			StatsPerStep float64 `json:"allocator_stats_per_step"`
+			RFPerStep    float64 `json:"record_function_per_step"`
+			BwPerStep    float64 `json:"backward_root_hooks_per_step"`
+			FracPerStep  float64 `json:"memory_fraction_per_step"`
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			b.Fatalf("hookbench output %q: %v", out, err)
@@ -60,5 +67,9 @@ func BenchmarkCompanionHooks(b *testing.B) {
 		b.ReportMetric(r.GlobalUS, "us/call_stacked_step")
 		b.ReportMetric(r.RootsUS, "us/call_other_step")
 		b.ReportMetric(r.OffUS, "us/call_no_ptscope")
+		b.ReportMetric(r.StatsPerStep, "stats_calls/step")
+		b.ReportMetric(r.RFPerStep, "record_functions/step")
+		b.ReportMetric(r.BwPerStep, "backward_root_hooks/step")
+		b.ReportMetric(r.FracPerStep, "fraction_queries/step")
 	}
 }

@@ -504,6 +504,7 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 					GlobalSteps int `json:"global_steps"`
 					Roots       int `json:"roots"`
 				} `json:"module_hooks"`
+				Calls map[string]int `json:"companion_calls"`
 			}
 			data, err := os.ReadFile(filepath.Join(b.Ranks[0].Dir, "process.json"))
 			if err == nil {
@@ -514,6 +515,21 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 			}
 			if h := proc.ModuleHooks; h.Calls != slow || h.GlobalSteps != 2 || h.Roots != tt.roots {
 				t.Errorf("module_hooks %+v, want %d calls, 2 global steps, %d roots", h, slow, tt.roots)
+			}
+			// What the companion asks of torch: at most two allocator stats
+			// calls per phase (its start and end; one where a phase ends as
+			// the next begins), one per root call (a pending forward's end)
+			// and one per step boundary; the history switched as the window
+			// of step 2 begins and ends (and as the set-up window ends); the
+			// backward's root labelled only in the stacked step and the one
+			// after it (resetting the module path its labels left).
+			c := proc.Calls
+			stats := c["allocator_stats"] - c["live_samples"]
+			if limit := 2*len(b.Ranks[0].Phases) + steps*(1+tt.rootCalls) + 4; stats > limit || stats < len(b.Ranks[0].Phases) {
+				t.Errorf("companion_calls %v: %d allocator stats calls outside the live sampler, want %d..%d", c, stats, len(b.Ranks[0].Phases), limit)
+			}
+			if c["phase_records"] != len(b.Ranks[0].Phases) || c["history_switches"] != 3 || c["backward_root_hooks"] > 2 {
+				t.Errorf("companion_calls %v: want %d phase records, 3 history switches, at most 2 backward root hooks", c, len(b.Ranks[0].Phases))
 			}
 			// recorded once, at the first forward: 2 x 1M parameters (3 in
 			// the Lightning-like model, found through training_step's self)

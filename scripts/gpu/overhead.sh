@@ -44,6 +44,10 @@
 #   CONFIGS="off floor hooks history none default trace trace_full" WORKLOADS=hf REPS=2 HF_STEPS=100
 # The decisive run for issue 15 (about 4 minutes on an H100):
 #   CONFIGS="off hooks default" WORKLOADS="hf lm" REPS=2 HF_STEPS=100 scripts/gpu/overhead.sh
+# Where the allocator history's own cost is in question (history - off: the
+# C++ history with no hooks and no phases; none - history: the hooks and
+# phase bookkeeping with history on), about 5 minutes:
+#   CONFIGS="off history none default" WORKLOADS=hf REPS=3 HF_STEPS=100 DEADLINE=420 scripts/gpu/overhead.sh
 # Goal: default within 3% of off on both workloads (median step time).
 #
 # Usage (the device tool; build the Linux binary here first):
@@ -127,6 +131,14 @@ for p in sorted(glob.glob(os.path.join(sys.argv[1], "rank*", "process.json")))[:
     if h:  # module calls that ran the companion's hooks (off PyTorch's fast path)
         print(", module hooks: %d calls, %.1f per step, global in %d steps, %d roots" % (
             h["calls"], h["calls"] / max(1, d.get("steps", 0)), h["global_steps"], h["roots"]))
+    c = d.get("companion_calls")
+    if c:  # what the companion asked of torch, per step (allocator stats without the 1/s live samples)
+        n = max(1, d.get("steps", 0))
+        print(", per step: %.1f allocator stats, %.1f record_function, %.1f phase records, %.2f backward root "
+              "hooks, %.2f fraction queries; %d history switches, %d inventories, %d live samples" % (
+                  (c["allocator_stats"] - c["live_samples"]) / n, c["record_function"] / n, c["phase_records"] / n,
+                  c["backward_root_hooks"] / n, c["memory_fraction"] / n, c["history_switches"], c["inventories"],
+                  c["live_samples"]))
 PY
 )
         stacked=${stacked//$'\n'/}

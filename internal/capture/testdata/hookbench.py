@@ -9,6 +9,9 @@ Times, in this process and at best of 5 repetitions:
                   (forward, backward and optimizer phases, the step's end and
                   the next step's stack decision): records, allocator stats,
                   record_function ranges, a phases.jsonl line each
+  *_per_step      what one such step asks of torch (Capture.calls): allocator
+                  stats calls, record_function ranges, phase records,
+                  backward root pre-hooks, memory-fraction queries
   call_global_us, call_roots_us, call_off_us
                   one module call of a 100-module forward through
                   faketorch's Module.__call__ (its stand-in for _call_impl's
@@ -111,6 +114,10 @@ wide(None)  # found as a root
 calls(10)
 steps(10)
 out = {"module_call_us": best(calls, 100000), "step_us": best(steps, 2000)}
+before = dict(cap.calls)
+steps(100)
+for k in ("allocator_stats", "record_function", "phase_records", "backward_root_hooks", "memory_fraction"):
+    out[k + "_per_step"] = (cap.calls[k] - before[k]) / 100.0
 cap.step = 1
 for mode in ("global", "roots", "off"):
     out["call_%s_us" % mode] = per_call(mode)

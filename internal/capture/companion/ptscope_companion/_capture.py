@@ -145,6 +145,13 @@ class Capture(PhasesMixin):
         self.mod_meta = False  # module hooks set the allocations' module path
         self.hook_calls = 0  # module forward pre-hooks run (module calls off PyTorch's fast path)
         self.global_steps = 0  # completed steps that ran with global module hooks
+        # what the companion asked of torch, for process.json's "companion_calls"
+        # (the per-step cost of a capture explains itself from these)
+        self.calls = {"allocator_stats": 0, "live_samples": 0, "record_function": 0, "history_switches": 0,
+                      "memory_fraction": 0, "backward_root_hooks": 0, "phase_records": 0}
+        self.bw_dirty = False  # a stacked step labelled backward nodes: the backward thread keeps a path
+        self.limit_at = None  # the reserved peak when the memory fraction was last read
+        self.limit = 0
         self.inner_seen = False  # a module was called inside a root's forward (precision's autocast check)
         self.peak_device_used = 0
         self.peak_rss = 0
@@ -176,6 +183,7 @@ class Capture(PhasesMixin):
         and the next step's stack decision cost one call."""
         if self.held is not None:
             return self.held
+        self.calls["allocator_stats"] += 1
         raw = getattr(torch._C, "_cuda_memoryStats", None)
         if raw is not None:  # nested dict, cheaper than torch.cuda.memory_stats' flattening
             s = raw(self.device)
@@ -343,6 +351,9 @@ class Capture(PhasesMixin):
         rec["stack_windows"] = wins
         rec["module_hooks"] = {"calls": self.hook_calls, "global_steps": self.global_steps,
                                "roots": len(self.roots)}
+        calls = dict(self.calls)
+        calls["inventories"] = self.inv.count if self.inv is not None else 0
+        rec["companion_calls"] = calls
         rec["traces"] = self.traces
         rec["oom"] = self.oom
         write_atomic(os.path.join(self.dir, "process.json"), json.dumps(rec, indent=1))
@@ -403,8 +414,11 @@ class Capture(PhasesMixin):
             self.bw_attr = False
             return
         w = self.windows
-        w.device_total = self._memory_limit()
         entries, pa, pr = self._entries()
+        if pr != self.limit_at:  # the limit matters only as reserved memory grows towards it
+            self.limit_at = pr
+            self.limit = self._memory_limit()
+        w.device_total = self.limit
         on, reason = w.decide(self.step, entries, pa, pr)
         if not self.toggle_ok:
             on, reason = self.on_stacks, w.mode
@@ -412,6 +426,7 @@ class Capture(PhasesMixin):
         if on != self.on_stacks and self.toggle_ok:
             kw = dict(self.hist_kw)
             kw["context"] = self.hist_ctx_default() if on else None
+            self.calls["history_switches"] += 1
             self.hist_fn(**kw)
             self.hist_ctx = kw["context"]
         self.on_stacks = on
@@ -427,6 +442,7 @@ class Capture(PhasesMixin):
         if get is None:
             get = getattr(getattr(torch.cuda, "memory", None), "get_per_process_memory_fraction", None)
         if get is not None and total > 0:
+            self.calls["memory_fraction"] += 1
             try:
                 f = float(get(self.device))
             except Exception as err:
@@ -545,6 +561,7 @@ class Capture(PhasesMixin):
 
     # ------------------------------------------------------------------ monitor
     def _sample(self):
+        self.calls["live_samples"] += 1
         a, r, pa, pr = self._stats()
         rec = {"time_us": _now_us(), "rank": self.rank, "step": self.step,
                "phase": self.phase.name if self.phase else None,

@@ -527,6 +527,7 @@ class PhasesMixin:
             if k in nodes or len(nodes) >= _MAX_NODES:
                 continue
             nodes[k] = node
+            self.bw_dirty = True
             node.register_prehook(self._label_hook(self._module_name(module)))
 
     def _backward_roots(self, tensors):
@@ -535,6 +536,10 @@ class PhasesMixin:
         already names its module."""
         if self.set_metadata is None or not self.features.get("backward_module_metadata"):
             return
+        if not self.bw_attr:
+            if not self.bw_dirty:
+                return  # no label was set on the backward's thread since the last reset
+            self.bw_dirty = False
         roots = tensors if isinstance(tensors, (list, tuple)) else [tensors]
         for t in roots:
             fn = getattr(t, "grad_fn", None)
@@ -544,6 +549,7 @@ class PhasesMixin:
                 continue  # backward(retain_graph=True) again over the same graph: hooked already
             self.bw_roots.append(fn)
             del self.bw_roots[:-8]
+            self.calls["backward_root_hooks"] += 1
             fn.register_prehook(self._label_hook(""))
 
     # ------------------------------------------------------------------ optimizer hooks
@@ -611,6 +617,7 @@ class PhasesMixin:
     def _record_function(self, name):
         if self.phases is None:
             return None
+        self.calls["record_function"] += 1
         try:
             rf = torch.autograd.profiler.record_function("ptscope:" + name)
             rf.__enter__()
@@ -715,6 +722,7 @@ class PhasesMixin:
         if aborted:
             rec["aborted"] = True
         if self.phases is not None:
+            self.calls["phase_records"] += 1
             self.phases.write(rec)
 
     # ------------------------------------------------------------------ steps
@@ -732,6 +740,7 @@ class PhasesMixin:
         never began)."""
         if self.phases is None or self.step_rf is not None:
             return
+        self.calls["record_function"] += 1
         try:
             self.step_rf = torch.autograd.profiler.record_function("ptscope:step#%d" % self.step)
             self.step_rf.__enter__()
