@@ -47,7 +47,7 @@
 # Where the allocator history's own cost is in question (history - off: the
 # C++ history with no hooks and no phases; none - history: the hooks and
 # phase bookkeeping with history on), about 5 minutes:
-#   CONFIGS="off history none default" WORKLOADS=hf REPS=3 HF_STEPS=100 DEADLINE=420 scripts/gpu/overhead.sh
+#   CONFIGS="off history none default" WORKLOADS=hf REPS=3 HF_STEPS=100 DEADLINE=330 scripts/gpu/overhead.sh
 # Goal: default within 3% of off on both workloads (median step time).
 #
 # Usage (the device tool; build the Linux binary here first):
