@@ -64,6 +64,8 @@ def norm_trace(text):
                 # torch writes compile_context "N/A" when there is none; ptscope reads and
                 # writes that as absent (docs/export.md)
                 d = {k: v for k, v in d.items() if v not in ("", None) and not (k == "compile_context" and v == "N/A")}
+                if isinstance(d.get("frames"), list):  # a frame's key order is not significant either
+                    d["frames"] = [sorted(f.items()) if isinstance(f, dict) else f for f in d["frames"]]
                 line = repr(sorted(d.items()))
             except (ValueError, SyntaxError):
                 pass
