@@ -91,7 +91,7 @@ func loadDiff(e *env, a, b string) (*diff.Report, error) {
 		return nil, err
 	}
 	if !(ka.memory && kb.memory) && !(ka.trace && kb.trace) {
-		return nil, usagef("diff: %s holds %s and %s holds %s: diff compares snapshots with snapshots and traces with traces", a, ka, b, kb)
+		return nil, usagef("%v", diff.KindMismatch(a, ka.String(), b, kb.String()))
 	}
 	load := func(path string, k sideKind, other sideKind) (diff.Input, error) {
 		p.SetLabel("diff: reading " + filepath.Base(path))
@@ -111,17 +111,7 @@ func loadDiff(e *env, a, b string) (*diff.Report, error) {
 // sideKind is what an input holds.
 type sideKind struct{ memory, trace bool }
 
-func (k sideKind) String() string {
-	switch {
-	case k.memory && k.trace:
-		return "snapshots and traces"
-	case k.memory:
-		return "allocator snapshots"
-	case k.trace:
-		return "profiler traces"
-	}
-	return "nothing ptscope reads"
-}
+func (k sideKind) String() string { return diff.Holds(k.memory, k.trace) }
 
 func sideKinds(path string) (sideKind, error) {
 	var k sideKind

@@ -44,8 +44,12 @@ type Input struct {
 
 	mem   []*memDevice
 	trace *traceInput
-	size  int64         // file size when found
-	rank  *capture.Rank // the bundle rank it belongs to, if any
+	// memReport and traceReport are the analyses as load returned them
+	// (the results above belong to them): one side of a diff.
+	memReport   *memory.Report
+	traceReport *perf.Report
+	size        int64         // file size when found
+	rank        *capture.Rank // the bundle rank it belongs to, if any
 }
 
 // DeviceInfo summarises one device of a snapshot for the input list.
@@ -195,7 +199,7 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 		return fmt.Errorf("%s: the snapshot holds no device with segments or trace entries", it.Path)
 	}
 	in.mu.Lock()
-	it.mem, it.Devices, it.Bytes = devs, infos, m.Snapshot.InputBytes
+	it.mem, it.Devices, it.Bytes, it.memReport = devs, infos, m.Snapshot.InputBytes, set.Report
 	in.mu.Unlock()
 	return nil
 }
@@ -211,7 +215,7 @@ func (in *inputs) loadTrace(ctx context.Context, it *Input) error {
 	t := set.Models[0]
 	ti := &traceInput{model: t, result: &set.Report.Ranks[0], tl: timeline.NewTrace(t)}
 	in.mu.Lock()
-	it.trace, it.Bytes = ti, t.Bytes
+	it.trace, it.Bytes, it.traceReport = ti, t.Bytes, set.Report
 	in.mu.Unlock()
 	return nil
 }

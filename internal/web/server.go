@@ -43,6 +43,7 @@ type Options struct {
 
 // Server serves the inputs under Options.Roots.
 type Server struct {
+	diffs  diffCache
 	opts   Options
 	inputs *inputs
 	mux    *http.ServeMux
@@ -278,6 +279,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/trace/view", s.api(s.traceView))
 	s.mux.HandleFunc("/api/v1/trace/event", s.api(s.traceEvent))
 	s.mux.HandleFunc("/api/v1/trace/memory", s.api(s.traceMemory))
+	s.mux.HandleFunc("/api/v1/diff", s.api(s.diffView))
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, fmt.Errorf("no such endpoint %s", r.URL.Path))
 	})
@@ -306,6 +308,11 @@ func (s *Server) readyInput(r *http.Request, kind string) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.readyID(id, kind)
+}
+
+// readyID returns input id once loaded; kind "" takes any kind.
+func (s *Server) readyID(id int64, kind string) (*Input, error) {
 	it, ok := s.inputs.get(int(id))
 	if !ok {
 		return nil, notFound("no input %d", id)
@@ -318,7 +325,7 @@ func (s *Server) readyInput(r *http.Request, kind string) (*Input, error) {
 		return nil, &apiError{http.StatusUnprocessableEntity, errors.New(msg)}
 	case status != statusReady:
 		return nil, &apiError{http.StatusServiceUnavailable, fmt.Errorf("input %d is %s", id, status)}
-	case k != kind:
+	case kind != "" && k != kind:
 		return nil, badRequest("input %d is a %s, not a %s", id, k, kind)
 	}
 	return it, nil

@@ -34,6 +34,13 @@ func testServer(t testing.TB) (*Server, *httptest.Server, string) {
 	if err := os.WriteFile(filepath.Join(dir, "c_broken.pickle"), []byte("\x80\x04\x95garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	s, ts := serveDir(t, dir)
+	return s, ts, dir
+}
+
+// serveDir serves the files in dir and waits until all are loaded.
+func serveDir(t testing.TB, dir string) (*Server, *httptest.Server) {
+	t.Helper()
 	s, err := New(Options{Roots: []string{dir}})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +65,7 @@ func testServer(t testing.TB) (*Server, *httptest.Server, string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return s, ts, dir
+	return s, ts
 }
 
 func link(t testing.TB, src, dst string) {

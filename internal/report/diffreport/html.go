@@ -12,15 +12,30 @@ import (
 // script, no network): the sections, findings and tables of the text,
 // names never cut, each table an HTML table; top is the text's --top.
 func (d *Document) WriteHTML(w io.Writer, top int) error {
+	return d.writeHTML(w, top, true)
+}
+
+// WriteHTMLBody writes the same sections as WriteHTML without the page
+// around them (no head, styles or body tags): a fragment that another page
+// (ptscope serve's compare view) places in an element of its own.
+func (d *Document) WriteHTMLBody(w io.Writer, top int) error {
+	return d.writeHTML(w, top, false)
+}
+
+func (d *Document) writeHTML(w io.Writer, top int, page bool) error {
 	o := report.TextOptions{Width: 1 << 20, Top: top}
 	h := &htmlPage{}
 	p := &printer{Printer: report.NewPrinter(w, o), html: h}
 	h.p = p.Printer
-	h.p.Raw(htmlHead)
+	if page {
+		h.p.Raw(htmlHead)
+	}
 	if err := d.write(p); err != nil {
 		return err
 	}
-	h.end()
+	if page {
+		h.end()
+	}
 	return h.p.Flush()
 }
 

@@ -1,6 +1,6 @@
 // ptscope's page: one input at a time; views chosen by ?view= (memory,
-// state, trace, operators, kernels), the input by ?input=, the device by
-// ?device=. Test hooks: data-testid and data-state="ready" on drawn views;
+// state, trace, operators, kernels, distributed), the input by ?input=, the
+// device by ?device=; ?view=diff&a=&b= compares two inputs. Test hooks: data-testid and data-state="ready" on drawn views;
 // window.__ptscope.timings.
 import { get, htmlMode } from './data.js';
 import { el, bytes, exact, dur, pct, categoryColors } from './fmt.js';
@@ -36,6 +36,10 @@ async function main() {
     return;
   }
   const view = params.get('view') || '';
+  if (view === 'diff' && !htmlMode) {
+    renderNav(inputs, null, view);
+    return showDiff(inputs);
+  }
   const traceViews = ['trace', 'operators', 'kernels', 'distributed'];
   let id = params.has('input') ? +params.get('input') : NaN;
   if (isNaN(id)) {
@@ -90,11 +94,53 @@ function renderNav(inputs, cur, view) {
     ? [['trace', 'Overview & timeline'], ['operators', 'Operators'], ['kernels', 'Kernels'], ['distributed', 'Distributed']]
     : [['memory', 'Memory timeline'], ['state', 'Allocator state']];
   const nav = el('nav', {}, el('b', {}, 'ptscope'), sel,
-    tabs.map(([v, label]) => el('a', { href: `?input=${cur ? cur.id : 0}&view=${v}`, class: (view || tabs[0][0]) === v ? 'on' : null }, label)));
+    cur || view !== 'diff' ? tabs.map(([v, label]) => el('a', { href: `?input=${cur ? cur.id : 0}&view=${v}`, class: (view || tabs[0][0]) === v ? 'on' : null }, label)) : null,
+    compareLink(inputs, cur, view));
   const errs = inputs.filter((i) => i.status === 'error');
   app.append(nav);
   if (errs.length) app.append(el('div', { class: 'errors' }, errs.map((i) => el('p', { class: 'error' }, i.error))));
   if (!htmlMode) pollNewInputs(inputs.length);
+}
+
+// compareLink opens the compare view with the current input as A and the
+// next input of the same kind as B (a server with 2+ inputs only).
+function compareLink(inputs, cur, view) {
+  if (htmlMode || inputs.length < 2) return null;
+  let href = location.search;
+  if (view !== 'diff') {
+    const a = cur || inputs[0];
+    const same = inputs.filter((i) => i.id !== a.id && i.kind === a.kind);
+    const b = same.find((i) => i.id > a.id) || same[0] || inputs.find((i) => i.id !== a.id);
+    href = `?view=diff&a=${a.id}&b=${b.id}`;
+  }
+  return el('a', { href, class: view === 'diff' ? 'on' : null, 'data-testid': 'compare-link' }, 'Compare');
+}
+
+// showDiff is the compare view: `ptscope diff A B --html`'s sections,
+// computed by the server (/api/v1/diff) from the inputs it holds.
+async function showDiff(inputs) {
+  const a = +params.get('a'), b = +params.get('b');
+  const pick = (name, cur) => el('select', { 'data-testid': 'diff-' + name, onchange: (e) => { setParams({ [name]: e.target.value }); location.reload(); } },
+    inputs.map((i) => el('option', { value: i.id, selected: i.id === cur }, `${i.id}: ${i.kind === 'trace' ? 'trace' : 'memory'}: ${i.path.split('/').slice(-2).join('/')}`)));
+  const body = el('main');
+  const view = el('div', { class: 'diff', 'data-testid': 'diff-view', 'data-state': 'loading' });
+  body.append(el('div', { class: 'summary' }, 'A (baseline) ', pick('a', a), ' B ', pick('b', b), ' ',
+    el('button', { onclick: () => { setParams({ a: b, b: a }); location.reload(); } }, 'swap')), view);
+  app.append(body);
+  const fail = (msg) => { view.replaceChildren(el('p', { class: 'error' }, msg)); view.dataset.state = 'error'; };
+  const ia = inputs.find((i) => i.id === a), ib = inputs.find((i) => i.id === b);
+  if (!ia || !ib) return fail(`no input ${!ia ? params.get('a') : params.get('b')}`);
+  await waitReady(ia, view);
+  await waitReady(ib, view);
+  try {
+    const d = await get('diff', { a, b });
+    window.__ptscope.diff = d.report;
+    view.innerHTML = d.html; // escaped, script-free: diffreport's HTML sections
+    view.dataset.state = 'ready';
+    window.__ptscope.timings.diff = performance.now();
+  } catch (e) {
+    fail(e.message);
+  }
 }
 
 // pollNewInputs tells the user when a rescan found new files (a running capture).
