@@ -18,9 +18,10 @@ Serve interactive views of snapshots, profiler traces and ptscope run
 bundles in the browser: the memory timeline (every allocation at least a
 pixel wide and tall drawn on its own; click one for its stack), the
 allocator state at any entry, breakdowns by category, source, module and
-stack, and the profiler views (overview, operators, kernels, trace
-timeline). Folders are searched again every --rescan, so the files of a
-running capture appear as they are written. No request leaves the machine.
+stack, the profiler views (overview, operators, kernels, trace timeline),
+and two inputs of the same kind compared as ptscope diff compares them.
+Folders are searched again every --rescan, so the files of a running
+capture appear as they are written. No request leaves the machine.
 
 The server binds 127.0.0.1 unless --addr names another address, which
 also needs --allow-remote (anyone who can reach that address can read the
