@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -56,6 +57,47 @@ func BenchmarkReadWithStack(b *testing.B) {
 		if _, err := Read(context.Background(), bytes.NewReader(plain), Options{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReadFileWithStack reads the trace from a file, as the CLI does
+// (mapped on Linux).
+func BenchmarkReadFileWithStack(b *testing.B) {
+	plain, _ := bigTrace(b)
+	path := filepath.Join(b.TempDir(), "big.pt.trace.json")
+	if err := os.WriteFile(path, plain, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(plain)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ReadFile(context.Background(), path, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadFileUnmappedWithStack reads the same file through
+// input.Open, as ReadFile does where it cannot map.
+func BenchmarkReadFileUnmappedWithStack(b *testing.B) {
+	plain, _ := bigTrace(b)
+	path := filepath.Join(b.TempDir(), "big.pt.trace.json")
+	if err := os.WriteFile(path, plain, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(plain)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := input.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Read(context.Background(), r, Options{}); err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
 	}
 }
 

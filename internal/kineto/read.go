@@ -8,8 +8,11 @@ import (
 	"io"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	json "github.com/goccy/go-json"
 
@@ -36,14 +39,26 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// ReadFile reads a trace file (plain JSON, gzip, xz or zstd).
+// ReadFile reads a trace file (plain JSON, gzip, xz or zstd). A plain JSON
+// regular file is mapped and cut in place (see mapFile), others are read.
 func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
-	r, err := input.Open(path)
-	if err != nil {
-		return nil, err
+	var t *Trace
+	var err error
+	if data, unmap, ok := mapFile(path); ok && input.Detect(data[:min(len(data), 6)]) == input.None {
+		input.Track(path)
+		t, err = readFrom(ctx, nil, data, func(lo, hi int64) { dropPages(data, lo, hi) }, opt)
+		unmap()
+	} else {
+		if ok {
+			unmap()
+		}
+		r, oerr := input.Open(path)
+		if oerr != nil {
+			return nil, oerr
+		}
+		defer r.Close()
+		t, err = Read(ctx, r, opt)
 	}
-	defer r.Close()
-	t, err := Read(ctx, r, opt)
 	if t != nil {
 		t.Path = path
 	}
@@ -58,9 +73,23 @@ func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
 // what was lost, and a nil error; an input with no usable event gives an
 // error naming the byte offset.
 func Read(ctx context.Context, r io.Reader, opt Options) (*Trace, error) {
+	return readFrom(ctx, r, nil, nil, opt)
+}
+
+// readBytes reads a trace held in memory (a mapped file): as Read, but the
+// batches are cut out of data without a copy. Nothing decoded refers to
+// data, which may be unmapped once it returns. If data is a mapping whose
+// file is cut short meanwhile, the fault becomes an error.
+func readBytes(ctx context.Context, data []byte, opt Options) (*Trace, error) {
+	return readFrom(ctx, nil, data, nil, opt)
+}
+
+// readFrom reads from r, or from data when it is not nil; release (if not
+// nil) is told each range of data decoded, which nothing reads again.
+func readFrom(ctx context.Context, r io.Reader, data []byte, release func(lo, hi int64), opt Options) (*Trace, error) {
 	t := &Trace{Strings: []string{""}}
 	m := newMerger(t)
-	err := decode(ctx, r, opt, t, func(p *part) error {
+	err := decode(ctx, r, data, release, opt, t, func(p *part) error {
 		m.add(p)
 		return nil
 	}, m.finish)
@@ -82,7 +111,7 @@ func Stream(ctx context.Context, r io.Reader, opt Options, fn func(b *Trace, seq
 	t := &Trace{Strings: []string{""}}
 	m := newMerger(t)
 	var seq0 int64
-	err := decode(ctx, r, opt, t, func(p *part) error {
+	err := decode(ctx, r, nil, nil, opt, t, func(p *part) error {
 		// indices into the batch's own tables
 		m.nGPU, m.nOps, m.nComms = 0, 0, 0
 		t.Comms = t.Comms[:0]
@@ -101,20 +130,58 @@ func Stream(ctx context.Context, r io.Reader, opt Options, fn func(b *Trace, seq
 	return t, nil
 }
 
-// decode runs the reader: a splitter cuts the input into batches, workers
-// decode them into parts, and sink gets the parts in file order; finish
-// runs after the last one. It fills t's metadata and damage.
-func decode(ctx context.Context, r io.Reader, opt Options, t *Trace, sink func(p *part) error, finish func()) error {
+// errFileChanged is what a fault on a mapped input becomes.
+var errFileChanged = errors.New("the file changed (was cut short?) while it was read")
+
+// inData says whether the panic e is a memory fault inside data.
+func inData(e any, data []byte) bool {
+	f, ok := e.(interface{ Addr() uintptr })
+	if !ok || len(data) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(data)))
+	return f.Addr() >= lo && f.Addr()-lo < uintptr(len(data))
+}
+
+// decode runs the reader: a splitter cuts the input (r, or data when it is
+// held whole; release as readFrom's) into batches, workers decode them
+// into parts, and sink gets the parts in file order; finish runs after the
+// last one. It fills t's metadata and damage. It returns only once no
+// goroutine of its own touches data any more.
+func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi int64), opt Options, t *Trace, sink func(p *part) error, finish func()) (err error) {
 	opt = opt.withDefaults()
+	var fault atomic.Bool
+	// guard makes a fault on a mapping that shrank under us a panic of the
+	// calling goroutine, recovered by the deferred call it returns.
+	guard := func() func() {
+		if data == nil {
+			return func() {}
+		}
+		old := debug.SetPanicOnFault(true)
+		return func() {
+			debug.SetPanicOnFault(old)
+			if e := recover(); e != nil {
+				if !inData(e, data) {
+					panic(e)
+				}
+				fault.Store(true)
+			}
+		}
+	}
+	defer func() {
+		if fault.Load() {
+			err = errFileChanged
+		}
+	}()
 	warn := func(s string) {
 		if len(t.Damage.Warnings) < 20 {
 			t.Damage.Warnings = append(t.Damage.Warnings, s)
 		}
 	}
 	var splitWarn []string
-	s := &splitter{r: r, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20,
+	s := &splitter{r: r, data: data, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20,
 		warn: func(m string) { splitWarn = append(splitWarn, m) }}
-	if err := s.start(); err != nil {
+	if err := func() error { defer guard()(); return s.start() }(); err != nil || fault.Load() {
 		return err
 	}
 	for _, w := range splitWarn {
@@ -130,7 +197,14 @@ func decode(ctx context.Context, r io.Reader, opt Options, t *Trace, sink func(p
 		free <- newPart()
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	splitDone := make(chan struct{})
+	defer func() {
+		// stop and wait for the goroutines (they may be reading data)
+		cancel()
+		for range parts {
+		}
+		<-splitDone
+	}()
 	var wg sync.WaitGroup
 	for w := 0; w < opt.Workers; w++ {
 		wg.Add(1)
@@ -138,7 +212,13 @@ func decode(ctx context.Context, r io.Reader, opt Options, t *Trace, sink func(p
 			defer wg.Done()
 			for b := range batches {
 				p := b.part
-				decodeBatch(b, p)
+				if !func() bool { defer guard()(); decodeBatch(b, p); return true }() {
+					cancel()
+					return
+				}
+				if release != nil {
+					release(b.offset, b.offset+int64(len(b.buf)))
+				}
 				b.part = nil
 				select {
 				case parts <- p:
@@ -150,7 +230,9 @@ func decode(ctx context.Context, r io.Reader, opt Options, t *Trace, sink func(p
 	}
 	var splitErr error
 	go func() {
+		defer close(splitDone)
 		defer close(batches)
+		defer guard()()
 		for {
 			b, err := s.next()
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -183,6 +184,11 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := Read(context.Background(), bytes.NewReader(data), Options{ChunkBytes: 97, Workers: 2})
+		// a mapped file is cut in place: the same trace, or the same error
+		tm, merr := readBytes(context.Background(), data, Options{ChunkBytes: 97, Workers: 2})
+		if (err == nil) != (merr == nil) || err != nil && err.Error() != merr.Error() || !reflect.DeepEqual(tr, tm) {
+			t.Fatalf("read from memory: %v, want %v (traces equal: %v)", merr, err, reflect.DeepEqual(tr, tm))
+		}
 		if err != nil {
 			return
 		}

@@ -27,6 +27,7 @@ type batch struct {
 // than maxEvent is dropped.
 type splitter struct {
 	r         io.Reader
+	data      []byte // the whole input when it is mapped (r is unused then)
 	chunk     int
 	maxEvent  int
 	maxHeader int
@@ -68,6 +69,9 @@ func (s *splitter) fill() error {
 	if s.eof {
 		return io.EOF
 	}
+	if s.data != nil {
+		return s.fillMapped()
+	}
 	buf := make([]byte, len(s.pending), len(s.pending)+s.chunk)
 	copy(buf, s.pending)
 	n, err := io.ReadFull(s.r, buf[len(buf):cap(buf)])
@@ -88,6 +92,30 @@ func (s *splitter) fill() error {
 		return nil
 	}
 	return err
+}
+
+// fillMapped extends s.pending over the mapping as fill would read (the
+// same chunk boundaries, so both modes cut the same batches) without
+// copying: s.pending is always s.data[s.pendOff:s.off].
+func (s *splitter) fillMapped() error {
+	end := min(s.off+int64(s.chunk), int64(len(s.data)))
+	n := end - s.off
+	s.pending = s.data[s.pendOff:end:end]
+	s.off = end
+	if s.off >= s.nextCheck {
+		s.nextCheck = s.off + 16<<20
+		input.Progress(s.off)
+		if cerr := input.CheckMemory(); cerr != nil {
+			return fmt.Errorf("offset %d: %w", s.off, cerr)
+		}
+	}
+	if end == int64(len(s.data)) {
+		s.eof = true
+		if n == 0 {
+			return io.EOF
+		}
+	}
+	return nil
 }
 
 // start reads up to the first event of the array, collecting the header.
@@ -300,7 +328,11 @@ scan:
 			case ']':
 				s.done = true
 				s.tail = append([]byte(nil), buf[i+1:]...)
-				if !s.eof {
+				switch {
+				case s.eof:
+				case s.data != nil:
+					s.tail = append(s.tail, s.data[s.off:min(s.off+int64(s.maxHeader), int64(len(s.data)))]...)
+				default:
 					rest, _ := io.ReadAll(io.LimitReader(s.r, int64(s.maxHeader)))
 					s.tail = append(s.tail, rest...)
 				}
@@ -392,7 +424,8 @@ scan:
 		b.seq = s.seq
 		return b
 	}
-	// keep the partial event for the next chunk (fill copies it, so the batch owns buf[:keep])
+	// keep the partial event for the next chunk (fill copies it, so the
+	// batch owns buf[:keep]; a mapping is never written, so sharing it is safe)
 	keep := n
 	s.scanned = 0
 	if evStart >= 0 {
