@@ -17,6 +17,7 @@ import (
 	json "github.com/goccy/go-json"
 
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/mapfile"
 )
 
 // Options tune the reader.
@@ -46,7 +47,7 @@ func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
 	var err error
 	if data, unmap, ok := mapFile(path); ok && input.Detect(data[:min(len(data), 6)]) == input.None {
 		input.Track(path)
-		t, err = readFrom(ctx, nil, data, func(lo, hi int64) { dropPages(data, lo, hi) }, opt)
+		t, err = readFrom(ctx, nil, data, func(lo, hi int64) { mapfile.DropPages(data, int(lo), int(hi)) }, opt)
 		unmap()
 	} else {
 		if ok {

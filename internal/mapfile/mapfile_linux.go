@@ -1,6 +1,6 @@
 //go:build linux
 
-package snapshot
+package mapfile
 
 import (
 	"os"
@@ -8,14 +8,11 @@ import (
 	"syscall"
 )
 
-// mapFile maps a file read-only and faults its pages in, in parallel where
-// the kernel can (MADV_POPULATE_READ, Linux 5.14), else all at once with
-// MAP_POPULATE; unmap releases it. Everything that outlives the decoding is
-// copied out of the mapping.
-func mapFile(f *os.File, size int, workers int) (data []byte, unmap func(), err error) {
-	parallel := canPopulateRead()
+// Map maps size bytes of f read-only; unmap releases them.
+func Map(f *os.File, size int, o Options) (data []byte, unmap func(), err error) {
+	parallel := o.Populate > 0 && canPopulateRead()
 	flags := syscall.MAP_SHARED
-	if !parallel {
+	if o.Populate > 0 && !parallel {
 		flags |= syscall.MAP_POPULATE
 	}
 	data, err = syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, flags)
@@ -23,12 +20,15 @@ func mapFile(f *os.File, size int, workers int) (data []byte, unmap func(), err 
 		return nil, nil, err
 	}
 	if parallel {
-		populate(data, workers)
+		populate(data, o.Populate)
+	}
+	if o.Sequential {
+		_ = syscall.Madvise(data, syscall.MADV_SEQUENTIAL)
 	}
 	return data, func() { _ = syscall.Munmap(data) }, nil
 }
 
-const madvPopulateRead = 22 // MADV_POPULATE_READ
+const madvPopulateRead = 22 // MADV_POPULATE_READ (Linux 5.14)
 
 // canPopulateRead says whether the running kernel knows MADV_POPULATE_READ.
 var canPopulateRead = sync.OnceValue(func() bool {
@@ -61,10 +61,11 @@ func populate(data []byte, workers int) {
 	wg.Wait()
 }
 
-// dropPages lets the kernel take back the pages of a mapped range that lie
-// wholly inside [lo, hi): they read back from the page cache if touched
-// again, so this only lowers the resident size.
-func dropPages(data []byte, lo, hi int) {
+// DropPages lets the kernel take back the pages of a mapping that lie wholly
+// inside data[lo:hi] (decoded already): they read back from the page cache
+// if touched again, so this only lowers the resident size. Only for data
+// returned by Map: on heap memory it would zero live Go memory.
+func DropPages(data []byte, lo, hi int) {
 	const page = 4096
 	lo = (lo + page - 1) &^ (page - 1)
 	hi &^= page - 1
