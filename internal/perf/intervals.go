@@ -2,6 +2,7 @@ package perf
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 	"sort"
 )
@@ -17,7 +18,7 @@ func union(v spans) spans {
 	if len(v) == 0 {
 		return v
 	}
-	slices.SortFunc(v, func(a, b span) int { return cmp.Compare(a.S, b.S) })
+	sortStarts(v)
 	out := v[:1]
 	for _, x := range v[1:] {
 		if x.E <= x.S {
@@ -109,5 +110,65 @@ func (v spans) clip(s, e int64, fn func(s, e int64)) {
 		if a, b := max(v[i].S, s), min(v[i].E, e); a < b {
 			fn(a, b)
 		}
+	}
+}
+
+// radixMin is the length from which sortStarts sorts by radix.
+const radixMin = 1 << 12
+
+// sortStarts sorts v by start. union's result does not depend on the
+// order of equal starts, which leaves the sort free: lists already in
+// order (GPU work, taken in start order) are only checked, and long ones
+// are sorted by an LSD radix sort on the start, which beats a comparison
+// sort on the million-span lists of a large trace.
+func sortStarts(v spans) {
+	if len(v) < radixMin {
+		slices.SortFunc(v, func(a, b span) int { return cmp.Compare(a.S, b.S) })
+		return
+	}
+	lo, hi := v[0].S, v[0].S
+	sorted := true
+	for i := 1; i < len(v); i++ {
+		s := v[i].S
+		if s < v[i-1].S {
+			sorted = false
+		}
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	if sorted {
+		return
+	}
+	// digits of at most 12 bits over the starts' range (uint64: the range
+	// of any two int64 fits)
+	r := uint64(hi) - uint64(lo)
+	nbits := bits.Len64(r)
+	passes := (nbits + 11) / 12
+	width := (nbits + passes - 1) / passes
+	mask := uint64(1)<<width - 1
+	src, dst := v, make(spans, len(v))
+	var count [1 << 12]int
+	for shift := 0; shift < nbits; shift += width {
+		c := count[:mask+1]
+		clear(c)
+		for _, x := range src {
+			c[(uint64(x.S)-uint64(lo))>>shift&mask]++
+		}
+		if c[(uint64(src[0].S)-uint64(lo))>>shift&mask] == len(src) {
+			continue // one digit for all: the order stands
+		}
+		pos := 0
+		for d, n := range c {
+			c[d] = pos
+			pos += n
+		}
+		for _, x := range src {
+			d := (uint64(x.S) - uint64(lo)) >> shift & mask
+			dst[c[d]] = x
+			c[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &v[0] {
+		copy(v, src)
 	}
 }
