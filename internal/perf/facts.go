@@ -54,6 +54,10 @@ type FactScanner struct {
 	f   Facts
 	cls []uint8 // per string id
 	lk  flowLinker
+	// noLinks skips the flow linker: the whole-trace analysis pairs
+	// forward and backward ops itself (linkAuto) and never reads
+	// Facts.fwdBwdFlows, only the streaming path does.
+	noLinks bool
 }
 
 // flowLinker decides whether the trace's forward and backward ops are
@@ -218,14 +222,18 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 			f.memPoints[memKey{m.DeviceType, m.DeviceID}]++
 		}
 	}
-	s.lk.add(b)
+	if !s.noLinks {
+		s.lk.add(b)
+	}
 }
 
 // Facts returns the facts, given the trace's header (what kineto.Stream
 // returns, or the whole trace): its metadata, path, size and damage.
 func (s *FactScanner) Facts(header *kineto.Trace) *Facts {
 	f := s.f
-	f.fwdBwdFlows = s.lk.linked()
+	if !s.noLinks {
+		f.fwdBwdFlows = s.lk.linked()
+	}
 	f.meta, f.path, f.bytes, f.damage, f.rank = header.Meta, header.Path, header.Bytes, header.Damage, header.Rank()
 	return &f
 }
@@ -244,8 +252,10 @@ func (f *Facts) deviceList() []int {
 // which the streaming analysis needs.
 func (f *Facts) HasStepMarkers() bool { return f.markers }
 
+// scanFacts scans a whole trace for Analyze (without fwdBwdFlows).
 func scanFacts(t *kineto.Trace) *Facts {
 	s := NewFactScanner()
+	s.noLinks = true
 	s.Add(t)
 	return s.Facts(t)
 }
