@@ -74,9 +74,75 @@ type roles struct {
 	commKernel                                             []bool // per GPU event index in g.gpu
 }
 
-func buildRoles(g *graph) *roles {
+// hostRoles are the unions of the host events' roles, which need no
+// links: they are built while the graph is.
+type hostRoles struct {
+	runtime, dataloader, cpu, commOps spans
+}
+
+// host event roles, by name
+const (
+	roleCPU uint8 = iota + 1
+	roleStep
+	roleDataLoader
+	roleCommOp
+)
+
+func buildHostRoles(t *kineto.Trace) *hostRoles {
+	ev := &t.Events
+	var nLaunch, nHost int
+	for _, k := range ev.Kind {
+		switch {
+		case k.IsLaunch():
+			nLaunch++
+		case isOp(k) || k == kineto.KindPythonFunction:
+			nHost++
+		}
+	}
+	h := &hostRoles{runtime: make(spans, 0, nLaunch), cpu: make(spans, 0, nHost)}
+	cls := make([]uint8, len(t.Strings)) // role by name id, 0: not yet known
+	for i := 0; i < ev.Len(); i++ {
+		k := ev.Kind[i]
+		switch {
+		case k.IsLaunch():
+			h.runtime = append(h.runtime, span{ev.TS[i], ev.End(i)})
+		case isOp(k) || k == kineto.KindPythonFunction:
+			id := ev.Name[i]
+			c := cls[id]
+			if c == 0 {
+				switch name := t.Strings[id]; {
+				case strings.HasPrefix(name, "ProfilerStep#"):
+					c = roleStep
+				case isDataLoader(name):
+					c = roleDataLoader
+				case isCommOpName(name):
+					c = roleCommOp
+				default:
+					c = roleCPU
+				}
+				cls[id] = c
+			}
+			s := span{ev.TS[i], ev.End(i)}
+			switch c {
+			case roleDataLoader:
+				h.dataloader = append(h.dataloader, s)
+			case roleCommOp:
+				h.commOps = append(h.commOps, s)
+			case roleCPU:
+				h.cpu = append(h.cpu, s)
+			}
+		}
+	}
+	lists := []*spans{&h.runtime, &h.dataloader, &h.cpu, &h.commOps}
+	parallel(len(lists), func(j int) { *lists[j] = union(*lists[j]) })
+	return h
+}
+
+// buildRoles adds the GPU events' roles to the host's.
+func buildRoles(g *graph, h *hostRoles) *roles {
 	ev := g.ev
-	r := &roles{commKernel: make([]bool, len(g.gpu))}
+	r := &roles{commKernel: make([]bool, len(g.gpu)), runtime: h.runtime, dataloader: h.dataloader, cpu: h.cpu}
+	r.kernel = make(spans, 0, len(g.gpu))
 	for k, i := range g.gpu {
 		s := span{ev.TS[i], ev.End(int(i))}
 		switch ev.Kind[i] {
@@ -93,26 +159,9 @@ func buildRoles(g *graph) *roles {
 			r.memset = append(r.memset, s)
 		}
 	}
-	for i := 0; i < ev.Len(); i++ {
-		k := ev.Kind[i]
-		s := span{ev.TS[i], ev.End(i)}
-		switch {
-		case k.IsLaunch():
-			r.runtime = append(r.runtime, s)
-		case isOp(k) || k == kineto.KindPythonFunction:
-			name := g.t.Name(i)
-			switch {
-			case strings.HasPrefix(name, "ProfilerStep#"):
-			case isDataLoader(name):
-				r.dataloader = append(r.dataloader, s)
-			case isCommOpName(name):
-				r.comm = append(r.comm, s)
-			default:
-				r.cpu = append(r.cpu, s)
-			}
-		}
-	}
-	for _, v := range []*spans{&r.kernel, &r.memcpy, &r.memset, &r.comm, &r.runtime, &r.dataloader, &r.cpu} {
+	// union's result does not depend on the order of its spans
+	r.comm = append(r.comm, h.commOps...)
+	for _, v := range []*spans{&r.kernel, &r.memcpy, &r.memset, &r.comm} {
 		*v = union(*v)
 	}
 	return r
@@ -230,12 +279,13 @@ func phaseSpans(g *graph) (opt, bwd, fwd spans) {
 	return union(opt), union(bwd), union(fwd)
 }
 
-// attributePhases splits every step by priority: data loading (exactly the
+// attributePhases splits every step by priority (ph: phaseSpans' optimizer,
+// backward and forward spans): data loading (exactly the
 // breakdown's DataLoader part), then backward > forward > optimizer, so that
 // forward and backward work inside an optimizer step stay theirs; the rest
 // is other.
-func attributePhases(g *graph, steps []stepSpan, data spans) []Phases {
-	opt, bwd, fwd := phaseSpans(g)
+func attributePhases(ph [3]spans, steps []stepSpan, data spans) []Phases {
+	opt, bwd, fwd := ph[0], ph[1], ph[2]
 	slots := make(spans, 0, len(steps))
 	for _, s := range steps {
 		slots = append(slots, span{s.start, s.end})

@@ -2,6 +2,7 @@ package perf
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +17,6 @@ import (
 type graph struct {
 	t      *kineto.Trace
 	ev     *kineto.Events
-	extOp  map[int64]int32 // External id -> cpu_op / user_annotation event
 	launch []int32         // GPU event -> its runtime/driver launch, -1
 	owner  []int32         // GPU or runtime event -> the op that issued it, -1
 	parent []int32         // host event -> innermost enclosing op on its thread, -1
@@ -24,7 +24,7 @@ type graph struct {
 	gpu    []int32         // GPU events (kernel, memcpy, memset) sorted by start
 	steps  []int32         // ProfilerStep#N host events, sorted by start
 	autogr map[int64]bool  // (pid<<32|tid) of autograd engine threads
-	tc     map[uint32]bool // tensor-core verdict per kernel name
+	tc     []uint8         // tensor-core verdict per string id of a GPU event's name: 0 unknown, 1 no, 2 yes
 	fwdOf  map[int32]int32 // backward op -> forward op (fwdbwd flows, else Sequence number)
 
 	// the part of the trace analysed (window.go)
@@ -44,13 +44,13 @@ const (
 )
 
 // isTC reports whether the kernel named by string id name uses tensor cores.
+// The verdicts of GPU events' names are cached when the graph is built
+// (the analyses read them concurrently); others are computed each time.
 func (g *graph) isTC(name uint32) bool {
-	v, ok := g.tc[name]
-	if !ok {
-		v = IsTensorCoreKernel(g.t.Strings[name])
-		g.tc[name] = v
+	if int(name) < len(g.tc) && g.tc[name] != 0 {
+		return g.tc[name] == 2
 	}
-	return v
+	return IsTensorCoreKernel(g.t.Strings[name])
 }
 
 func threadKey(pid, tid int32) int64 { return int64(pid)<<32 | int64(uint32(tid)) }
@@ -63,40 +63,69 @@ func newGraph(t *kineto.Trace) *graph { return newPartGraph(t, nil, nil, linkAut
 func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *graph {
 	ev := &t.Events
 	n := ev.Len()
-	g := &graph{t: t, ev: ev, extOp: make(map[int64]int32), autogr: map[int64]bool{}, tc: map[uint32]bool{},
-		own: own, seq: seq, links: links}
-	launchByCorr := make(map[int64]int32)
+	// sized in advance: growing tables of a million entries costs more
+	// than a pass over the kinds
+	var nOps, nGPU int
+	var exts, corrs idRange
+	for i, k := range ev.Kind {
+		switch {
+		case isOp(k):
+			nOps++
+			if x := ev.Ext[i]; x > 0 {
+				exts.add(x)
+			}
+		case k.IsLaunch():
+			if c := ev.Corr[i]; c >= 0 {
+				corrs.add(c)
+			}
+		case k.IsGPU():
+			nGPU++
+		}
+	}
+	g := &graph{t: t, ev: ev, autogr: map[int64]bool{},
+		own: own, seq: seq, links: links, gpu: make([]int32, 0, nGPU), order: make([]int32, 0, nOps)}
+	extOp := newIDIndex(exts)         // External id -> cpu_op / user_annotation event (the first)
+	launchByCorr := newIDIndex(corrs) // correlation id -> runtime/driver event (the last)
 	byThread := map[int64][]int32{}
+	lastKey, last := int64(math.MinInt64), []int32(nil) // the thread of the previous host event
 	for i := 0; i < n; i++ {
 		k := ev.Kind[i]
 		switch {
 		case isOp(k):
 			if x := ev.Ext[i]; x > 0 {
-				if _, dup := g.extOp[x]; !dup {
-					g.extOp[x] = int32(i)
-				}
+				extOp.set(x, int32(i), true)
 			}
-			tk := threadKey(ev.PID[i], ev.TID[i])
-			byThread[tk] = append(byThread[tk], int32(i))
 			if IsStepMarker(k, t.Name(i)) {
 				g.steps = append(g.steps, int32(i))
 			}
 		case k.IsLaunch():
 			if c := ev.Corr[i]; c >= 0 {
-				launchByCorr[c] = int32(i)
+				launchByCorr.set(c, int32(i), false)
 			}
-			tk := threadKey(ev.PID[i], ev.TID[i])
-			byThread[tk] = append(byThread[tk], int32(i))
 		case k.IsGPU():
 			g.gpu = append(g.gpu, int32(i))
+			continue
+		default:
+			continue
 		}
+		if tk := threadKey(ev.PID[i], ev.TID[i]); tk != lastKey {
+			if last != nil {
+				byThread[lastKey] = last
+			}
+			lastKey, last = tk, byThread[tk]
+		}
+		last = append(last, int32(i))
+	}
+	if last != nil {
+		byThread[lastKey] = last
 	}
 	for _, th := range t.Threads {
 		if strings.Contains(th.Name, "pt_autograd") {
 			g.autogr[threadKey(th.PID, th.TID)] = true
 		}
 	}
-	// nesting per thread
+	// nesting per thread, threads in parallel; their ops are then put in
+	// order thread by thread
 	g.parent = make([]int32, n)
 	for i := range g.parent {
 		g.parent[i] = -1
@@ -105,43 +134,15 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 	for k := range byThread {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	var stack []int32
-	defer func() { g.linkFwdBwd(byThread) }()
-	for _, k := range keys {
-		list := byThread[k]
-		slices.SortFunc(list, func(x, y int32) int {
-			if c := cmp.Compare(ev.TS[x], ev.TS[y]); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(ev.Dur[y], ev.Dur[x]); c != 0 {
-				return c
-			}
-			// ops enclose runtime calls that start and end with them
-			xo, yo := isOp(ev.Kind[x]), isOp(ev.Kind[y])
-			switch {
-			case xo && !yo:
-				return -1
-			case yo && !xo:
-				return 1
-			}
-			return cmp.Compare(x, y)
-		})
-		stack = stack[:0]
-		for _, i := range list {
-			end := ev.End(int(i))
-			for len(stack) > 0 && ev.End(int(stack[len(stack)-1])) < end {
-				stack = stack[:len(stack)-1]
-			}
-			if len(stack) > 0 {
-				g.parent[i] = stack[len(stack)-1]
-			}
-			if isOp(ev.Kind[i]) {
-				stack = append(stack, i)
-				g.order = append(g.order, i)
-			}
-		}
+	slices.Sort(keys)
+	orders := make([][]int32, len(keys))
+	parallel(len(keys), func(j int) {
+		orders[j] = g.nest(byThread[keys[j]])
+	})
+	for _, o := range orders {
+		g.order = append(g.order, o...)
 	}
+	g.linkFwdBwd(byThread)
 	// runtime -> op, GPU -> launch -> op
 	g.owner = make([]int32, n)
 	g.launch = make([]int32, n)
@@ -150,14 +151,14 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 		k := ev.Kind[i]
 		switch {
 		case k.IsLaunch():
-			if o, ok := g.extOp[ev.Ext[i]]; ok && ev.Ext[i] > 0 {
+			if o, ok := extOp.get(ev.Ext[i]); ok && ev.Ext[i] > 0 {
 				g.owner[i] = o
 			} else {
 				g.owner[i] = g.parent[i]
 			}
 		case k.IsGPU():
 			if c := ev.Corr[i]; c >= 0 {
-				if l, ok := launchByCorr[c]; ok {
+				if l, ok := launchByCorr.get(c); ok {
 					g.launch[i] = l
 				}
 			}
@@ -168,7 +169,7 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 	for _, i := range g.gpu {
 		if l := g.launch[i]; l >= 0 && g.owner[l] >= 0 {
 			g.owner[i] = g.owner[l]
-		} else if o, ok := g.extOp[ev.Ext[i]]; ok && ev.Ext[i] > 0 {
+		} else if o, ok := extOp.get(ev.Ext[i]); ok && ev.Ext[i] > 0 {
 			g.owner[i] = o
 		}
 	}
@@ -178,11 +179,56 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 		}
 		return cmp.Compare(a, b)
 	})
+	g.tc = make([]uint8, len(t.Strings))
 	for _, i := range g.gpu {
-		g.isTC(ev.Name[i]) // fill the cache now: the analyses read it concurrently
+		if id := ev.Name[i]; g.tc[id] == 0 {
+			g.tc[id] = 1
+			if IsTensorCoreKernel(t.Strings[id]) {
+				g.tc[id] = 2
+			}
+		}
 	}
 	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
 	return g
+}
+
+// nest sorts the host events of one thread (list, sorted in place) and sets
+// each one's parent, the innermost op that encloses it; it returns the
+// thread's ops in that order, parents before children.
+func (g *graph) nest(list []int32) (order []int32) {
+	ev := g.ev
+	slices.SortFunc(list, func(x, y int32) int {
+		if c := cmp.Compare(ev.TS[x], ev.TS[y]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ev.Dur[y], ev.Dur[x]); c != 0 {
+			return c
+		}
+		// ops enclose runtime calls that start and end with them
+		xo, yo := isOp(ev.Kind[x]), isOp(ev.Kind[y])
+		switch {
+		case xo && !yo:
+			return -1
+		case yo && !xo:
+			return 1
+		}
+		return cmp.Compare(x, y)
+	})
+	var stack []int32
+	for _, i := range list {
+		end := ev.End(int(i))
+		for len(stack) > 0 && ev.End(int(stack[len(stack)-1])) < end {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			g.parent[i] = stack[len(stack)-1]
+		}
+		if isOp(ev.Kind[i]) {
+			stack = append(stack, i)
+			order = append(order, i)
+		}
+	}
+	return order
 }
 
 // isAutograd reports whether event i runs on an autograd engine thread.

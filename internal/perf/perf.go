@@ -39,13 +39,16 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	if opt.MemoryPoints == 0 {
 		opt.MemoryPoints = 1000
 	}
+	// what needs no links runs while the graph is built
+	host := async(func() *hostRoles { return buildHostRoles(t) })
+	facts := async(func() *Facts { return scanFacts(t) })
 	g := newGraph(t)
-	f := scanFacts(t)
+	f := facts()
 	pl := findSteps(g, opt.Phases, t.Meta.BaseTimeNS, timeOrigin(f) == OriginUnix)
 	steps := pl.finish(opt.DropLastStep)
 	g.win = wholeWindow(steps, f.deviceList())
 	m := newMerger(f, opt, pl.src, steps)
-	m.add(analyzeWindow(g, g.win, opt))
+	m.add(analyzeWindow(g, g.win, opt, host))
 	return m.rank()
 }
 

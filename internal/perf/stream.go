@@ -223,11 +223,12 @@ func (p *Plan) Analyze(w int, t *kineto.Trace, own []bool, seq []int64) *Partial
 	if p.f.fwdBwdFlows {
 		links = linkFlows
 	}
+	host := async(func() *hostRoles { return buildHostRoles(t) })
 	g := newPartGraph(t, own, seq, links)
 	pw := &p.wins[w]
 	g.win = &window{steps: p.pl.steps[pw.k0:pw.k1], hostTo: pw.hostTo, from: pw.from, to: pw.to,
 		lastSlotEnd: p.all.lastSlotEnd, next: pw.next, timeline: p.all.timeline, devices: p.all.devices}
-	return &Partial{analyzeWindow(g, g.win, p.opt)}
+	return &Partial{analyzeWindow(g, g.win, p.opt, host)}
 }
 
 // Merger merges the windows' results in window order.

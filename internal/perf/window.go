@@ -3,7 +3,6 @@ package perf
 import (
 	"math"
 	"sort"
-	"sync"
 
 	"github.com/ptscope/ptscope/internal/kineto"
 )
@@ -148,49 +147,62 @@ type commPart struct {
 	commNS    int64 // |comm kernels| over the window's time
 }
 
-// analyzeWindow analyses the part of g's trace that w covers.
-func analyzeWindow(g *graph, w *window, opt Options) *partial {
+// analyzeWindow analyses the part of g's trace that w covers; host is
+// the trace's hostRoles (buildHostRoles). Its parts run as concurrent
+// tasks over the read-only graph, each writing its own results, so the
+// result does not depend on their timing.
+func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *partial {
 	p := &partial{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	tables := start(func() {
 		st := computeOpStats(g)
 		p.ops, p.opSpans = operators(g, st, opt.GroupByShape, opt.Annotations)
 		p.ranges, p.rangeSpans, p.rangeDev = userRanges(g, st)
+	})
+	gpuTables := start(func() {
 		p.kernels = kernels(g)
 		p.tcAll, p.tcYes = tcEligible(g)
 		p.launch = launchStats(g)
 		p.copies = copies(g)
 		p.syncs = syncs(g)
-	}()
+		p.mem = append(p.mem, g.t.Memory...)
+		sort.SliceStable(p.mem, func(a, b int) bool { return p.mem[a].TS < p.mem[b].TS })
+		for o := range g.fwdOf {
+			if g.owned(o) {
+				p.links++
+			}
+		}
+	})
+	phases := async(func() [3]spans {
+		opt, bwd, fwd := phaseSpans(g)
+		return [3]spans{opt, bwd, fwd}
+	})
 	steps := w.steps
-	ro := buildRoles(g)
-	bd, dataloader := attribute(ro, steps)
-	ph := attributePhases(g, steps, dataloader)
 	slots := stepSlots(steps)
-	devs := deviceWork(g, ro, slots)
-	p.devs, p.slotTotal = gpuParts(g, devs, slots)
+	ro := buildRoles(g, host())
+	devs := async(func() map[int]*devWork {
+		devs := deviceWork(g, ro, slots)
+		p.devs, p.slotTotal = gpuParts(g, devs, slots)
+		p.util = utilParts(devs, w)
+		return devs
+	})
+	comm := start(func() { p.comm = commStats(g, ro) })
+	bd, dataloader := attribute(ro, steps)
+	ph := attributePhases(phases(), steps, dataloader)
 	base := g.t.Meta.BaseTimeNS
+	p.steps = make([]stepPart, 0, len(steps))
 	for i, st := range steps {
-		sp := stepPart{Step: Step{Name: st.name, Number: st.num, StartTimeNS: base + st.start, DurationNS: st.end - st.start,
+		p.steps = append(p.steps, stepPart{Step: Step{Name: st.name, Number: st.num, StartTimeNS: base + st.start, DurationNS: st.end - st.start,
 			HostStartTimeNS: base + st.hostS, HostDurationNS: st.hostE - st.hostS, GPUEvents: st.gpuCount, Breakdown: bd[i], Phases: ph[i],
-			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc}, compute: map[int]int64{}}
-		for d, a := range devs {
-			sp.compute[d] = a.compute.overlap(st.start, st.end)
-		}
-		p.steps = append(p.steps, sp)
+			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc}, compute: map[int]int64{}})
 	}
-	p.comm = commStats(g, ro)
-	p.util = utilParts(devs, w)
-	p.mem = append(p.mem, g.t.Memory...)
-	sort.SliceStable(p.mem, func(a, b int) bool { return p.mem[a].TS < p.mem[b].TS })
-	for o := range g.fwdOf {
-		if g.owned(o) {
-			p.links++
+	for d, a := range devs() {
+		for i, st := range steps {
+			p.steps[i].compute[d] = a.compute.overlap(st.start, st.end)
 		}
 	}
-	wg.Wait()
+	comm.wait()
+	gpuTables.wait()
+	tables.wait()
 	return p
 }
 
