@@ -176,5 +176,9 @@ func loadSnapshots(e *env, paths []string, o load.SnapshotOptions) (*load.Snapsh
 	p := term.StartProgress(e.stderr, "analyze")
 	defer p.Stop()
 	o.Progress = func(label string) { p.SetLabel("analyze: " + label) }
+	o.Notify = func(msg string) {
+		p.Stop()
+		fmt.Fprintf(e.stderr, "ptscope: %s\n", msg)
+	}
 	return load.Snapshots(e.ctx, paths, o)
 }

@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // SnapshotOptions control how snapshots are loaded and analysed.
@@ -26,6 +30,13 @@ type SnapshotOptions struct {
 	Progress func(label string)
 	// Ranks, when set, limits bundles to these ranks (--rank).
 	Ranks []int
+	// SpillAbove is the estimated decoded size from which a snapshot
+	// file's trace columns, and the analysis's, are spilled to a
+	// temporary file with bounded resident memory (snapshot.ReadOptions):
+	// 0 means a quarter of the memory budget, -1 never.
+	SpillAbove int64
+	// Notify, when set, is told when a snapshot is spilled.
+	Notify func(msg string)
 }
 
 // SnapshotSet is the analyze document of a set of inputs together with the
@@ -115,9 +126,11 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 	return set, err
 }
 
-// addFile reads and analyses one snapshot file.
+// addFile reads and analyses one snapshot file, spilled when large.
 func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank) error {
-	return set.add(path, func() (*snapshot.Snapshot, error) { return snapshot.ReadFile(path) }, o, mo, b, r)
+	return set.add(path, func() (*snapshot.Snapshot, error) {
+		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: spillArena(path, o)})
+	}, o, mo, b, r)
 }
 
 // add reads a snapshot with read and appends its input and models. A panic
@@ -164,4 +177,70 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// The snapshot reader's columnar model of the trace and the analysis's
+// timelines take about 100 bytes per trace entry, about the size of the
+// pickle. A snapshot whose estimated decoded size is above
+// o.SpillAbove (default: a quarter of the memory budget) is read and
+// analysed with those columns in a spill arena: a temporary file mapped
+// into memory, of which at most spillResident bytes stay resident.
+const spillResident = 64 << 20
+
+// spillMin, when set (tests), places even small slices in the arena.
+var spillMin int64
+
+// spillArena returns the arena to read path into, or nil for the heap.
+// The arena lives as long as the process: the set's models point into it.
+func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
+	above := o.SpillAbove
+	if above < 0 {
+		return nil
+	}
+	if above == 0 {
+		above = input.Budget() / 4
+	}
+	n := decodedSize(path)
+	if n <= above {
+		return nil
+	}
+	a, err := spillmem.New("", spillResident)
+	if err == nil && spillMin > 0 {
+		a.SetMin(spillMin)
+	}
+	if err != nil {
+		if o.Notify != nil {
+			o.Notify(fmt.Sprintf("%s: %v: read into memory", input.Name(path), err))
+		}
+		return nil
+	}
+	if o.Notify != nil {
+		why := units.Bytes(above)
+		if o.SpillAbove == 0 {
+			why = "a quarter of " + input.BudgetNote()
+		}
+		o.Notify(fmt.Sprintf("%s: about %s decoded, more than %s: its trace is spilled to a temporary file, with bounded memory",
+			input.Name(path), units.Bytes(n), why))
+	}
+	return a
+}
+
+// decodedSize estimates the decoded size of a snapshot file: its size, or
+// eight times that when compressed; -1 when unknown (a pipe).
+func decodedSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return -1
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	raw := make([]byte, 6)
+	n, _ := io.ReadFull(f, raw)
+	if input.Detect(raw[:n]) != input.None {
+		return 8 * st.Size()
+	}
+	return st.Size()
 }

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // The allocator's trace records what a program asked for (the requested
@@ -51,7 +51,7 @@ func (r *Replay) modelBlockSizes(s *snapshot.Snapshot, d int, tr *snapshot.Trace
 			continue
 		}
 		if at == nil {
-			at = hugepage.Make[int32](tr.Len())
+			at = spillmem.Make[int32](s.Arena(), tr.Len())
 		}
 		if a.AllocIdx >= 0 {
 			at[a.AllocIdx] = int32(k) + 1

@@ -3,8 +3,8 @@ package memory
 import (
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Category is what an allocation holds, in torch.profiler's vocabulary.
@@ -92,7 +92,7 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 			return -1
 		}
 		if nextFwd == nil {
-			nextFwd = nextForwards(ph.Of)
+			nextFwd = nextForwards(ph.Of, s.Arena())
 		}
 		return int(nextFwd[a.AllocIdx])
 	}
@@ -178,8 +178,8 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 
 // nextForwards returns, per entry, the first entry at or after it that
 // begins a run of forward entries (-1: none).
-func nextForwards(of []Phase) []int32 {
-	out := hugepage.Make[int32](len(of))
+func nextForwards(of []Phase, arena *spillmem.Arena) []int32 {
+	out := spillmem.Make[int32](arena, len(of))
 	next := int32(-1)
 	for i := len(of) - 1; i >= 0; i-- {
 		if of[i] == PhaseForward && (i == 0 || of[i-1] != PhaseForward) {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Phase is what the program was doing at a trace entry.
@@ -286,7 +286,7 @@ func frameKinds(s *snapshot.Snapshot) []FrameKind {
 func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	tr := s.Trace(d)
 	n := tr.Len()
-	p := &Phases{Of: hugepage.Make[Phase](n), Source: StepsNone}
+	p := &Phases{Of: spillmem.Make[Phase](s.Arena(), n), Source: StepsNone}
 	// Every stack is classified, also without a trace: the blocks of the
 	// final segments carry stacks too, and categorize reads them.
 	classes := make([]frameClass, len(s.Stacks))
@@ -300,7 +300,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		p.StepOf = []int32{}
 		return p
 	}
-	times := monotonic(tr.TimeUS)
+	times := monotonic(tr.TimeUS, s.Arena())
 	ivs := []interval(nil)
 	if tr.HasTime {
 		ivs = annotationIntervals(s, d, times)
@@ -431,7 +431,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 			p.Of[j] = ph
 		}
 	}
-	p.StepOf = hugepage.Make[int32](n)
+	p.StepOf = spillmem.Make[int32](s.Arena(), n)
 	for i := range p.StepOf {
 		p.StepOf[i] = -1
 	}
@@ -623,7 +623,7 @@ func repeatingPeriod(tr *snapshot.Trace) period {
 
 // monotonic returns t made non-decreasing (a running maximum); t itself
 // when it already is, as allocator traces usually are.
-func monotonic(t []int64) []int64 {
+func monotonic(t []int64, arena *spillmem.Arena) []int64 {
 	sorted := true
 	for i := 1; i < len(t) && sorted; i++ {
 		sorted = t[i] >= t[i-1]
@@ -631,7 +631,7 @@ func monotonic(t []int64) []int64 {
 	if sorted {
 		return t
 	}
-	out := hugepage.Make[int64](len(t))
+	out := spillmem.Make[int64](arena, len(t))
 	var m int64
 	for i, v := range t {
 		m = max(m, v)

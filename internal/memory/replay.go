@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Origin says how an allocation became known.
@@ -74,6 +74,8 @@ type Replay struct {
 	TruncationEvidence string
 	Unmatched          int // frees whose alloc was not recorded
 	Ghosts             int // live blocks never seen in the trace
+
+	arena *spillmem.Arena // where the columns go (the snapshot's); nil: the heap
 }
 
 // ReplayState is a point of the timeline.
@@ -95,7 +97,7 @@ func RoundSize(n int64) int64 {
 func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 	tr := s.Trace(d)
 	n := tr.Len()
-	r := &Replay{Device: d}
+	r := &Replay{Device: d, arena: s.Arena()}
 
 	// Blocks alive at the end, by address.
 	type liveBlock struct {
@@ -128,11 +130,14 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 	// it (unmatched frees are few unless the ring buffer wrapped).
 	allocs := 0
 	for _, a := range tr.Action {
-		if a == snapshot.ActionAlloc {
+		if a == snapshot.ActionAlloc || r.arena != nil && (a == snapshot.ActionFreeRequested || a == snapshot.ActionFreeCompleted) {
+			// In a spill arena, room that is never used costs neither
+			// memory nor disk: make room for every free to be unmatched,
+			// so that appending never moves Allocs to the heap.
 			allocs++
 		}
 	}
-	r.Allocs = hugepage.MakeCap[Alloc](0, allocs+len(final)+1024)
+	r.Allocs = spillmem.MakeCap[Alloc](r.arena, 0, allocs+len(final)+1024)
 	live := newAddrTable(1024)    // addr -> index in r.Allocs of the live allocation
 	pending := newAddrTable(1024) // freed by the program, not yet by the allocator
 	for i := 0; i < n; i++ {
@@ -222,7 +227,7 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 		goPanicSafe(func() { t.Active, base.Active = r.column(n, false, true) }),
 	}
 	// Reserved: work back from the final segments through segment events.
-	t.Reserved = hugepage.Make[int64](n)
+	t.Reserved = spillmem.Make[int64](r.arena, n)
 	var segDelta int64
 	for i, a := range tr.Action {
 		segDelta += reservedDelta(a, tr.Size[i])
@@ -243,7 +248,7 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 // first: block bytes (or requested bytes) added at each alloc and taken
 // away at the free_requested (or, for active bytes, the free_completed).
 func (r *Replay) column(n int, requested, active bool) ([]int64, int64) {
-	col := hugepage.Make[int64](n)
+	col := spillmem.Make[int64](r.arena, n)
 	var base int64
 	for i := range r.Allocs {
 		a := &r.Allocs[i]

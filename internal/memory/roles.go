@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Role says what the storage at Address was when a record that knows the
@@ -56,7 +58,7 @@ func applyRoles(rs []Role, r *Replay, ddp uint32) *roles {
 		return x
 	}
 	// Allocations by address, then by time.
-	idx := make([]int32, len(r.Allocs))
+	idx := spillmem.Make[int32](r.arena, len(r.Allocs))
 	for i := range idx {
 		idx[i] = int32(i)
 	}
@@ -67,7 +69,7 @@ func applyRoles(rs []Role, r *Replay, ddp uint32) *roles {
 		}
 		return cmp.Compare(x.AllocIdx, y.AllocIdx)
 	})
-	times := monotonic(r.Timeline.TimeUS)
+	times := monotonic(r.Timeline.TimeUS, r.arena)
 	for i := range rs {
 		ro := &rs[i]
 		// The entry the role describes: the last one at or before its time.

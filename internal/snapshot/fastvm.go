@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/ptscope/ptscope/internal/hugepage"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // The parallel reader's worker: a small pickle VM that only knows the shapes
@@ -130,7 +130,7 @@ func newWorker(env *parEnv, base int) *worker {
 // prealloc sizes the memo and points the worker's columns at rows
 // [off, off+rows) of the builder's spare capacity (see Trace.window).
 func (w *worker) prealloc(memo int, dst *Trace, off, rows int) {
-	w.memo = hugepage.MakeCap[wv](0, memo)
+	w.memo = spillmem.MakeCap[wv](w.env.arena, 0, memo)
 	w.t.window(dst, off, rows)
 }
 

@@ -71,7 +71,7 @@ func (b *builder) traces(v pickle.Value) error {
 	}
 	all := &b.entries
 	for dev, it := range l.Items {
-		t := Trace{Device: dev, HasTime: all.HasTime}
+		t := Trace{Device: dev, HasTime: all.HasTime, arena: all.arena}
 		var r run
 		if h, ok := it.Handle(); ok && h&hMask == hRun && int(h&^hMask) < len(b.runs) {
 			r = b.runs[h&^hMask]

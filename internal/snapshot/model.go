@@ -9,7 +9,11 @@
 // missing keys, active_awaiting_free).
 package snapshot
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/ptscope/ptscope/internal/spillmem"
+)
 
 // Action is what a trace entry records.
 type Action uint8
@@ -99,6 +103,8 @@ type Trace struct {
 	// with 0 for it) or an impossible value (a size of 0 or below, a time
 	// before the previous entry's, an unknown action).
 	Invalid Invalid
+
+	arena *spillmem.Arena // where growTo places the columns; nil: the heap
 }
 
 // Invalid counts malformed records of one kind, and describes the first.
@@ -206,7 +212,13 @@ type Snapshot struct {
 	// InvalidSegments counts the segments and blocks read with a field of
 	// the wrong type or a negative size.
 	InvalidSegments Invalid
+
+	arena *spillmem.Arena
 }
+
+// Arena is the spill arena the trace columns were placed in (ReadOptions),
+// for the analyses to place theirs alongside; nil when they are on the heap.
+func (s *Snapshot) Arena() *spillmem.Arena { return s.arena }
 
 // StackFrames returns the frames of stack id, innermost first.
 func (s *Snapshot) StackFrames(id StackID) []Frame {

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/ptscope/ptscope/internal/pickle"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // The parallel reader. Python's pickler (protocol 4 and 5) cuts its output
@@ -32,6 +33,7 @@ import (
 const minRegion = 1 << 20
 
 type parEnv struct {
+	arena     *spillmem.Arena // nil: the heap
 	data      []byte
 	frames    []frameSpan
 	dec       *pickle.Decoder
@@ -95,10 +97,18 @@ func fromValue(v pickle.Value, str func(string) wv) wv {
 }
 
 // frameChain returns the payloads of the FRAMEs that follow PROTO back to back.
-func frameChain(data []byte) []frameSpan {
+func frameChain(data []byte) []frameSpan { return frameChainDrop(data, false) }
+
+// frameChainDrop is frameChain; with drop, it hands the mapping's pages
+// back as it goes (each header read maps whole folios of the file).
+func frameChainDrop(data []byte, drop bool) []frameSpan {
 	var out []frameSpan
-	pos := 2
+	pos, dropped := 2, 0
 	for pos+9 <= len(data) && data[pos] == 0x95 {
+		if drop && pos-dropped >= 16<<20 {
+			dropPages(data, dropped, pos)
+			dropped = pos
+		}
 		n := binary.LittleEndian.Uint64(data[pos+1:])
 		lo := pos + 9
 		if n > uint64(len(data)-lo) {
@@ -116,14 +126,24 @@ func frameChain(data []byte) []frameSpan {
 // goroutines for the trace lists; mapped says data is a file mapping whose
 // pages may be dropped once decoded.
 func readPickleParallelEnv(data []byte, workers, minRegion int, mapped bool) (s *Snapshot, env *parEnv, err error) {
+	return readPickleParallelArena(data, workers, minRegion, mapped, nil)
+}
+
+// readPickleParallelArena is readPickleParallelEnv with the trace columns
+// and the stretches' memo tables in arena (nil: the heap).
+func readPickleParallelArena(data []byte, workers, minRegion int, mapped bool, arena *spillmem.Arena) (s *Snapshot, env *parEnv, err error) {
 	defer func() {
 		if recover() != nil {
 			s, err = nil, errMerge // the caller decodes sequentially
 		}
 	}()
-	b := newBuilder()
+	b := newBuilder(arena)
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
-	env = &parEnv{data: data, frames: frameChain(data), minRegion: minRegion, mapped: mapped}
+	bounded := mapped && arena != nil
+	env = &parEnv{data: data, frames: frameChainDrop(data, bounded), minRegion: minRegion, mapped: mapped, arena: arena}
+	if bounded {
+		dropPages(data, 0, len(data))
+	}
 	run := -1
 	var dec *pickle.Decoder
 	onList := func(l *pickle.List) (pickle.Value, bool) {
@@ -236,6 +256,9 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 			}
 		}()
 		ch.scan = e.scan(ch.fa, ch.fb, ch.start)
+		if e.mapped && e.arena != nil {
+			dropPages(data, frames[ch.fa].lo, frames[ch.fb-1].hi)
+		}
 	})
 	// Units: from each chunk's first entry to the next one's.
 	base := e.prefixLen

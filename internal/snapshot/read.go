@@ -17,13 +17,27 @@ import (
 	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/pickle"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // ReadFile reads a snapshot file (pickle or JSON; gzip, xz or zstd
 // compressed or not). Errors name the file and the byte offset.
-func ReadFile(path string) (*Snapshot, error) {
+func ReadFile(path string) (*Snapshot, error) { return ReadFileWith(path, ReadOptions{}) }
+
+// ReadOptions control where a snapshot's trace is kept.
+type ReadOptions struct {
+	// Arena, when set, holds the trace columns (and the decoder's tables
+	// as large as them) in its spill file instead of the heap, so that a
+	// snapshot larger than memory is read with bounded resident memory;
+	// the analyses of the snapshot place their own columns there too
+	// (Snapshot.Arena). The arena must outlive every use of the snapshot.
+	Arena *spillmem.Arena
+}
+
+// ReadFileWith is ReadFile with options.
+func ReadFileWith(path string, o ReadOptions) (*Snapshot, error) {
 	input.Track(path)
-	if s, ok, err := readMapped(path); ok && path != "-" {
+	if s, ok, err := readMapped(path, o.Arena); ok && path != "-" {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", input.Name(path), err)
 		}
@@ -40,7 +54,7 @@ func ReadFile(path string) (*Snapshot, error) {
 			hint = int(st.Size())
 		}
 	}
-	s, err := read(r, hint, runtime.GOMAXPROCS(0))
+	s, err := readIn(r, hint, runtime.GOMAXPROCS(0), o.Arena)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", input.Name(path), err)
 	}
@@ -58,7 +72,10 @@ func Read(r io.Reader) (*Snapshot, error) {
 // read decodes a snapshot; size is the input size when known (0 if not).
 // Pickles of protocol 4 and 5 are read into memory and decoded with up to
 // workers goroutines; workers 0 forces the streaming sequential decoder.
-func read(r io.Reader, size, workers int) (*Snapshot, error) {
+func read(r io.Reader, size, workers int) (*Snapshot, error) { return readIn(r, size, workers, nil) }
+
+// readIn is read with the trace columns in arena (nil: the heap).
+func readIn(r io.Reader, size, workers int, arena *spillmem.Arena) (*Snapshot, error) {
 	if l, ok := r.(interface{ Len() int }); ok && size == 0 {
 		size = l.Len() // bytes.Reader, bytes.Buffer, strings.Reader
 	}
@@ -70,9 +87,9 @@ func read(r io.Reader, size, workers int) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		return readPickleBytes(data, workers, false)
+		return readPickleBytesIn(data, workers, false, arena)
 	}
-	b := newBuilder()
+	b := newBuilder(arena)
 	var root pickle.Value
 	var err error
 	switch {
@@ -151,7 +168,7 @@ func readPickle(r io.Reader, size int) ([]byte, error) {
 	case errors.As(err, new(*pickle.Error)):
 		// The decoder's own message for the first bad opcode, which may
 		// come before the one the scanner stopped at.
-		b := newBuilder()
+		b := newBuilder(nil)
 		derr := func() error { _, err := pickle.DecodeBytes(data, b.pickleOptions()); return err }()
 		if derr != nil && !truncation(derr) {
 			return nil, derr
@@ -234,7 +251,7 @@ func truncation(err error) bool {
 
 // readMapped decodes a large uncompressed pickle (protocol 4 or 5) from a
 // memory mapping of the file, in parallel; ok is false for other files.
-func readMapped(path string) (s *Snapshot, ok bool, err error) {
+func readMapped(path string, arena *spillmem.Arena) (s *Snapshot, ok bool, err error) {
 	// Stat first: opening a FIFO a second time would block, and a stream
 	// Find opened must be left for input.Open.
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
@@ -253,12 +270,20 @@ func readMapped(path string) (s *Snapshot, ok bool, err error) {
 	if _, err := f.ReadAt(head[:], 0); err != nil || head[0] != 0x80 || head[1] < 4 || head[1] > 5 {
 		return nil, false, nil
 	}
-	data, unmap, err := mapFile(f, int(st.Size()), runtime.GOMAXPROCS(0))
+	populate := runtime.GOMAXPROCS(0)
+	if arena != nil {
+		populate = 0 // the pages come in as they are decoded, and go with the arena's
+	}
+	data, unmap, err := mapFile(f, int(st.Size()), populate)
 	if err != nil {
 		return nil, false, nil
 	}
 	defer unmap()
-	s, err = decodeMapped(data)
+	if arena != nil {
+		arena.Track(data)
+		defer arena.Untrack(data) // before unmap
+	}
+	s, err = decodeMapped(data, arena)
 	// The stretches' tables are garbage now, about as large as the
 	// result; whether to collect them before more work piles up on top is
 	// the caller's decision (the CLI does, as it runs with a high GOGC).
@@ -267,14 +292,14 @@ func readMapped(path string) (s *Snapshot, ok bool, err error) {
 
 // decodeMapped decodes a mapped file; if the file is cut short meanwhile,
 // touching the lost pages faults, which becomes an error here.
-func decodeMapped(data []byte) (s *Snapshot, err error) {
+func decodeMapped(data []byte, arena *spillmem.Arena) (s *Snapshot, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if recover() != nil {
 			s, err = nil, errors.New("the file changed (was cut short?) while it was read")
 		}
 	}()
-	return readPickleBytes(data, runtime.GOMAXPROCS(0), true)
+	return readPickleBytesIn(data, runtime.GOMAXPROCS(0), true, arena)
 }
 
 // maxRead bounds one read of readAllFunc, so that check runs at least that
@@ -311,8 +336,13 @@ func readAllFunc(r io.Reader, buf []byte, check func([]byte) error) ([]byte, err
 // and the file is large, else (and whenever the parallel reader fails, so
 // that errors are the sequential reader's) sequentially.
 func readPickleBytes(data []byte, workers int, mapped bool) (*Snapshot, error) {
+	return readPickleBytesIn(data, workers, mapped, nil)
+}
+
+// readPickleBytesIn is readPickleBytes with the trace columns in arena.
+func readPickleBytesIn(data []byte, workers int, mapped bool, arena *spillmem.Arena) (*Snapshot, error) {
 	if workers >= 1 && len(data) >= 2*minRegion {
-		s, env, err := readPickleParallelEnv(data, workers, minRegion, mapped)
+		s, env, err := readPickleParallelArena(data, workers, minRegion, mapped, arena)
 		if err == nil {
 			return s, nil
 		}
@@ -324,7 +354,7 @@ func readPickleBytes(data []byte, workers int, mapped bool) (*Snapshot, error) {
 		}
 		runtime.GC() // the failed attempt's tables, before the second one grows its own
 	}
-	b := newBuilder()
+	b := newBuilder(arena)
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
 	root, err := pickle.DecodeBytes(data, b.pickleOptions())
 	if err != nil {
@@ -408,14 +438,17 @@ type rawBlock struct {
 	sizeKind   pickle.Kind
 }
 
-func newBuilder() *builder {
+// newBuilder starts a snapshot whose trace columns go to arena (nil: the
+// heap).
+func newBuilder(arena *spillmem.Arena) *builder {
 	b := &builder{
-		s:        &Snapshot{Stacks: [][]FrameID{nil}, Strings: []string{""}, Streams: []int64{0}},
+		s:        &Snapshot{Stacks: [][]FrameID{nil}, Strings: []string{""}, Streams: []int64{0}, arena: arena},
 		frameIDs: map[Frame]FrameID{},
 		stackIDs: map[string]StackID{"": 0},
 		strIDs:   map[string]uint32{"": 0},
 		streams:  map[int64]uint32{0: 0},
 	}
+	b.entries.arena = arena
 	return b
 }
 
@@ -815,12 +848,13 @@ func (t *Trace) grow() { t.growTo(max(2*cap(t.Action), 1024)) }
 
 // growTo sets the capacity of every column to n.
 func (t *Trace) growTo(n int) {
-	t.Action = append(hugepage.MakeCap[Action](0, n), t.Action...)
-	t.Addr = append(hugepage.MakeCap[uint64](0, n), t.Addr...)
-	t.Size = append(hugepage.MakeCap[int64](0, n), t.Size...)
-	t.Stream = append(hugepage.MakeCap[uint32](0, n), t.Stream...)
-	t.TimeUS = append(hugepage.MakeCap[int64](0, n), t.TimeUS...)
-	t.Stack = append(hugepage.MakeCap[StackID](0, n), t.Stack...)
-	t.CompileContext = append(hugepage.MakeCap[uint32](0, n), t.CompileContext...)
-	t.UserMetadata = append(hugepage.MakeCap[uint32](0, n), t.UserMetadata...)
+	a := t.arena
+	t.Action = append(spillmem.MakeCap[Action](a, 0, n), t.Action...)
+	t.Addr = append(spillmem.MakeCap[uint64](a, 0, n), t.Addr...)
+	t.Size = append(spillmem.MakeCap[int64](a, 0, n), t.Size...)
+	t.Stream = append(spillmem.MakeCap[uint32](a, 0, n), t.Stream...)
+	t.TimeUS = append(spillmem.MakeCap[int64](a, 0, n), t.TimeUS...)
+	t.Stack = append(spillmem.MakeCap[StackID](a, 0, n), t.Stack...)
+	t.CompileContext = append(spillmem.MakeCap[uint32](a, 0, n), t.CompileContext...)
+	t.UserMetadata = append(spillmem.MakeCap[uint32](a, 0, n), t.UserMetadata...)
 }
