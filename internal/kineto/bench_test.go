@@ -3,11 +3,15 @@ package kineto
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
+	json "github.com/goccy/go-json"
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/ptscope/ptscope/internal/input"
@@ -157,4 +161,139 @@ func TestGeneratedTrace(t *testing.T) {
 	if steps != st.Copies || st.Copies < 2 {
 		t.Errorf("%d steps for %d copies", steps, st.Copies)
 	}
+}
+
+// cpuMBps reports the MB per CPU second of the benchmark's own thread
+// (cpu-MB/s), which a shared machine's load does not change as it changes
+// the wall time; the benchmark runs on one locked thread.
+func cpuMBps(b *testing.B, size int64, cpu time.Duration) {
+	if cpu > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/1e6/cpu.Seconds(), "cpu-MB/s")
+	}
+}
+
+// splitAll cuts data into batches as decode does (mapped: in place).
+func splitAll(b *testing.B, data []byte) []*batch {
+	s := &splitter{data: data, chunk: 1 << 20, maxEvent: 16 << 20, maxHeader: 64 << 20, warn: func(string) {}}
+	if err := s.start(); err != nil {
+		b.Fatal(err)
+	}
+	var out []*batch
+	for {
+		bt, err := s.next()
+		if err != nil {
+			if err != io.EOF {
+				b.Fatal(err)
+			}
+			return out
+		}
+		out = append(out, bt)
+	}
+}
+
+// BenchmarkSplit cuts the 128 MB trace into events, alone.
+func BenchmarkSplit(b *testing.B) {
+	plain, _ := bigTrace(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.SetBytes(int64(len(plain)))
+	b.ResetTimer()
+	cpu0 := threadCPU()
+	for i := 0; i < b.N; i++ {
+		if n := len(splitAll(b, plain)); n < 100 {
+			b.Fatalf("%d batches", n)
+		}
+	}
+	cpuMBps(b, int64(len(plain)), threadCPU()-cpu0)
+}
+
+// BenchmarkDecode decodes the events of the 128 MB trace, cut beforehand,
+// on one goroutine: with scanEvent (scan) and with go-json alone (go-json,
+// the decoder scanEvent replaced).
+func BenchmarkDecode(b *testing.B) {
+	plain, _ := bigTrace(b)
+	batches := splitAll(b, plain)
+	for _, mode := range []struct {
+		name   string
+		goJSON bool
+	}{{"scan", false}, {"go-json", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			p := newPart()
+			p.goJSONOnly = mode.goJSON
+			b.SetBytes(int64(len(plain)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := threadCPU()
+			for i := 0; i < b.N; i++ {
+				for _, bt := range batches {
+					decodeBatch(bt, p)
+					if p.damage.Dropped != 0 {
+						b.Fatal("events dropped")
+					}
+				}
+			}
+			cpuMBps(b, int64(len(plain)), threadCPU()-cpu0)
+		})
+	}
+}
+
+// BenchmarkScanEvent parses the events of the real with_stack trace into
+// rawEvents alone (no interning, no columns): scanEvent against go-json
+// and view, the decoder it replaced.
+func BenchmarkScanEvent(b *testing.B) {
+	p := fixturePath(b, tinyStackTrace)
+	if p == "" {
+		b.Skip("fixture not available")
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var events [][]byte
+	size := 0
+	for _, bt := range splitAll(b, data) {
+		for k := range bt.starts {
+			events = append(events, bt.buf[bt.starts[k]:bt.ends[k]])
+			size += int(bt.ends[k] - bt.starts[k])
+		}
+	}
+	b.Run("scan", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var ev rawEvent
+		var raw rawRefs
+		var st scanState
+		b.SetBytes(int64(size))
+		b.ResetTimer()
+		cpu0 := threadCPU()
+		for i := 0; i < b.N; i++ {
+			for _, e := range events {
+				if !scanEvent(e, &ev, &raw, &st) {
+					b.Fatalf("%s left to go-json", e)
+				}
+			}
+		}
+		cpuMBps(b, int64(size), threadCPU()-cpu0)
+	})
+	b.Run("go-json", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var ev rawEvent
+		var w wireEvent
+		b.SetBytes(int64(size))
+		b.ResetTimer()
+		cpu0 := threadCPU()
+		for i := 0; i < b.N; i++ {
+			for _, e := range events {
+				w.reset()
+				if err := json.Unmarshal(e, &w); err != nil {
+					b.Fatal(err)
+				}
+				w.view(&ev)
+			}
+		}
+		cpuMBps(b, int64(size), threadCPU()-cpu0)
+	})
 }

@@ -256,7 +256,11 @@ type part struct {
 	procs   []Process
 	damage  Damage
 	bytes   int64
-	wire    wireEvent // reused: its fields keep their capacity
+	ev1     rawEvent  // the event being decoded, reused (see scanEvent)
+	scanSt  scanState // which args of ev1 are set
+	wire    wireEvent // what go-json fills, reused: its fields keep their capacity
+
+	goJSONOnly bool // see Options.goJSONOnly
 }
 
 func newPart() *part {
@@ -333,33 +337,50 @@ func (p *part) pid(v idVal) int32 {
 func decodeBatch(b *batch, p *part) {
 	p.reset(b.seq)
 	p.bytes = int64(len(b.buf))
-	var ev rawEvent
-	w := &p.wire
+	ev := &p.ev1
+	var raw rawRefs
 	for k := range b.starts {
 		data := b.buf[b.starts[k]:b.ends[k]]
-		w.reset()
-		if err := json.Unmarshal(data, w); err != nil {
-			fixed, changed := repair(data)
-			w.reset()
-			if !changed || json.Unmarshal(fixed, w) != nil {
-				p.damage.Dropped++
-				if len(p.damage.Warnings) < 5 {
-					p.damage.Warnings = append(p.damage.Warnings,
-						fmt.Sprintf("offset %d: event dropped: %s", b.offset+int64(b.starts[k]), shortErr(err)))
-				}
+		off := b.offset + int64(b.starts[k])
+		if p.goJSONOnly || !scanEvent(data, ev, &raw, &p.scanSt) {
+			w := p.decodeGoJSON(data, off)
+			if w == nil {
 				continue
 			}
-			p.damage.Repaired++
+			w.view(ev)
+			p.scanSt.all()
+			raw = rawRefs{ts: w.Ts, dur: w.Dur, memBytes: w.Args.MemBytes}
 		}
-		w.view(&ev)
-		p.check(w, &ev, b.offset+int64(b.starts[k]))
-		p.add(&ev)
+		p.check(ev, &raw, off)
+		p.add(ev)
 	}
+}
+
+// decodeGoJSON decodes one event with go-json, repairing it if need be
+// (nil when it was dropped). scanEvent leaves every event it cannot decode
+// exactly as go-json does to this path, which also words the errors.
+func (p *part) decodeGoJSON(data []byte, off int64) *wireEvent {
+	w := &p.wire
+	w.reset()
+	if err := json.Unmarshal(data, w); err != nil {
+		fixed, changed := repair(data)
+		w.reset()
+		if !changed || json.Unmarshal(fixed, w) != nil {
+			p.damage.Dropped++
+			if len(p.damage.Warnings) < 5 {
+				p.damage.Warnings = append(p.damage.Warnings,
+					fmt.Sprintf("offset %d: event dropped: %s", off, shortErr(err)))
+			}
+			return nil
+		}
+		p.damage.Repaired++
+	}
+	return w
 }
 
 // check counts an event kept with a field of the wrong type or an
 // impossible value (Damage.Invalid): add reads such a field as 0.
-func (p *part) check(w *wireEvent, ev *rawEvent, off int64) {
+func (p *part) check(ev *rawEvent, raw *rawRefs, off int64) {
 	ph := byte('X')
 	if ev.Ph.ok && len(ev.Ph.b) > 0 {
 		ph = ev.Ph.b[0]
@@ -368,18 +389,18 @@ func (p *part) check(w *wireEvent, ev *rawEvent, off int64) {
 	switch ph {
 	case 'X':
 		switch {
-		case len(w.Ts) == 0:
+		case len(raw.ts) == 0:
 			what = "ts is missing"
 		case !ev.Ts.ok:
-			what = "ts is " + clipJSON(w.Ts) + ", not a number"
-		case len(w.Dur) > 0 && !ev.Dur.ok:
-			what = "dur is " + clipJSON(w.Dur) + ", not a number"
+			what = "ts is " + clipJSON(raw.ts) + ", not a number"
+		case len(raw.dur) > 0 && !ev.Dur.ok:
+			what = "dur is " + clipJSON(raw.dur) + ", not a number"
 		case ev.Dur.ns < 0:
-			what = "dur is " + clipJSON(w.Dur)
+			what = "dur is " + clipJSON(raw.dur)
 		}
 	case 'i', 'I':
-		if string(ev.Name.b) == "[memory]" && len(w.Args.MemBytes) > 0 && !ev.Args.MemBytes.OK {
-			what = "Bytes is " + clipJSON(w.Args.MemBytes) + ", not a number"
+		if string(ev.Name.b) == "[memory]" && len(raw.memBytes) > 0 && !ev.Args.MemBytes.OK {
+			what = "Bytes is " + clipJSON(raw.memBytes) + ", not a number"
 		}
 	}
 	if what == "" {

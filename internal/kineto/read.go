@@ -25,6 +25,10 @@ type Options struct {
 	Workers    int // decoding goroutines; 0 means GOMAXPROCS
 	ChunkBytes int // bytes read per batch; 0 means 1 MiB
 	MaxEvent   int // largest event accepted; 0 means 16 MiB
+
+	// goJSONOnly decodes every event with go-json (the decoder scanEvent
+	// must agree with), for the differential tests.
+	goJSONOnly bool
 }
 
 func (o Options) withDefaults() Options {
@@ -195,7 +199,9 @@ func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi i
 	parts := make(chan *part, opt.Workers)
 	free := make(chan *part, 2*opt.Workers+2)
 	for i := 0; i < cap(free); i++ {
-		free <- newPart()
+		p := newPart()
+		p.goJSONOnly = opt.goJSONOnly
+		free <- p
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	splitDone := make(chan struct{})
