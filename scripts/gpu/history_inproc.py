@@ -19,7 +19,7 @@ Settings (torch.cuda.memory._record_memory_history):
              run in a second phase with off_after, because PyTorch may keep
              its annotation callback once registered
 
-  python3 scripts/gpu/history_inproc.py [--cycles 8] [--block 12]"""
+  python3 scripts/gpu/history_inproc.py [--cycles 16] [--block 10] [--skipfree]"""
 import argparse
 import inspect
 import json
@@ -63,7 +63,9 @@ class Toggle(TrainerCallback):
     def __init__(self, plan, block, settle):
         self.plan, self.block, self.settle = plan, block, settle
         self.times = {}  # (cycle, name) -> [ms]
+        self.cpu = {}  # (cycle, name) -> [main-thread CPU ms]
         self.last = None
+        self.last_cpu = None
         self.step = 0
         self.skipped = set()
 
@@ -76,23 +78,25 @@ class Toggle(TrainerCallback):
                 setting("off")
 
     def on_step_end(self, args, state, control, **kw):
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         i, k = divmod(self.step, self.block)
         if self.last is not None and k >= self.settle and i < len(self.plan):
             self.times.setdefault(self.plan[i], []).append((now - self.last) * 1e3)
-        self.last = now
+            self.cpu.setdefault(self.plan[i], []).append((cpu - self.last_cpu) * 1e3)
+        self.last, self.last_cpu = now, cpu
         self.step += 1
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cycles", type=int, default=8)
-    ap.add_argument("--cycles2", type=int, default=5)
-    ap.add_argument("--block", type=int, default=12)
+    ap.add_argument("--cycles", type=int, default=16)
+    ap.add_argument("--cycles2", type=int, default=6)
+    ap.add_argument("--block", type=int, default=10)
     ap.add_argument("--settle", type=int, default=2)
     ap.add_argument("--json-out", default="")
+    ap.add_argument("--skipfree", action="store_true", help="also the skip_actions setting")
     a = ap.parse_args()
-    phase1 = ["off", "hist", "skipfree", "alloc"]
+    phase1 = ["off", "hist", "skipfree", "alloc"] if a.skipfree else ["off", "hist", "alloc"]
     phase2 = ["ann", "off_after"]
     plan = [(c, n) for c in range(a.cycles) for n in phase1]
     plan += [(a.cycles + c, n) for c in range(a.cycles2) for n in phase2]
@@ -109,26 +113,26 @@ def main():
     rec(enabled=None)
     print("torch", torch.__version__, torch.cuda.get_device_name(), "load", os.getloadavg(),
           "skip_actions" in params and "skip_actions supported" or "no skip_actions")
-    per = {}
-    for (c, n), ts in cb.times.items():
-        per.setdefault(n, {})[c] = statistics.median(ts)
     out = {"block": a.block, "settle": a.settle, "cycles": a.cycles, "skipped": sorted(cb.skipped), "settings": {}}
-    for n in phase1 + phase2:
-        if n not in per or n in cb.skipped:
-            continue
-        med = statistics.median([t for (c, m), ts in cb.times.items() if m == n for t in ts])
-        ref = "off" if n in phase1 else "off_after"
-        ratios = []
-        for c, v in per[n].items():
-            r = per.get(ref, {}).get(c)
-            if r:
-                ratios.append(v / r - 1)
-        off_med = statistics.median([t for (c, m), ts in cb.times.items() if m == "off" for t in ts])
-        rr = statistics.median(ratios) * 100 if ratios else 0.0
-        print("  %-10s median step %7.2f ms  vs off %+6.1f%%  paired by cycle vs %s: median %+6.1f%% (min %+.1f%%, max %+.1f%%, n=%d)"
-              % (n, med, (med / off_med - 1) * 100, ref, rr, min(ratios) * 100 if ratios else 0,
-                 max(ratios) * 100 if ratios else 0, len(ratios)))
-        out["settings"][n] = {"median_step_ms": med, "paired_median_ratio": rr / 100, "cycle_medians_ms": per[n]}
+    for label, data in (("wall", cb.times), ("main-thread CPU", cb.cpu)):
+        print("== %s per step" % label)
+        per = {}
+        for (c, n), ts in data.items():
+            per.setdefault(n, {})[c] = statistics.median(ts)
+        off_med = statistics.median([t for (c, m), ts in data.items() if m == "off" for t in ts])
+        for n in phase1 + phase2:
+            if n not in per or n in cb.skipped:
+                continue
+            med = statistics.median([t for (c, m), ts in data.items() if m == n for t in ts])
+            ref = "off" if n in phase1 else "off_after"
+            ratios = [v / per[ref][c] - 1 for c, v in per[n].items() if per.get(ref, {}).get(c)]
+            rr = statistics.median(ratios) * 100 if ratios else 0.0
+            print("  %-10s median %7.2f ms  vs off %+6.1f%%  paired by cycle vs %s: median %+6.1f%% "
+                  "(min %+.1f%%, max %+.1f%%, n=%d)" % (n, med, (med / off_med - 1) * 100, ref, rr,
+                                                         min(ratios) * 100 if ratios else 0,
+                                                         max(ratios) * 100 if ratios else 0, len(ratios)))
+            out["settings"].setdefault(n, {})[label] = {"median_ms": med, "paired_median_ratio": rr / 100,
+                                                        "cycle_medians_ms": per[n]}
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump(out, f, indent=1, default=str)

@@ -176,15 +176,17 @@ for (w, c), ds in sorted(runs.items()):
     med = st.median(st.median(d["step_times_ms"]) for d in ds)
     mean = st.median(st.mean(d["step_times_ms"]) for d in ds)
     run = st.median((d.get("train_runtime_s") or sum(d["step_times_ms"]) / 1e3) for d in ds)
+    cpus = [st.median(d["step_cpu_ms"]) for d in ds if d.get("step_cpu_ms")]
     prof = [t for d in ds for i, t in enumerate(d["step_times_ms"]) if lo <= step_index(w, i) <= hi]
     summary.setdefault(w, {})[c] = {"runs": len(ds), "median_step_ms": med, "mean_step_ms": mean, "run_s": run,
                                     "window_median_ms": st.median(prof) if prof else None,
+                                    "cpu_step_ms": st.median(cpus) if cpus else None,
                                     "loadavg": [d.get("loadavg") for d in ds]}
 ok = True
 for w, cs in summary.items():
     off = cs.get("off")
     print("== %s (median over %d interleaved runs of each run's median/mean step)" % (w, reps))
-    print("   %-11s %12s %8s %12s %8s %10s %8s %22s" % ("capture", "median step", "vs off", "mean step", "vs off", "run", "vs off", "profiled steps vs off"))
+    print("   %-11s %12s %8s %12s %8s %10s %8s %12s %8s %22s" % ("capture", "median step", "vs off", "mean step", "vs off", "run", "vs off", "CPU/step", "vs off", "profiled steps vs off"))
     order = ["off", "floor", "live", "hooks", "history", "nomodules", "none", "nolive", "default", "all",
              "trace_light", "trace", "trace_full"]
     for c, s in sorted(cs.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99):
@@ -192,7 +194,8 @@ for w, cs in summary.items():
         pw = ""
         if c.startswith("trace") and off and s["window_median_ms"] and off["window_median_ms"]:
             pw = "%.2f vs %.2f ms (%+.1f%%)" % (s["window_median_ms"], off["window_median_ms"], (s["window_median_ms"] / off["window_median_ms"] - 1) * 100)
-        print("   %-11s %9.2f ms %s %9.2f ms %s %8.2f s %s %22s" % (c, s["median_step_ms"], r("median_step_ms"), s["mean_step_ms"], r("mean_step_ms"), s["run_s"], r("run_s"), pw))
+        cpu = ("%9.2f ms" % s["cpu_step_ms"]) if s.get("cpu_step_ms") else "%12s" % "-"
+        print("   %-11s %9.2f ms %s %9.2f ms %s %8.2f s %s %s %s %22s" % (c, s["median_step_ms"], r("median_step_ms"), s["mean_step_ms"], r("mean_step_ms"), s["run_s"], r("run_s"), cpu, r("cpu_step_ms") if s.get("cpu_step_ms") else "        ", pw))
     if off and "default" in cs:
         d = (cs["default"]["median_step_ms"] / off["median_step_ms"] - 1) * 100
         good = d <= 3.0
@@ -201,3 +204,4 @@ for w, cs in summary.items():
 json.dump({"reps": reps, "trace_schedule": sched, "workloads": summary}, open(out, "w"), indent=1)
 print("== overhead", "PASS" if ok else "FAIL")
 PY
+tar czf "$OUT/res.tgz" -C "$WORK" res 2>/dev/null || true  # every run's step times, for a closer look

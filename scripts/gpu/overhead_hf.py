@@ -7,7 +7,9 @@ takes ~25 ms and the GPU is mostly idle (the host is the bottleneck).
 
 A callback records the time at every step end (the same in every arm);
 --json-out gets train_runtime as the Trainer reports it and the step times
-in ms (step i = end of step i - end of step i-1, i >= 1)."""
+in ms (step i = end of step i - end of step i-1, i >= 1), and the main
+thread's CPU time per step in ms (time.thread_time: the host work of the
+step without the waits, far steadier than the wall time on a busy host)."""
 import argparse
 import json
 import os
@@ -35,9 +37,11 @@ class Tokens(torch.utils.data.Dataset):
 class StepTimes(TrainerCallback):
     def __init__(self):
         self.ends = []
+        self.cpu = []
 
     def on_step_end(self, args, state, control, **kw):
         self.ends.append(time.perf_counter())
+        self.cpu.append(time.thread_time())
 
 
 def main():
@@ -62,6 +66,7 @@ def main():
     steps = [(b - e) * 1e3 for e, b in zip(cb.ends, cb.ends[1:])]
     rec = {"workload": "hf_trainer", "train_runtime_s": out.metrics.get("train_runtime"),
            "step_times_ms": [round(t, 3) for t in steps], "first_step_index": 1,
+           "step_cpu_ms": [round((b - e) * 1e3, 3) for e, b in zip(cb.cpu, cb.cpu[1:])],
            "loadavg": os.getloadavg(), "max_memory_allocated": torch.cuda.max_memory_allocated()}
     with open(a.json_out, "w") as f:
         json.dump(rec, f)
