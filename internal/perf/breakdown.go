@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"math"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -176,10 +177,10 @@ func (g *graph) isCommGPU(i int) bool {
 	if a := ev.Aux[i]; a >= 0 && g.t.GPU[a].Comm >= 0 {
 		return true
 	}
-	if isCommKernelName(g.t.Name(i)) {
+	if g.class(int32(i))&ncCommKernel != 0 {
 		return true
 	}
-	if o := g.owner[i]; o >= 0 && isCommOpName(g.t.Name(int(o))) {
+	if o := g.owner[i]; o >= 0 && g.class(o)&ncCommOp != 0 {
 		return true
 	}
 	return false
@@ -232,32 +233,45 @@ func phaseSpans(g *graph) (opt, bwd, fwd spans) {
 	// optimizer's.
 	ownOpt := false
 	for _, i := range g.order {
-		if g.t.Name(int(i)) == "ptscope:optimizer" {
+		if g.class(i)&ncPtOptimizer != 0 {
 			ownOpt = true
 			break
 		}
 	}
 	cls := make([]uint8, n) // 0 none, 2 optimizer, 3 backward, 4 forward
+	var count [5]int
+	// g.order runs thread by thread: remember the last thread's verdict
+	lastThread, autograd := int64(math.MinInt64), false
 	for _, i := range g.order {
-		name := g.t.Name(int(i))
+		nc := g.class(i)
 		c := uint8(0)
 		if p := g.parent[i]; p >= 0 {
 			c = cls[p]
 		}
+		if tk := threadKey(ev.PID[i], ev.TID[i]); tk != lastThread {
+			lastThread, autograd = tk, g.autogr[tk]
+		}
 		switch {
 		case c == 3:
-		case name == "ptscope:forward":
+		case nc&ncPtForward != 0:
 			c = 4
-		case name == "ptscope:backward" || g.isAutograd(int(i)) || isBackwardName(name) || g.isBackwardOp(i):
+		case nc&(ncPtBackward|ncBackward) != 0 || autograd || g.isBackwardOp(i):
 			c = 3
 		case c == 2:
-		case name == "ptscope:optimizer" || isOptimizer(name) && !(ownOpt && strings.HasPrefix(name, "Optimizer.step#")):
+		case nc&ncPtOptimizer != 0 || nc&ncOptimizer != 0 && !(ownOpt && nc&ncOptStep != 0):
 			c = 2
-		case c == 0 && ev.Kind[i] == kineto.KindCPUOp && !isDataLoader(name):
+		case c == 0 && ev.Kind[i] == kineto.KindCPUOp && nc&ncDataLoader == 0:
 			c = 4
 		}
 		cls[i] = c
+		count[c]++
 	}
+	for _, i := range g.gpu {
+		if o := g.owner[i]; o >= 0 {
+			count[cls[o]]++
+		}
+	}
+	opt, bwd, fwd = make(spans, 0, count[2]), make(spans, 0, count[3]), make(spans, 0, count[4])
 	add := func(c uint8, s span) {
 		switch c {
 		case 2:
@@ -310,7 +324,4 @@ func attributePhases(ph [3]spans, steps []stepSpan, data spans) []Phases {
 }
 
 // isBackwardOp reports whether op i is the backward end of a fwd-bwd link.
-func (g *graph) isBackwardOp(i int32) bool {
-	_, ok := g.fwdOf[i]
-	return ok
-}
+func (g *graph) isBackwardOp(i int32) bool { return g.bwdOp[i] }

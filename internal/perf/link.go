@@ -24,7 +24,8 @@ type graph struct {
 	gpu    []int32         // GPU events (kernel, memcpy, memset) sorted by start
 	steps  []int32         // ProfilerStep#N host events, sorted by start
 	autogr map[int64]bool  // (pid<<32|tid) of autograd engine threads
-	tc     []uint8         // tensor-core verdict per string id of a GPU event's name: 0 unknown, 1 no, 2 yes
+	names  []nameClass     // by string id: the classes of ops' and GPU events' names (names.go)
+	bwdOp  []bool          // the backward ends of fwdOf's links, by event
 	fwdOf  map[int32]int32 // backward op -> forward op (fwdbwd flows, else Sequence number)
 
 	// the part of the trace analysed (window.go)
@@ -44,11 +45,9 @@ const (
 )
 
 // isTC reports whether the kernel named by string id name uses tensor cores.
-// The verdicts of GPU events' names are cached when the graph is built
-// (the analyses read them concurrently); others are computed each time.
 func (g *graph) isTC(name uint32) bool {
-	if int(name) < len(g.tc) && g.tc[name] != 0 {
-		return g.tc[name] == 2
+	if c := g.names[name]; c&ncGPU != 0 {
+		return c&ncTC != 0
 	}
 	return IsTensorCoreKernel(g.t.Strings[name])
 }
@@ -88,6 +87,7 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 	launchByCorr := newIDIndex(corrs) // correlation id -> runtime/driver event (the last)
 	byThread := map[int64][]int32{}
 	lastKey, last := int64(math.MinInt64), []int32(nil) // the thread of the previous host event
+	g.names = make([]nameClass, len(t.Strings))
 	for i := 0; i < n; i++ {
 		k := ev.Kind[i]
 		switch {
@@ -95,7 +95,11 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 			if x := ev.Ext[i]; x > 0 {
 				extOp.set(x, int32(i), true)
 			}
-			if IsStepMarker(k, t.Name(i)) {
+			id := ev.Name[i]
+			if g.names[id]&ncOp == 0 {
+				g.names[id] |= opClass(t.Strings[id])
+			}
+			if g.names[id]&ncStep != 0 {
 				g.steps = append(g.steps, int32(i))
 			}
 		case k.IsLaunch():
@@ -104,6 +108,9 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 			}
 		case k.IsGPU():
 			g.gpu = append(g.gpu, int32(i))
+			if id := ev.Name[i]; g.names[id]&ncGPU == 0 {
+				g.names[id] |= gpuClass(t.Strings[id])
+			}
 			continue
 		default:
 			continue
@@ -143,6 +150,10 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 		g.order = append(g.order, o...)
 	}
 	g.linkFwdBwd(byThread)
+	g.bwdOp = make([]bool, n)
+	for o := range g.fwdOf {
+		g.bwdOp[o] = true
+	}
 	// runtime -> op, GPU -> launch -> op
 	g.owner = make([]int32, n)
 	g.launch = make([]int32, n)
@@ -179,15 +190,6 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 		}
 		return cmp.Compare(a, b)
 	})
-	g.tc = make([]uint8, len(t.Strings))
-	for _, i := range g.gpu {
-		if id := ev.Name[i]; g.tc[id] == 0 {
-			g.tc[id] = 1
-			if IsTensorCoreKernel(t.Strings[id]) {
-				g.tc[id] = 2
-			}
-		}
-	}
 	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
 	return g
 }
@@ -289,7 +291,7 @@ func (g *graph) linkSeq() {
 		if a < 0 || g.t.Ops[a].Seq < 0 || ev.Kind[i] != kineto.KindCPUOp {
 			continue
 		}
-		if isBackwardName(g.t.Name(int(i))) || g.isAutograd(int(i)) {
+		if g.class(i)&ncBackward != 0 || g.isAutograd(int(i)) {
 			bwd = append(bwd, i)
 		} else if _, ok := fwdSeq[g.t.Ops[a].Seq]; !ok {
 			fwdSeq[g.t.Ops[a].Seq] = i

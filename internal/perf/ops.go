@@ -161,7 +161,6 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 	ev := g.ev
 	rows := map[rowKey]*Operator{}
 	spans := map[int64]*spanOp{}
-	names := map[uint32]string{}
 	for pos, i := range g.order {
 		if !keep(i) {
 			continue
@@ -171,13 +170,9 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 		if !owned && hs == 0 && ds == 0 && dt == 0 && tc == 0 {
 			continue // context that nothing here adds to
 		}
-		name, ok := names[ev.Name[i]]
-		if !ok {
-			name = g.t.Strings[ev.Name[i]]
-			if strings.HasPrefix(name, "ProfilerStep#") {
-				name = "ProfilerStep*"
-			}
-			names[ev.Name[i]] = name
+		name := g.t.Strings[ev.Name[i]]
+		if g.class(i)&ncStep != 0 {
+			name = "ProfilerStep*"
 		}
 		key := rowKey{name: name}
 		if byShape && ev.Aux[i] >= 0 {

@@ -132,17 +132,20 @@ func stepStats(r *Rank) {
 // or one of its ancestors is eligible).
 func tcEligible(g *graph) (all, yes int64) {
 	ev := g.ev
-	elig := make(map[int32]bool)
+	elig := make([]int8, ev.Len()) // by op: 0 unknown, 1 no, 2 yes
 	var eligible func(o int32) bool
 	eligible = func(o int32) bool {
-		if v, ok := elig[o]; ok {
-			return v
+		if v := elig[o]; v != 0 {
+			return v == 2
 		}
-		v := tcEligibleOps[g.t.Name(int(o))]
+		v := g.class(o)&ncTCEligible != 0
 		if !v && g.parent[o] >= 0 {
 			v = eligible(g.parent[o])
 		}
-		elig[o] = v
+		elig[o] = 1
+		if v {
+			elig[o] = 2
+		}
 		return v
 	}
 	for _, i := range g.gpu {
