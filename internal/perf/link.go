@@ -58,33 +58,27 @@ func isOp(k kineto.Kind) bool { return k == kineto.KindCPUOp || k == kineto.Kind
 
 func newGraph(t *kineto.Trace) *graph { return newPartGraph(t, nil, nil, linkAuto) }
 
-// newPartGraph links the events of a window's trace (window.go).
+// newPartGraph links the events of a window's trace (window.go). The GPU
+// side (GPU events, their launches) is linked while the host side nests.
 func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *graph {
 	ev := &t.Events
 	n := ev.Len()
+	g := &graph{t: t, ev: ev, autogr: map[int64]bool{}, own: own, seq: seq, links: links}
+	gpuSide := start(g.linkLaunches)
 	// sized in advance: growing tables of a million entries costs more
 	// than a pass over the kinds
-	var nOps, nGPU int
-	var exts, corrs idRange
+	var nOps int
+	var exts idRange
 	for i, k := range ev.Kind {
-		switch {
-		case isOp(k):
+		if isOp(k) {
 			nOps++
 			if x := ev.Ext[i]; x > 0 {
 				exts.add(x)
 			}
-		case k.IsLaunch():
-			if c := ev.Corr[i]; c >= 0 {
-				corrs.add(c)
-			}
-		case k.IsGPU():
-			nGPU++
 		}
 	}
-	g := &graph{t: t, ev: ev, autogr: map[int64]bool{},
-		own: own, seq: seq, links: links, gpu: make([]int32, 0, nGPU), order: make([]int32, 0, nOps)}
-	extOp := newIDIndex(exts)         // External id -> cpu_op / user_annotation event (the first)
-	launchByCorr := newIDIndex(corrs) // correlation id -> runtime/driver event (the last)
+	g.order = make([]int32, 0, nOps)
+	extOp := newIDIndex(exts) // External id -> cpu_op / user_annotation event (the first)
 	byThread := map[int64][]int32{}
 	lastKey, last := int64(math.MinInt64), []int32(nil) // the thread of the previous host event
 	g.names = make([]nameClass, len(t.Strings))
@@ -103,15 +97,6 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 				g.steps = append(g.steps, int32(i))
 			}
 		case k.IsLaunch():
-			if c := ev.Corr[i]; c >= 0 {
-				launchByCorr.set(c, int32(i), false)
-			}
-		case k.IsGPU():
-			g.gpu = append(g.gpu, int32(i))
-			if id := ev.Name[i]; g.names[id]&ncGPU == 0 {
-				g.names[id] |= gpuClass(t.Strings[id])
-			}
-			continue
 		default:
 			continue
 		}
@@ -154,44 +139,83 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 	for o := range g.fwdOf {
 		g.bwdOp[o] = true
 	}
-	// runtime -> op, GPU -> launch -> op
+	// runtime -> op
 	g.owner = make([]int32, n)
-	g.launch = make([]int32, n)
 	for i := 0; i < n; i++ {
-		g.owner[i], g.launch[i] = -1, -1
-		k := ev.Kind[i]
-		switch {
-		case k.IsLaunch():
+		g.owner[i] = -1
+		if ev.Kind[i].IsLaunch() {
 			if o, ok := extOp.get(ev.Ext[i]); ok && ev.Ext[i] > 0 {
 				g.owner[i] = o
 			} else {
 				g.owner[i] = g.parent[i]
 			}
-		case k.IsGPU():
-			if c := ev.Corr[i]; c >= 0 {
-				if l, ok := launchByCorr.get(c); ok {
-					g.launch[i] = l
-				}
-			}
 		}
 	}
-	// the launch decides; a GPU event's own External id is used only without
-	// one (2022 traces set it to the correlation id, kineto#782)
+	gpuSide.wait()
+	// GPU -> launch -> op: the launch decides; a GPU event's own External
+	// id is used only without one (2022 traces set it to the correlation
+	// id, kineto#782)
 	for _, i := range g.gpu {
 		if l := g.launch[i]; l >= 0 && g.owner[l] >= 0 {
 			g.owner[i] = g.owner[l]
 		} else if o, ok := extOp.get(ev.Ext[i]); ok && ev.Ext[i] > 0 {
 			g.owner[i] = o
 		}
+		if id := ev.Name[i]; g.names[id]&ncGPU == 0 {
+			g.names[id] |= gpuClass(t.Strings[id])
+		}
 	}
-	slices.SortFunc(g.gpu, func(a, b int32) int {
+	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
+	return g
+}
+
+// linkLaunches lists the GPU events (g.gpu, sorted by start) and links
+// each to its runtime/driver launch by correlation id (g.launch).
+func (g *graph) linkLaunches() {
+	ev := g.ev
+	n := ev.Len()
+	var nGPU int
+	var corrs idRange
+	for i, k := range ev.Kind {
+		switch {
+		case k.IsLaunch():
+			if c := ev.Corr[i]; c >= 0 {
+				corrs.add(c)
+			}
+		case k.IsGPU():
+			nGPU++
+		}
+	}
+	launchByCorr := newIDIndex(corrs) // correlation id -> runtime/driver event (the last)
+	gpu := make([]int32, 0, nGPU)
+	for i, k := range ev.Kind {
+		switch {
+		case k.IsLaunch():
+			if c := ev.Corr[i]; c >= 0 {
+				launchByCorr.set(c, int32(i), false)
+			}
+		case k.IsGPU():
+			gpu = append(gpu, int32(i))
+		}
+	}
+	launch := make([]int32, n)
+	for i := range launch {
+		launch[i] = -1
+	}
+	for _, i := range gpu {
+		if c := ev.Corr[i]; c >= 0 {
+			if l, ok := launchByCorr.get(c); ok {
+				launch[i] = l
+			}
+		}
+	}
+	slices.SortFunc(gpu, func(a, b int32) int {
 		if c := cmp.Compare(ev.TS[a], ev.TS[b]); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	})
-	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
-	return g
+	g.gpu, g.launch = gpu, launch
 }
 
 // nest sorts the host events of one thread (list, sorted in place) and sets
@@ -199,7 +223,7 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 // thread's ops in that order, parents before children.
 func (g *graph) nest(list []int32) (order []int32) {
 	ev := g.ev
-	slices.SortFunc(list, func(x, y int32) int {
+	sortRuns(list, func(x, y int32) int {
 		if c := cmp.Compare(ev.TS[x], ev.TS[y]); c != 0 {
 			return c
 		}
