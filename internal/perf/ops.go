@@ -1,7 +1,9 @@
 package perf
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -135,7 +137,8 @@ func userRanges(g *graph, st *opStats) (rows map[rowKey]*Operator, sp map[int64]
 			ls = append(ls, launch{g.ev.TS[l], g.ev.PID[l], g.ev.Dur[i]})
 		}
 	}
-	sort.Slice(ls, func(a, b int) bool { return ls[a].ts < ls[b].ts })
+	// any order of equal starts gives the same sums
+	slices.SortFunc(ls, func(a, b launch) int { return cmp.Compare(a.ts, b.ts) })
 	dev = map[string]int64{}
 	for _, i := range g.order {
 		if g.ev.Kind[i] != kineto.KindUserAnnotation {
@@ -161,6 +164,24 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 	ev := g.ev
 	rows := map[rowKey]*Operator{}
 	spans := map[int64]*spanOp{}
+	// rows by string ids, found without hashing the strings: by name id
+	// alone, or by name and shape ids
+	byName := make([]*Operator, len(g.t.Strings))
+	type idKey struct {
+		name, shape uint32
+		shaped      bool
+	}
+	byIDs := map[idKey]*Operator{}
+	keyOf := func(i int32) rowKey {
+		key := rowKey{name: g.t.Strings[ev.Name[i]]}
+		if g.class(i)&ncStep != 0 {
+			key.name = "ProfilerStep*"
+		}
+		if byShape && ev.Aux[i] >= 0 {
+			key.shape = g.t.Strings[g.t.Ops[ev.Aux[i]].Shape]
+		}
+		return key
+	}
 	for pos, i := range g.order {
 		if !keep(i) {
 			continue
@@ -170,18 +191,27 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 		if !owned && hs == 0 && ds == 0 && dt == 0 && tc == 0 {
 			continue // context that nothing here adds to
 		}
-		name := g.t.Strings[ev.Name[i]]
-		if g.class(i)&ncStep != 0 {
-			name = "ProfilerStep*"
-		}
-		key := rowKey{name: name}
+		var r *Operator
+		ik := idKey{name: ev.Name[i]}
 		if byShape && ev.Aux[i] >= 0 {
-			key.shape = g.t.Strings[g.t.Ops[ev.Aux[i]].Shape]
+			ik.shape, ik.shaped = g.t.Ops[ev.Aux[i]].Shape, true
 		}
-		r := rows[key]
+		if ik.shaped {
+			r = byIDs[ik]
+		} else {
+			r = byName[ik.name]
+		}
 		if r == nil {
-			r = &Operator{Name: key.name, InputShapes: key.shape, TensorCoreEligible: tcEligibleOps[key.name]}
-			rows[key] = r
+			key := keyOf(i)
+			if r = rows[key]; r == nil {
+				r = &Operator{Name: key.name, InputShapes: key.shape, TensorCoreEligible: tcEligibleOps[key.name]}
+				rows[key] = r
+			}
+			if ik.shaped {
+				byIDs[ik] = r
+			} else {
+				byName[ik.name] = r
+			}
 		}
 		if owned {
 			r.Calls++
@@ -201,7 +231,7 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 		}
 		sp.hostSelf += hs
 		if owned {
-			k := key
+			k := keyOf(i)
 			sp.row = &k
 		}
 	}

@@ -1,8 +1,9 @@
 package perf
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/ptscope/ptscope/internal/kineto"
 )
@@ -165,7 +166,10 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 		p.copies = copies(g)
 		p.syncs = syncs(g)
 		p.mem = append(p.mem, g.t.Memory...)
-		sort.SliceStable(p.mem, func(a, b int) bool { return p.mem[a].TS < p.mem[b].TS })
+		byTS := func(a, b kineto.MemoryEvent) int { return cmp.Compare(a.TS, b.TS) }
+		if !slices.IsSortedFunc(p.mem, byTS) { // file order usually is
+			slices.SortStableFunc(p.mem, byTS)
+		}
 		for o := range g.fwdOf {
 			if g.owned(o) {
 				p.links++
