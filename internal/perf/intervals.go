@@ -50,7 +50,10 @@ func (v spans) total() int64 {
 
 // intersect returns a ∩ b for two disjoint sorted lists.
 func intersect(a, b spans) spans {
-	var out spans
+	if len(a) == 0 || len(b) == 0 {
+		return nil
+	}
+	out := make(spans, 0, len(a)+len(b)) // the most it can hold
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		s := max(a[i].S, b[j].S)
@@ -69,7 +72,10 @@ func intersect(a, b spans) spans {
 
 // subtract returns a − b for two disjoint sorted lists.
 func subtract(a, b spans) spans {
-	var out spans
+	if len(a) == 0 {
+		return nil
+	}
+	out := make(spans, 0, len(a)+len(b)) // the most it can hold
 	j := 0
 	for _, x := range a {
 		s := x.S
