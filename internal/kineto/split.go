@@ -264,6 +264,32 @@ func init() {
 	}
 }
 
+// skipTo returns the first index at or after i of a byte of the class
+// (len(b) when none), four bytes a round.
+func skipTo(class *[256]bool, b []byte, i int) int {
+	for ; i+4 <= len(b); i += 4 {
+		w := b[i : i+4 : i+4]
+		if class[w[0]] {
+			return i
+		}
+		if class[w[1]] {
+			return i + 1
+		}
+		if class[w[2]] {
+			return i + 2
+		}
+		if class[w[3]] {
+			return i + 3
+		}
+	}
+	for ; i < len(b); i++ {
+		if class[b[i]] {
+			return i
+		}
+	}
+	return i
+}
+
 func (s *splitter) dropEvent(evStart int) {
 	s.dropped++
 	s.warn(fmt.Sprintf("offset %d: event larger than %d bytes dropped (unbalanced braces?)", s.pendOff+int64(evStart), s.maxEvent))
@@ -346,9 +372,7 @@ scan:
 		}
 		if inStr {
 			// fast skip of plain string bytes
-			for i < n && !strSpecial[buf[i]] {
-				i++
-			}
+			i = skipTo(&strSpecial, buf[:n], i)
 			if i-evStart > s.maxEvent {
 				s.dropEvent(evStart)
 				depth, inStr, evStart = 0, false, -1
@@ -377,9 +401,7 @@ scan:
 			i++
 			continue
 		}
-		for i < n && !structural[buf[i]] {
-			i++
-		}
+		i = skipTo(&structural, buf[:n], i)
 		if i >= n {
 			break
 		}
