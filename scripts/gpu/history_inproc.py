@@ -14,6 +14,8 @@ Settings (torch.cuda.memory._record_memory_history):
   off        enabled=None
   hist       enabled="all", context=None (what ptscope records outside stack windows)
   skipfree   hist with skip_actions=["free_requested"] (where torch has it)
+  skipall    hist skipping alloc, free_requested and free_completed: what a
+             history kept on for segment events only would cost
   alloc      context="alloc", stacks="python" (a stack window)
   ann        hist with global_record_annotations=True (ptscope's default);
              run in a second phase with off_after, because PyTorch may keep
@@ -51,12 +53,50 @@ def setting(name):
         if "skip_actions" not in params:
             return False
         kw["skip_actions"] = ["free_requested"]
+    elif name == "skipall":
+        if "skip_actions" not in params:
+            return False
+        kw["skip_actions"] = ["alloc", "free_requested", "free_completed"]
     elif name == "alloc":
         kw["context"] = "alloc"
     elif name == "ann":
         kw["global_record_annotations"] = True
     rec(**kw)
     return True
+
+
+def check():
+    """What the ring keeps across switches: disable, re-enable, skip_actions."""
+    def entries():
+        s = torch.cuda.memory._snapshot()
+        tr = s["device_traces"][torch.cuda.current_device()]
+        acts = {}
+        for e in tr:
+            acts[e["action"]] = acts.get(e["action"], 0) + 1
+        return len(tr), acts
+
+    def churn(n):
+        xs = [torch.empty(1 << 20, device="cuda") for _ in range(n)]
+        del xs
+
+    torch.cuda.empty_cache()
+    base = {"enabled": "all", "context": None, "stacks": "python", "max_entries": 100000, "clear_history": False}
+    rec(**dict(base, clear_history=True))
+    churn(10)
+    print("check: after 10 allocs+frees with history on:", entries())
+    rec(enabled=None)
+    churn(5)
+    rec(**base)
+    print("check: after disable, 5 more, re-enable (clear_history=False):", entries())
+    if "skip_actions" in params:
+        rec(**dict(base, skip_actions=["alloc", "free_requested", "free_completed"]))
+        churn(5)
+        torch.cuda.empty_cache()
+        y = torch.empty(64 << 20, device="cuda")
+        del y
+        print("check: after skip_actions=alloc/free, 5 more, empty_cache, a new 256 MB block:", entries())
+    rec(enabled=None)
+    torch.cuda.empty_cache()
 
 
 class Toggle(TrainerCallback):
@@ -95,8 +135,14 @@ def main():
     ap.add_argument("--settle", type=int, default=2)
     ap.add_argument("--json-out", default="")
     ap.add_argument("--skipfree", action="store_true", help="also the skip_actions setting")
+    ap.add_argument("--skipall", action="store_true", help="also history skipping every alloc and free")
+    ap.add_argument("--check", action="store_true", help="first print what switching the history keeps")
     a = ap.parse_args()
     phase1 = ["off", "hist", "skipfree", "alloc"] if a.skipfree else ["off", "hist", "alloc"]
+    if a.skipall:
+        phase1.append("skipall")
+    if a.check:
+        check()
     phase2 = ["ann", "off_after"]
     plan = [(c, n) for c in range(a.cycles) for n in phase1]
     plan += [(a.cycles + c, n) for c in range(a.cycles2) for n in phase2]
