@@ -259,6 +259,9 @@ type part struct {
 	ev1     rawEvent  // the event being decoded, reused (see scanEvent)
 	scanSt  scanState // which args of ev1 are set
 	wire    wireEvent // what go-json fills, reused: its fields keep their capacity
+	compact []byte    // internCompact's buffer
+	kinds   []Kind    // by string id: KindOf + 1, 0 when not known yet
+	cats    [8]uint32 // internCat's ids
 
 	goJSONOnly bool // see Options.goJSONOnly
 }
@@ -273,6 +276,8 @@ func (p *part) reset(seq int) {
 	clear(p.strIdx)
 	p.strIdx[""] = 0
 	p.pidStrs = p.pidStrs[:0]
+	clear(p.kinds) // string ids are the batch's own
+	p.cats = [8]uint32{}
 	// the merger copies everything out, so the columns are reused
 	e := &p.ev
 	e.TS, e.Dur, e.Name, e.Cat, e.Kind = e.TS[:0], e.Dur[:0], e.Name[:0], e.Cat[:0], e.Kind[:0]
@@ -299,6 +304,41 @@ func (p *part) intern(r rawStr) uint32 {
 	p.strs = append(p.strs, s)
 	p.strIdx[s] = id
 	return id
+}
+
+// internCat is intern for categories, which are few: the last id of each
+// length (mod 8) is tried first.
+func (p *part) internCat(r rawStr) uint32 {
+	c := &p.cats[len(r.b)&7]
+	if *c != 0 && !r.escaped && p.strs[*c] == string(r.b) {
+		return *c
+	}
+	id := p.intern(r)
+	*c = id
+	return id
+}
+
+// kindOf is KindOf of string cat, remembered.
+func (p *part) kindOf(cat uint32) Kind {
+	if int(cat) < len(p.kinds) && p.kinds[cat] != 0 {
+		return p.kinds[cat] - 1
+	}
+	k := KindOf(p.strs[cat])
+	for len(p.kinds) <= int(cat) {
+		p.kinds = append(p.kinds, 0)
+	}
+	p.kinds[cat] = k + 1
+	return k
+}
+
+// internCompact interns the compact form of a JSON value (compactJSON),
+// built in a buffer of p's.
+func (p *part) internCompact(b []byte) uint32 {
+	c := compactJSON(b, p.compact)
+	if len(c) > 0 && len(b) > 0 && &c[0] != &b[0] {
+		p.compact = c
+	}
+	return p.internBytes(c)
 }
 
 func (p *part) internBytes(b []byte) uint32 {
@@ -435,8 +475,8 @@ func (p *part) add(ev *rawEvent) {
 	a := &ev.Args
 	switch ph {
 	case 'X':
-		cat := p.intern(ev.Cat)
-		kind := KindOf(p.strs[cat])
+		cat := p.internCat(ev.Cat)
+		kind := p.kindOf(cat)
 		e := &p.ev
 		e.TS = append(e.TS, ev.Ts.ns)
 		dur := ev.Dur.ns
@@ -476,8 +516,8 @@ func (p *part) add(ev *rawEvent) {
 			o := OpInfo{
 				Seq:       numOr(a.SeqNum, None),
 				FwdThread: int32(numOr(a.FwdThread, -1)),
-				Shape:     p.internBytes(compactJSON(a.InputDims)),
-				Types:     p.internBytes(compactJSON(a.InputType)),
+				Shape:     p.internCompact(a.InputDims),
+				Types:     p.internCompact(a.InputType),
 				Comm:      p.comm(a),
 			}
 			aux = int32(len(p.ops))
@@ -571,15 +611,16 @@ func floatOr(n Num, def float64) float64 {
 }
 
 // compactJSON removes whitespace outside strings (shapes are written as
-// "[[4096, 50257], []]"; the compact form is shorter and canonical).
-func compactJSON(b []byte) []byte {
+// "[[4096, 50257], []]"; the compact form is shorter and canonical). The
+// result is b itself or appended to out[:0].
+func compactJSON(b, out []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
 	if bytes.IndexByte(b, ' ') < 0 && bytes.IndexByte(b, '\n') < 0 {
 		return b
 	}
-	out := make([]byte, 0, len(b))
+	out = out[:0]
 	inStr, esc := false, false
 	for _, c := range b {
 		if inStr {
