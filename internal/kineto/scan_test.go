@@ -232,6 +232,11 @@ func FuzzScanEvent(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := ParseHead(data)
+		hg, gerr := parseHeadGoJSON(data)
+		if h != hg || fmt.Sprint(err) != fmt.Sprint(gerr) {
+			t.Fatalf("ParseHead(%q) = %+v, %v; go-json %+v, %v", data, h, err, hg, gerr)
+		}
 		// twice over the same event: the second call clears what the
 		// first left, and the events end the same
 		var ev rawEvent

@@ -112,6 +112,21 @@ type headWire struct {
 
 // ParseHead decodes the head of one raw event as Scan passes it.
 func ParseHead(ev []byte) (Head, error) {
+	var e rawEvent
+	var raw rawRefs
+	var st scanState
+	if scanEvent(ev, &e, &raw, &st) {
+		h := Head{Ph: str(e.Ph), Cat: str(e.Cat), Name: str(e.Name)}
+		h.TS, h.HasTS = e.Ts.ns, e.Ts.ok
+		h.Dur, h.HasDur = e.Dur.ns, e.Dur.ok
+		return h, nil
+	}
+	return parseHeadGoJSON(ev)
+}
+
+// parseHeadGoJSON is ParseHead with go-json, for the events scanEvent
+// leaves to it.
+func parseHeadGoJSON(ev []byte) (Head, error) {
 	var w headWire
 	if err := json.Unmarshal(ev, &w); err != nil {
 		return Head{}, fmt.Errorf("event: %s", shortErr(err))
