@@ -119,29 +119,38 @@ func (v spans) clip(s, e int64, fn func(s, e int64)) {
 	}
 }
 
-// radixMin is the length from which sortStarts sorts by radix.
-const radixMin = 1 << 12
+// radixMin is the length from which sortStarts sorts by radix;
+// mergeRunsMax is the most ascending runs it merges instead.
+const (
+	radixMin     = 1 << 12
+	mergeRunsMax = 8
+)
 
 // sortStarts sorts v by start. union's result does not depend on the
 // order of equal starts, which leaves the sort free: lists already in
-// order (GPU work, taken in start order) are only checked, and long ones
-// are sorted by an LSD radix sort on the start, which beats a comparison
-// sort on the million-span lists of a large trace.
+// order (GPU work, taken in start order) are only checked, lists in a few
+// ascending runs (ops taken thread by thread) merged, and long ones sorted
+// by an LSD radix sort on the start, which beats a comparison sort on the
+// million-span lists of a large trace.
 func sortStarts(v spans) {
 	if len(v) < radixMin {
 		slices.SortFunc(v, func(a, b span) int { return cmp.Compare(a.S, b.S) })
 		return
 	}
 	lo, hi := v[0].S, v[0].S
-	sorted := true
+	runs := 1
 	for i := 1; i < len(v); i++ {
 		s := v[i].S
 		if s < v[i-1].S {
-			sorted = false
+			runs++
 		}
 		lo, hi = min(lo, s), max(hi, s)
 	}
-	if sorted {
+	switch {
+	case runs == 1:
+		return
+	case runs <= mergeRunsMax:
+		sortRuns(v, func(a, b span) int { return cmp.Compare(a.S, b.S) }, slices.SortFunc)
 		return
 	}
 	// digits of at most 12 bits over the starts' range (uint64: the range

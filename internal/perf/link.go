@@ -239,7 +239,7 @@ func (g *graph) nest(list []int32) (order []int32) {
 			return 1
 		}
 		return cmp.Compare(x, y)
-	})
+	}, slices.SortFunc)
 	var stack []int32
 	for _, i := range list {
 		end := ev.End(int(i))

@@ -1,18 +1,17 @@
 package perf
 
-import "slices"
-
 // maxRuns is the most ascending runs sortRuns merges; a list in more
-// pieces is sorted by pdqsort.
+// pieces goes to the fallback sort.
 const maxRuns = 1 << 10
 
-// sortRuns sorts list by cmp, a total order. A thread's host events come
-// in few ascending runs (Kineto writes ops, then runtime calls, each in
-// time order, copy after copy of the profiled steps), which a bottom-up
-// merge of the runs sorts in a few linear passes where pdqsort takes
-// n log n comparisons. With a total order the result is the same either
-// way.
-func sortRuns(list []int32, cmp func(a, b int32) int) {
+// sortRuns sorts list by cmp, stably: lists in a trace often come in few
+// ascending runs (a thread's host events: Kineto writes ops, then runtime
+// calls, each in time order, copy after copy of the profiled steps; memory
+// events), which a bottom-up merge of the runs sorts in a few linear
+// passes where a comparison sort takes n log n comparisons. A list in more
+// than maxRuns runs is sorted by fallback, which must give the same order
+// (a stable sort, or any sort when cmp is a total order).
+func sortRuns[T any](list []T, cmp func(a, b T) int, fallback func([]T, func(a, b T) int)) {
 	if len(list) < 2 {
 		return
 	}
@@ -20,7 +19,7 @@ func sortRuns(list []int32, cmp func(a, b int32) int) {
 	for j := 1; j < len(list); j++ {
 		if cmp(list[j-1], list[j]) > 0 {
 			if len(bounds) == maxRuns {
-				slices.SortFunc(list, cmp)
+				fallback(list, cmp)
 				return
 			}
 			bounds = append(bounds, j)
@@ -30,7 +29,7 @@ func sortRuns(list []int32, cmp func(a, b int32) int) {
 		return
 	}
 	bounds = append(bounds, len(list))
-	src, dst := list, make([]int32, len(list))
+	src, dst := list, make([]T, len(list))
 	for len(bounds) > 2 {
 		next := bounds[:0:0]
 		for k := 0; k+1 < len(bounds); k += 2 {
@@ -53,7 +52,7 @@ func sortRuns(list []int32, cmp func(a, b int32) int) {
 
 // mergeRuns merges the sorted a and b into out (len(a)+len(b)); a's
 // elements go first among equal ones.
-func mergeRuns(out, a, b []int32, cmp func(a, b int32) int) {
+func mergeRuns[T any](out, a, b []T, cmp func(a, b T) int) {
 	i, j, k := 0, 0, 0
 	for i < len(a) && j < len(b) {
 		if cmp(b[j], a[i]) < 0 {

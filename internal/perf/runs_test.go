@@ -8,7 +8,8 @@ import (
 )
 
 // TestSortRuns checks the run merge against pdqsort with a total order
-// (value, then index) on lists in few runs, many runs and none.
+// (value, then index), and against a stable sort by value alone, on lists
+// in few runs, many runs and none.
 func TestSortRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const n = 5000
@@ -39,9 +40,21 @@ func TestSortRuns(t *testing.T) {
 			rng.Shuffle(min(size, 3), func(i, j int) { list[i], list[j] = list[j], list[i] })
 			want := slices.Clone(list)
 			slices.SortFunc(want, byKey)
-			sortRuns(list, byKey)
+			sortRuns(list, byKey, slices.SortFunc)
 			if !slices.Equal(list, want) {
 				t.Errorf("%s, %d: not sorted as pdqsort sorts", name, size)
+			}
+			// by key alone, equal keys in several runs: as a stable sort
+			keyOnly := func(a, b int32) int { return cmp.Compare(keys[a], keys[b]) }
+			list2 := make([]int32, size)
+			for i := range list2 {
+				list2[i] = int32(i)
+			}
+			want2 := slices.Clone(list2)
+			slices.SortStableFunc(want2, keyOnly)
+			sortRuns(list2, keyOnly, slices.SortStableFunc)
+			if !slices.Equal(list2, want2) {
+				t.Errorf("%s, %d: not sorted as a stable sort sorts", name, size)
 			}
 		}
 	}

@@ -166,10 +166,7 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 		p.copies = copies(g)
 		p.syncs = syncs(g)
 		p.mem = append(p.mem, g.t.Memory...)
-		byTS := func(a, b kineto.MemoryEvent) int { return cmp.Compare(a.TS, b.TS) }
-		if !slices.IsSortedFunc(p.mem, byTS) { // file order usually is
-			slices.SortStableFunc(p.mem, byTS)
-		}
+		sortRuns(p.mem, func(a, b kineto.MemoryEvent) int { return cmp.Compare(a.TS, b.TS) }, slices.SortStableFunc)
 		for o := range g.fwdOf {
 			if g.owned(o) {
 				p.links++
