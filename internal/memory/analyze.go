@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Options control an analysis. The result does not depend on how it will
@@ -172,6 +173,7 @@ func (a *analyzer) peak() {
 		ReservedBytes: r.Baseline.Reserved, ReservedAtPeakBytes: r.Baseline.Reserved,
 		ActiveBytes: r.Baseline.Active, RequestedBytes: r.Baseline.Requested}
 	for i, v := range t.Allocated {
+		spillmem.Poll(r.arena, i)
 		if v > p.AllocatedBytes {
 			p.AllocatedBytes, p.EventIndex = v, i
 		}
@@ -209,6 +211,7 @@ func (a *analyzer) peak() {
 func (r *Replay) LiveAt(i int) []*Alloc {
 	var out []*Alloc
 	for k := range r.Allocs {
+		spillmem.Poll(r.arena, k)
 		if r.Allocs[k].Alive(i) {
 			out = append(out, &r.Allocs[k])
 		}
@@ -405,6 +408,7 @@ const maxCallerScan = 1 << 20
 func (a *analyzer) backwardCaller(i int) (snapshot.StackID, bool) {
 	tr := a.tr
 	for j := i - 1; j >= 0 && j >= i-maxCallerScan; j-- {
+		spillmem.Poll(a.r.arena, j)
 		if tr.Action[j] != snapshot.ActionAlloc {
 			continue
 		}

@@ -46,6 +46,7 @@ func (r *Replay) modelBlockSizes(s *snapshot.Snapshot, d int, tr *snapshot.Trace
 	var at []int32
 	var before []int32 // large allocations in use before the first entry
 	for k := range r.Allocs {
+		spillmem.Poll(r.arena, k)
 		a := &r.Allocs[k]
 		if RoundSize(a.Requested) <= smallSize && a.Size <= smallSize {
 			continue
@@ -72,6 +73,7 @@ func (r *Replay) modelBlockSizes(s *snapshot.Snapshot, d int, tr *snapshot.Trace
 		start[segs[i].Address] = segs[i].TotalSize
 	}
 	for i := tr.Len() - 1; i >= 0; i-- {
+		spillmem.Poll(r.arena, i)
 		switch tr.Action[i] {
 		case snapshot.ActionSegmentAlloc:
 			delete(start, tr.Addr[i])
@@ -84,6 +86,7 @@ func (r *Replay) modelBlockSizes(s *snapshot.Snapshot, d int, tr *snapshot.Trace
 		sg.use(r.Allocs[k].Addr)
 	}
 	for i, k := range at {
+		spillmem.Poll(r.arena, i)
 		switch tr.Action[i] {
 		case snapshot.ActionSegmentAlloc:
 			sg.add(tr.Addr[i], tr.Size[i])

@@ -109,6 +109,7 @@ func categorize(s *snapshot.Snapshot, r *Replay, ph *Phases) {
 		return ph.Of[i]
 	}
 	for k := range r.Allocs {
+		spillmem.Poll(r.arena, k)
 		a := &r.Allocs[k]
 		fa := facts[a.Stack]
 		ff := facts[a.FreeStack]
@@ -182,6 +183,7 @@ func nextForwards(of []Phase, arena *spillmem.Arena) []int32 {
 	out := spillmem.Make[int32](arena, len(of))
 	next := int32(-1)
 	for i := len(of) - 1; i >= 0; i-- {
+		spillmem.Poll(arena, i)
 		if of[i] == PhaseForward && (i == 0 || of[i-1] != PhaseForward) {
 			next = int32(i)
 		}
@@ -220,6 +222,7 @@ func trainingTrace(ph *Phases) bool {
 func firstForwards(ph *Phases) []int {
 	out := make([]int, len(ph.Steps))
 	for k, st := range ph.Steps {
+		spillmem.PollSparse(ph.arena, k)
 		out[k] = -1
 		for i := st.Start; i < st.End; i++ {
 			if ph.Of[i] == PhaseForward {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/spillmem"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
@@ -197,7 +198,8 @@ func (a *analyzer) findings() []finding.Finding {
 		// Without frames: made on autograd's threads (no Python frames), or
 		// in a step ptscope run recorded without stacks (its windows).
 		var noStack, unstacked int64
-		for _, al := range a.live {
+		for k, al := range a.live {
+			spillmem.PollSparse(a.r.arena, k)
 			if al.Origin == FromTrace && len(a.s.Stacks[al.Stack]) == 0 {
 				noStack += al.Size
 				if a.o.StackWindows != nil && !a.stacked(al) {

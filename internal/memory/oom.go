@@ -2,6 +2,7 @@ package memory
 
 import (
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // OOM explains one out-of-memory event of the trace.
@@ -32,6 +33,7 @@ func (a *analyzer) ooms() []OOM {
 	out := []OOM{}
 	lastAlloc := -1
 	for i := tr.Len() - 1; i >= 0; i-- {
+		spillmem.Poll(a.r.arena, i)
 		if tr.Action[i] == snapshot.ActionAlloc || tr.Action[i] == snapshot.ActionSegmentAlloc {
 			lastAlloc = i
 			break
@@ -39,6 +41,7 @@ func (a *analyzer) ooms() []OOM {
 	}
 	t := &r.Timeline
 	for i := 0; i < tr.Len(); i++ {
+		spillmem.Poll(a.r.arena, i)
 		if tr.Action[i] != snapshot.ActionOOM {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/ptscope/ptscope/internal/snapshot"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Leak describes memory that accumulates step after step.
@@ -108,6 +109,7 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 	framedAny := map[site]snapshot.StackID{}
 	var bare []*Alloc
 	for i := range a.r.Allocs {
+		spillmem.Poll(a.r.arena, i)
 		al := &a.r.Allocs[i]
 		if al.AllocIdx < int32(lo) || al.AllocIdx >= int32(hi) || al.FreeReqIdx >= 0 && al.FreeReqIdx < int32(hi) {
 			continue

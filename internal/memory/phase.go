@@ -47,6 +47,8 @@ type Phases struct {
 	StepOf  []int32      // per entry: index into Steps, -1 outside any step
 	Steps   []Step
 	Source  StepSource // how the steps were found
+
+	arena *spillmem.Arena // the snapshot's, where Of and StepOf are
 }
 
 // interval is an annotated range in entry indices [lo, hi).
@@ -68,7 +70,8 @@ func annotationIntervals(s *snapshot.Snapshot, d int, times []int64) []interval 
 		return nil
 	}
 	var out []interval
-	for _, r := range AnnotationRanges(s, d) {
+	for k, r := range AnnotationRanges(s, d) {
+		spillmem.PollSparse(s.Arena(), k)
 		// A range still open when the snapshot was taken (the forward
 		// that ran out of memory) runs to the end of the trace.
 		iv := interval{name: r.Name, lo: indexAt(times, r.StartUS), hi: len(times), open: r.Open}
@@ -106,7 +109,8 @@ type stepRange struct {
 func ptscopeSteps(s *snapshot.Snapshot, d int, times []int64) []stepRange {
 	by := map[int]*stepRange{}
 	var order []int
-	for _, a := range s.Annotations {
+	for k, a := range s.Annotations {
+		spillmem.PollSparse(s.Arena(), k)
 		if a.Device != d && a.Device >= 0 && len(s.Traces) > 1 || !strings.HasPrefix(a.Name, ptscopeStepPrefix) {
 			continue
 		}
@@ -286,7 +290,7 @@ func frameKinds(s *snapshot.Snapshot) []FrameKind {
 func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	tr := s.Trace(d)
 	n := tr.Len()
-	p := &Phases{Of: spillmem.Make[Phase](s.Arena(), n), Source: StepsNone}
+	p := &Phases{Of: spillmem.Make[Phase](s.Arena(), n), Source: StepsNone, arena: s.Arena()}
 	// Every stack is classified, also without a trace: the blocks of the
 	// final segments carry stacks too, and categorize reads them.
 	classes := make([]frameClass, len(s.Stacks))
@@ -401,6 +405,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		p.Steps = append(p.Steps, Step{Start: start, End: n, Partial: true})
 	}
 	for i := range p.Steps {
+		spillmem.PollSparse(s.Arena(), i)
 		st := &p.Steps[i]
 		st.Index = i
 		if st.Name == "" {
@@ -433,10 +438,12 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	}
 	p.StepOf = spillmem.Make[int32](s.Arena(), n)
 	for i := range p.StepOf {
+		spillmem.Poll(s.Arena(), i)
 		p.StepOf[i] = -1
 	}
 	for k, st := range p.Steps {
 		for j := st.Start; j < st.End; j++ {
+			spillmem.Poll(s.Arena(), j)
 			p.StepOf[j] = int32(k)
 		}
 	}
@@ -444,7 +451,8 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	if len(segments) == 0 {
 		segments = []Step{{Start: 0, End: n}}
 	}
-	for _, st := range segments {
+	for k, st := range segments {
+		spillmem.PollSparse(s.Arena(), k)
 		labelStep(p.Of[st.Start:st.End], tr, classes, st.Start)
 	}
 	return p
@@ -457,6 +465,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 func closureEnd(tr *snapshot.Trace, classes []frameClass, lo, hi int) int {
 	last, closure := -1, false
 	for i := lo; i < hi; i++ {
+		spillmem.Poll(tr.Arena(), i)
 		if tr.Action[i] != snapshot.ActionAlloc {
 			continue
 		}
@@ -482,9 +491,11 @@ func (p *Phases) measure(r *Replay) {
 	}
 	alloc := r.Timeline.Allocated
 	for i := range p.Steps {
+		spillmem.PollSparse(r.arena, i)
 		st := &p.Steps[i]
 		st.PeakIdx = st.Start
 		for j := st.Start; j < st.End; j++ {
+			spillmem.Poll(r.arena, j)
 			if alloc[j] > alloc[st.PeakIdx] {
 				st.PeakIdx = j
 			}
@@ -501,6 +512,7 @@ func labelStep(of []Phase, tr *snapshot.Trace, classes []frameClass, base int) {
 	// phases are unknown rather than forward.
 	state := PhaseUnknown
 	for k := range of {
+		spillmem.Poll(tr.Arena(), base+k)
 		if tr.Action[base+k] == snapshot.ActionAlloc && classes[tr.Stack[base+k]] == fcForward {
 			state = PhaseForward
 			break
@@ -509,6 +521,7 @@ func labelStep(of []Phase, tr *snapshot.Trace, classes []frameClass, base int) {
 	sawForward := false
 	for k := range of {
 		i := base + k
+		spillmem.Poll(tr.Arena(), i)
 		if of[k] == PhaseOptimizer || of[k] == PhaseZeroGrad {
 			state = PhaseOther
 			continue
@@ -546,6 +559,7 @@ func optimizerRuns(tr *snapshot.Trace, classes []frameClass) []interval {
 	var out []interval
 	lo, last := -1, -1
 	for i := 0; i < tr.Len(); i++ {
+		spillmem.Poll(tr.Arena(), i)
 		if tr.Action[i] != snapshot.ActionAlloc {
 			continue
 		}
@@ -565,6 +579,7 @@ func optimizerRuns(tr *snapshot.Trace, classes []frameClass) []interval {
 	// The run ends where the last optimizer allocation is freed.
 	for k := range out {
 		for i := out[k].hi; i < tr.Len() && i < out[k].hi+100000; i++ {
+			spillmem.Poll(tr.Arena(), i)
 			if tr.Action[i] == snapshot.ActionAlloc && classes[tr.Stack[i]] != fcOptim {
 				out[k].hi = i
 				break
@@ -586,6 +601,7 @@ func repeatingPeriod(tr *snapshot.Trace) period {
 	}
 	occ := map[sig][]int{}
 	for i := 0; i < tr.Len(); i++ {
+		spillmem.Poll(tr.Arena(), i)
 		if tr.Action[i] == snapshot.ActionAlloc {
 			k := sig{tr.Stack[i], tr.Size[i]}
 			if len(occ[k]) < 10000 {
@@ -626,6 +642,7 @@ func repeatingPeriod(tr *snapshot.Trace) period {
 func monotonic(t []int64, arena *spillmem.Arena) []int64 {
 	sorted := true
 	for i := 1; i < len(t) && sorted; i++ {
+		spillmem.Poll(arena, i)
 		sorted = t[i] >= t[i-1]
 	}
 	if sorted {
@@ -634,6 +651,7 @@ func monotonic(t []int64, arena *spillmem.Arena) []int64 {
 	out := spillmem.Make[int64](arena, len(t))
 	var m int64
 	for i, v := range t {
+		spillmem.Poll(arena, i)
 		m = max(m, v)
 		out[i] = m
 	}
@@ -647,6 +665,7 @@ func monotonic(t []int64, arena *spillmem.Arena) []int64 {
 func freesMost(tr *snapshot.Trace, per period) bool {
 	var allocs, frees int
 	for i := per.first; i < tr.Len(); i++ {
+		spillmem.Poll(tr.Arena(), i)
 		switch tr.Action[i] {
 		case snapshot.ActionAlloc:
 			allocs++

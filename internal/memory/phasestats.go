@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/ptscope/ptscope/internal/spillmem"
+
 // PhaseStat is one phase of one step (forward, backward, optimizer,
 // zero_grad or other): allocated memory before its first entry and after
 // its last, and its peak. A phase whose entries the labels split into
@@ -25,7 +27,9 @@ func (a *analyzer) phaseStats() []PhaseStat {
 		phase Phase
 	}
 	at := map[key]int{}
-	for lo := 0; lo < len(of); {
+	lo := 0
+	for run := 0; lo < len(of); run++ {
+		spillmem.PollSparse(a.r.arena, run)
 		hi := lo + 1
 		// a run ends where the phase or the step changes: a forward-only
 		// recording is one run of forward entries over all its steps
@@ -55,6 +59,7 @@ func (a *analyzer) phaseStats() []PhaseStat {
 		lo = hi
 	}
 	for i := range out {
+		spillmem.PollSparse(a.r.arena, i)
 		s := &out[i]
 		s.DurationNS = a.timeNS(s.EndIndex-1) - a.timeNS(s.StartIndex)
 	}

@@ -129,7 +129,8 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 	// the recording: counting the allocs first spares the copies of growing
 	// it (unmatched frees are few unless the ring buffer wrapped).
 	allocs := 0
-	for _, a := range tr.Action {
+	for i, a := range tr.Action {
+		spillmem.Poll(r.arena, i)
 		if a == snapshot.ActionAlloc || r.arena != nil && (a == snapshot.ActionFreeRequested || a == snapshot.ActionFreeCompleted) {
 			// In a spill arena, room that is never used costs neither
 			// memory nor disk: make room for every free to be unmatched,
@@ -141,6 +142,7 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 	live := newAddrTable(1024)    // addr -> index in r.Allocs of the live allocation
 	pending := newAddrTable(1024) // freed by the program, not yet by the allocator
 	for i := 0; i < n; i++ {
+		spillmem.Poll(r.arena, i)
 		addr := tr.Addr[i]
 		switch tr.Action[i] {
 		case snapshot.ActionAlloc:
@@ -230,11 +232,13 @@ func (r *Replay) buildTimeline(tr *snapshot.Trace, endReserved int64) {
 	t.Reserved = spillmem.Make[int64](r.arena, n)
 	var segDelta int64
 	for i, a := range tr.Action {
+		spillmem.Poll(r.arena, i)
 		segDelta += reservedDelta(a, tr.Size[i])
 	}
 	base.Reserved = endReserved - segDelta
 	cur := base.Reserved
 	for i, a := range tr.Action {
+		spillmem.Poll(r.arena, i)
 		cur += reservedDelta(a, tr.Size[i])
 		t.Reserved[i] = cur
 	}
@@ -251,6 +255,7 @@ func (r *Replay) column(n int, requested, active bool) ([]int64, int64) {
 	col := spillmem.Make[int64](r.arena, n)
 	var base int64
 	for i := range r.Allocs {
+		spillmem.Poll(r.arena, i)
 		a := &r.Allocs[i]
 		v, free := a.Size, a.FreeReqIdx
 		if requested {
@@ -270,6 +275,7 @@ func (r *Replay) column(n int, requested, active bool) ([]int64, int64) {
 	}
 	cur := base
 	for i, d := range col {
+		spillmem.Poll(r.arena, i)
 		cur += d
 		col[i] = cur
 	}

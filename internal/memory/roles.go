@@ -49,6 +49,7 @@ func applyRoles(rs []Role, r *Replay, ddp uint32) *roles {
 	x := &roles{of: map[*Alloc]*Role{}}
 	if ddp != 0 {
 		for k := range r.Allocs {
+			spillmem.Poll(r.arena, k)
 			if r.Allocs[k].Metadata == ddp {
 				r.Allocs[k].Category = CatGradient
 			}

@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/ptscope/ptscope/internal/spillmem"
+
 // CategoryTimeline returns allocated bytes per category at up to n evenly
 // spaced entries (xs are entry indices; layers[c][i] is category c's bytes
 // just after entry xs[i]). Allocations made before recording count from the
@@ -26,6 +28,7 @@ func (r *Replay) PeakBetween(fromUS, toUS int64) (int64, bool) {
 	var best int64
 	found := false
 	for i, us := range t.TimeUS {
+		spillmem.Poll(r.arena, i)
 		if us >= fromUS && us <= toUS {
 			if !found || t.Allocated[i] > best {
 				best = t.Allocated[i]

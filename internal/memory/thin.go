@@ -1,5 +1,7 @@
 package memory
 
+import "github.com/ptscope/ptscope/internal/spillmem"
+
 // ThinTimeline is the replayed timeline thinned to at most MaxBuckets
 // buckets of consecutive entries, in columns: enough to redraw every chart
 // of the device (memory over time, by category, efficiency) and an HTML
@@ -79,6 +81,7 @@ func thin(r *Replay, ph *Phases) ThinTimeline {
 			out.StartNS[k], out.EndNS[k] = tl.TimeUS[lo]*1000, tl.TimeUS[hi]*1000
 		}
 		amin, amax, at := tl.Allocated[lo], tl.Allocated[lo], lo
+		r.arena.Poll() // once per bucket
 		for i := lo + 1; i <= hi; i++ {
 			if v := tl.Allocated[i]; v > amax {
 				amax, at = v, i
@@ -164,6 +167,7 @@ func (r *Replay) categoriesAt(xs []int) (layers [numCategories][]int64) {
 		delta[c] = make([]int64, n+1)
 	}
 	for k := range r.Allocs {
+		spillmem.Poll(r.arena, k)
 		a := &r.Allocs[k]
 		start := 0
 		if a.AllocIdx >= 0 {

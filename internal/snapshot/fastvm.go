@@ -195,6 +195,7 @@ func (w *worker) run(pos, limit int) {
 				if w.env.mapped && pos-w.dropped >= 4<<20 {
 					dropPages(w.data, w.dropped, pos)
 					w.dropped = pos
+					w.env.arena.Poll()
 				}
 				if q := w.fastEntry(pos); q >= 0 {
 					pos = q

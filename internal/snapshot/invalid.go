@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ptscope/ptscope/internal/pickle"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // Malformed records. A field of the wrong type is read as 0 and a value that
@@ -25,6 +26,7 @@ func (b *builder) validate(t *Trace, rowOf func(int) int) {
 		}
 	}
 	for i := range t.Action {
+		spillmem.Poll(t.arena, i)
 		var br badRow
 		found := false
 		if b.badAt != nil {

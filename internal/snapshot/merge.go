@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ptscope/ptscope/internal/pickle"
+	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
 // merge folds the stretches into the builder in file order and moves the
@@ -132,6 +133,7 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 		}
 		sm, strm, stm := units[u].stackMap, strMaps[u], streamMaps[u]
 		for i := range n {
+			spillmem.Poll(t.arena, i)
 			t.Stream[o+i] = stm[lt.Stream[i]]
 			switch s := lt.Stack[i]; {
 			case s == 0:

@@ -124,6 +124,10 @@ func (v *Invalid) add(index int, where func() string) {
 // Len is the number of entries.
 func (t *Trace) Len() int { return len(t.Action) }
 
+// Arena is the spill arena holding the columns (ReadOptions); nil when
+// they are on the heap.
+func (t *Trace) Arena() *spillmem.Arena { return t.arena }
+
 // BlockState is the state of a block at dump time.
 type BlockState uint8
 

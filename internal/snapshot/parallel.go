@@ -380,10 +380,16 @@ func (e *parEnv) scan(fa, fb, start int) (s chunkScan) {
 	s.cand = -1
 	memo := 0 // s.memo, in a register
 	defer func() { s.memo = memo }()
+	bounded, dropped := e.mapped && e.arena != nil, start
 	for fi := fa; fi < fb; fi++ {
 		pos, end := e.frames[fi].lo, e.frames[fi].hi
 		if fi == fa {
 			pos = start
+		}
+		if bounded && pos-dropped >= 4<<20 {
+			dropPages(e.data, dropped, pos)
+			dropped = pos
+			e.arena.Poll()
 		}
 		data := e.data[:end] // pos < len(data) below: no bounds checks
 		for pos < len(data) {

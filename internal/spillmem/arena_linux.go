@@ -139,6 +139,17 @@ func (a *Arena) Untrack(data []byte) {
 	}
 }
 
+// Poll trims when more than the limit is resident. The watcher runs when
+// the scheduler lets it, which on a loaded machine can be tens of
+// milliseconds late, while a pass over a spilled column maps pages at
+// several GB/s: long loops over spilled slices call Poll every PollEvery
+// iterations, so that the bound holds whatever the watcher's delay.
+func (a *Arena) Poll() {
+	if a != nil && sharedBytes() > a.limit {
+		a.Trim()
+	}
+}
+
 // Trim drops the process's mappings of every resident page of the arena;
 // the data stays in the file (and the kernel's cache of it).
 func (a *Arena) Trim() {

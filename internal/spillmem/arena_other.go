@@ -32,6 +32,9 @@ func (a *Arena) Track(data []byte) {}
 // Untrack does nothing.
 func (a *Arena) Untrack(data []byte) {}
 
+// Poll does nothing.
+func (a *Arena) Poll() {}
+
 // Trim does nothing.
 func (a *Arena) Trim() {}
 

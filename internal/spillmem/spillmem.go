@@ -29,6 +29,29 @@ import (
 // the Go heap.
 const MinBytes = 1 << 20
 
+// PollEvery is how many iterations of a loop over spilled slices may pass
+// between two calls of Arena.Poll (with up to about 64 bytes of columns
+// touched per iteration, a few MiB).
+const PollEvery = 1 << 16
+
+// Poll calls a.Poll every PollEvery values of i: put it at the top of a
+// loop over i. It costs a test and a branch otherwise, and nothing with a
+// nil arena.
+func Poll(a *Arena, i int) {
+	if a != nil && i&(PollEvery-1) == 0 {
+		a.Poll()
+	}
+}
+
+// PollSparse calls a.Poll every 256 values of i: for loops whose
+// iterations each reach pages of their own (a binary search, the first
+// entry of each step).
+func PollSparse(a *Arena, i int) {
+	if a != nil && i&255 == 0 {
+		a.Poll()
+	}
+}
+
 // Make returns a zeroed []T of length n, in a's file when a is not nil and
 // the slice is large. T must hold no pointers (the garbage collector does
 // not see the arena).
