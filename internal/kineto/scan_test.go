@@ -248,6 +248,17 @@ func FuzzScanEvent(f *testing.F) {
 	})
 }
 
+// lookup (for the tests) returns the index of the field that the n-byte ASCII key at
+// data[i] names exactly, else -1; folded reports a key that names a field
+// only by case folding.
+func (t *keyTable) lookup(data []byte, i, n int) (k int, folded bool) {
+	w := keyWord(data, i, n)
+	if k := t.exact(data, i, n, w, keyHash(w, n)); k >= 0 {
+		return k, false
+	}
+	return -1, t.folds(data[i : i+n])
+}
+
 // TestKeyTables checks the tables against the go-json field tags they
 // stand for, in order, and the folding they detect.
 func TestKeyTables(t *testing.T) {
@@ -308,10 +319,11 @@ func TestKeyTables(t *testing.T) {
 	}
 }
 
-// FuzzSkipStrPlain checks the word-at-a-time search against a byte loop.
+// FuzzSkipStrPlain checks the word-at-a-time searches against byte loops.
 func FuzzSkipStrPlain(f *testing.F) {
 	f.Add([]byte(`abcdefghijklmnop"q`), 0)
 	f.Add([]byte("é\x01abcdefgh\\"), 1)
+	f.Add([]byte("Python parent id\x7f\x80\"x"), 2)
 	f.Fuzz(func(t *testing.T, data []byte, i int) {
 		if i < 0 || i > len(data) {
 			return
@@ -322,6 +334,20 @@ func FuzzSkipStrPlain(f *testing.F) {
 		}
 		if got := skipStrPlain(data, i); got != want {
 			t.Fatalf("skipStrPlain(%q, %d) = %d, want %d", data, i, got, want)
+		}
+		want = i
+		for want < len(data) && keyPlain[data[want]] {
+			want++
+		}
+		if got := skipKeyPlain(data, i); got != want {
+			t.Fatalf("skipKeyPlain(%q, %d) = %d, want %d", data, i, got, want)
+		}
+		want = i
+		for want < len(data) && data[want] != '"' {
+			want++
+		}
+		if got := findQuote(data, i); got != want {
+			t.Fatalf("findQuote(%q, %d) = %d, want %d", data, i, got, want)
 		}
 	})
 }

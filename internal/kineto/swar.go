@@ -40,7 +40,7 @@ func skipStrPlain(data []byte, i int) int {
 }
 
 // skipKeyPlain returns the first index at or after i of a byte that
-// scanKey does not read itself (!keyPlain: a quote, a backslash, a control
+// keyTable.key does not read itself (!keyPlain: a quote, a backslash, a control
 // character or a byte outside ASCII), len(data) when none.
 func skipKeyPlain(data []byte, i int) int {
 	for ; i+8 <= len(data); i += 8 {
