@@ -173,9 +173,13 @@ func TestScanTraces(t *testing.T) {
 		n := 0
 		var e rawEvent
 		var st scanState
+		var raw rawRefs
 		err = sc.Each(context.Background(), func(ev []byte) error {
 			n++
-			if !scanAgrees(t, ev, &e, &st) {
+			// field by field for the first events; the whole traces are
+			// compared below
+			ok := n <= 5000 && scanAgrees(t, ev, &e, &st) || n > 5000 && scanEvent(ev, &e, &raw, &st)
+			if !ok {
 				return fmt.Errorf("event %d left to go-json: %.200s", n, ev)
 			}
 			return nil
