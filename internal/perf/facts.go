@@ -58,6 +58,8 @@ type FactScanner struct {
 	// forward and backward ops itself (linkAuto) and never reads
 	// Facts.fwdBwdFlows, only the streaming path does.
 	noLinks bool
+	lastDev int // the device of the last GPU event, in devices
+	hasDev  bool
 }
 
 // flowLinker decides whether the trace's forward and backward ops are
@@ -210,17 +212,33 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 			f.pythonFunctions++
 		}
 		if k.IsGPU() && ev.Aux[i] >= 0 {
-			f.devices[int(b.GPU[ev.Aux[i]].Device)] = true
+			// most GPU events run on the device of the one before
+			if d := int(b.GPU[ev.Aux[i]].Device); !s.hasDev || d != s.lastDev {
+				f.devices[d] = true
+				s.lastDev, s.hasDev = d, true
+			}
 		}
 		if isOp(k) || k.IsLaunch() || k.IsGPU() {
 			f.spanS = min(f.spanS, ev.TS[i])
 			f.spanE = max(f.spanE, ev.End(i))
 		}
 	}
+	// counted per run of events of one device, not hashed per event
+	var run memKey
+	n := 0
 	for _, m := range b.Memory {
 		if (m.DeviceType == 0 || m.DeviceType == 1) && m.TotalAllocated >= 0 {
-			f.memPoints[memKey{m.DeviceType, m.DeviceID}]++
+			if k := (memKey{m.DeviceType, m.DeviceID}); k != run || n == 0 {
+				if n > 0 {
+					f.memPoints[run] += n
+				}
+				run, n = k, 0
+			}
+			n++
 		}
+	}
+	if n > 0 {
+		f.memPoints[run] += n
 	}
 	if !s.noLinks {
 		s.lk.add(b)

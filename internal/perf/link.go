@@ -268,8 +268,11 @@ func (g *graph) isAutograd(i int) bool {
 func (g *graph) linkFwdBwd(byThread map[int64][]int32) {
 	ev := g.ev
 	g.fwdOf = map[int32]int32{}
+	lastKey, list := int64(math.MinInt64), []int32(nil) // cached: consecutive flows are mostly of one thread
 	at := func(pid, tid int32, ts int64) int32 {
-		list := byThread[threadKey(pid, tid)]
+		if k := threadKey(pid, tid); k != lastKey {
+			lastKey, list = k, byThread[k]
+		}
 		k := sort.Search(len(list), func(i int) bool { return ev.TS[list[i]] >= ts })
 		for ; k < len(list) && ev.TS[list[k]] == ts; k++ {
 			if isOp(ev.Kind[list[k]]) {
@@ -282,7 +285,18 @@ func (g *graph) linkFwdBwd(byThread map[int64][]int32) {
 		g.linkSeq()
 		return
 	}
-	starts := map[int64]int32{}
+	var nStart, nFinish int
+	for _, f := range g.t.Flows {
+		if f.Kind == kineto.FlowFwdBwd {
+			if f.Finish {
+				nFinish++
+			} else {
+				nStart++
+			}
+		}
+	}
+	starts := make(map[int64]int32, nStart)
+	g.fwdOf = make(map[int32]int32, nFinish)
 	for _, f := range g.t.Flows {
 		if f.Kind == kineto.FlowFwdBwd && !f.Finish {
 			if o := at(f.PID, f.TID, f.TS); o >= 0 {

@@ -268,6 +268,8 @@ func (m *merger) lastSlotEnd() int64 {
 func (m *merger) addMemory(mem []kineto.MemoryEvent) {
 	meta := m.f.meta
 	base := meta.BaseTimeNS
+	var last *memCurve // most events are of the device of the one before
+	var lastKey memKey
 	for _, e := range mem {
 		if e.OOM {
 			m.oom++
@@ -276,7 +278,10 @@ func (m *merger) addMemory(mem []kineto.MemoryEvent) {
 			continue
 		}
 		k := memKey{e.DeviceType, e.DeviceID}
-		c := m.mem[k]
+		c := last
+		if c == nil || k != lastKey {
+			c = m.mem[k]
+		}
 		if c == nil {
 			c = &memCurve{d: MemoryDevice{DeviceID: int(e.DeviceID), IsGPU: e.DeviceType == 1}}
 			if c.d.IsGPU {
@@ -290,6 +295,7 @@ func (m *merger) addMemory(mem []kineto.MemoryEvent) {
 			c.dec = newDecimator(m.f.memPoints[k], m.opt.MemoryPoints)
 			m.mem[k] = c
 		}
+		last, lastKey = c, k
 		d := &c.d
 		d.Events++
 		t := base + e.TS
