@@ -192,8 +192,10 @@ func (w *worker) run(pos, limit int) {
 					w.stop = pos
 					return
 				}
-				if w.env.mapped && pos-w.dropped >= 4<<20 {
-					dropPages(w.data, w.dropped, pos)
+				if (w.env.mapped || w.env.arena != nil) && pos-w.dropped >= 4<<20 {
+					if w.env.mapped {
+						dropPages(w.data, w.dropped, pos)
+					}
 					w.dropped = pos
 					w.env.arena.Poll()
 				}

@@ -97,16 +97,17 @@ func fromValue(v pickle.Value, str func(string) wv) wv {
 }
 
 // frameChain returns the payloads of the FRAMEs that follow PROTO back to back.
-func frameChain(data []byte) []frameSpan { return frameChainDrop(data, false) }
+func frameChain(data []byte) []frameSpan { return frameChainDrop(data, nil) }
 
-// frameChainDrop is frameChain; with drop, it hands the mapping's pages
-// back as it goes (each header read maps whole folios of the file).
-func frameChainDrop(data []byte, drop bool) []frameSpan {
+// frameChainDrop is frameChain; with drop, it calls drop(lo, hi) for every
+// 16 MiB it passes, to hand pages back as it goes (each header read maps
+// whole folios of the file).
+func frameChainDrop(data []byte, drop func(lo, hi int)) []frameSpan {
 	var out []frameSpan
 	pos, dropped := 2, 0
 	for pos+9 <= len(data) && data[pos] == 0x95 {
-		if drop && pos-dropped >= 16<<20 {
-			dropPages(data, dropped, pos)
+		if drop != nil && pos-dropped >= 16<<20 {
+			drop(dropped, pos)
 			dropped = pos
 		}
 		n := binary.LittleEndian.Uint64(data[pos+1:])
@@ -139,10 +140,19 @@ func readPickleParallelArena(data []byte, workers, minRegion int, mapped bool, a
 	}()
 	b := newBuilder(arena)
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
-	bounded := mapped && arena != nil
-	env = &parEnv{data: data, frames: frameChainDrop(data, bounded), minRegion: minRegion, mapped: mapped, arena: arena}
-	if bounded {
-		dropPages(data, 0, len(data))
+	// With an arena, data is the mapped file or a slice of the arena:
+	// hand back the pages mapped meanwhile (of the file: dropPages; the
+	// arena's: Poll, which knows them, while data could be on the heap).
+	var drop func(lo, hi int)
+	switch {
+	case mapped && arena != nil:
+		drop = func(lo, hi int) { dropPages(data, lo, hi) }
+	case arena != nil:
+		drop = func(lo, hi int) { arena.Poll() }
+	}
+	env = &parEnv{data: data, frames: frameChainDrop(data, drop), minRegion: minRegion, mapped: mapped, arena: arena}
+	if drop != nil {
+		drop(0, len(data))
 	}
 	run := -1
 	var dec *pickle.Decoder
@@ -380,14 +390,16 @@ func (e *parEnv) scan(fa, fb, start int) (s chunkScan) {
 	s.cand = -1
 	memo := 0 // s.memo, in a register
 	defer func() { s.memo = memo }()
-	bounded, dropped := e.mapped && e.arena != nil, start
+	bounded, dropped := e.arena != nil, start
 	for fi := fa; fi < fb; fi++ {
 		pos, end := e.frames[fi].lo, e.frames[fi].hi
 		if fi == fa {
 			pos = start
 		}
 		if bounded && pos-dropped >= 4<<20 {
-			dropPages(e.data, dropped, pos)
+			if e.mapped {
+				dropPages(e.data, dropped, pos)
+			}
 			dropped = pos
 			e.arena.Poll()
 		}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/ptscope/ptscope/internal/hugepage"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/pickle"
 	"github.com/ptscope/ptscope/internal/spillmem"
@@ -83,7 +82,7 @@ func readIn(r io.Reader, size, workers int, arena *spillmem.Arena) (*Snapshot, e
 	br := bufio.NewReaderSize(cr, 1<<16)
 	head, _ := br.Peek(3)
 	if workers > 0 && len(head) >= 2 && head[0] == 0x80 && head[1] >= 4 {
-		data, err := readPickle(br, size)
+		data, err := readPickle(br, size, arena)
 		if err != nil {
 			return nil, err
 		}
@@ -139,11 +138,14 @@ func (b *builder) pickleOptions() pickle.Options {
 // runs on a goroutine of its own, a few reads behind the decompressor, so
 // that it costs no time on two cores. size is the input size when known
 // (0 if not).
-func readPickle(r io.Reader, size int) ([]byte, error) {
+//
+// With an arena, the pickle is held in it (the limit stays half the budget,
+// now of disk rather than memory, against decompression bombs).
+func readPickle(r io.Reader, size int, arena *spillmem.Arena) ([]byte, error) {
 	limit := input.MaxInMemory()
 	sc := newScanAhead(pickle.NewScanner(pickle.Options{MaxString: input.MaxString(), LimitNote: input.BudgetNote()}))
 	checked := 0
-	data, err := readAllFunc(r, hugepage.MakeCap[byte](0, size+1), func(buf []byte) error {
+	data, err := readAllFuncIn(r, spillmem.MakeCap[byte](arena, 0, size+1), arena, func(buf []byte) error {
 		if int64(len(buf)) > limit {
 			return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
 				len(buf), limit, input.BudgetNote())
@@ -176,7 +178,7 @@ func readPickle(r io.Reader, size int) ([]byte, error) {
 		if derr != nil && truncation(derr) {
 			// The decoder reads on where the scanner stopped (frames whose
 			// lengths lie, say): read the rest unchecked, as before.
-			data, err = readAllFunc(r, data, func(buf []byte) error {
+			data, err = readAllFuncIn(r, data, arena, func(buf []byte) error {
 				if int64(len(buf)) > limit {
 					return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
 						len(buf), limit, input.BudgetNote())
@@ -302,18 +304,22 @@ func decodeMapped(data []byte, arena *spillmem.Arena) (s *Snapshot, err error) {
 	return readPickleBytesIn(data, runtime.GOMAXPROCS(0), true, arena)
 }
 
-// maxRead bounds one read of readAllFunc, so that check runs at least that
+// maxRead bounds one read of readAllFuncIn, so that check runs at least that
 // often (with scanAhead's queue, a bomb is refused within a few of them).
 const maxRead = 128 << 10
 
-// readAllFunc reads r to its end, appending to buf, calling check with the
-// bytes read so far after each read; an error from check stops it (the
-// bytes read are returned with the error).
-func readAllFunc(r io.Reader, buf []byte, check func([]byte) error) ([]byte, error) {
-	for {
+// readAllFuncIn reads r to its end, appending to buf (grown in arena; nil:
+// the heap), calling check with the bytes read so far after each read; an
+// error from check stops it (the bytes read are returned with the error).
+func readAllFuncIn(r io.Reader, buf []byte, arena *spillmem.Arena, check func([]byte) error) ([]byte, error) {
+	for reads := 0; ; reads++ {
+		spillmem.PollSparse(arena, reads) // every 32 MiB
 		if len(buf) == cap(buf) {
-			nb := hugepage.MakeCap[byte](len(buf), 2*cap(buf)+64<<10) // double: append grows large slices by 1.25x
-			copy(nb, buf)
+			nb := spillmem.MakeCap[byte](arena, len(buf), 2*cap(buf)+64<<10) // double: append grows large slices by 1.25x
+			for lo := 0; lo < len(buf); lo += 16 << 20 {
+				copy(nb[lo:], buf[lo:min(lo+16<<20, len(buf))])
+				arena.Poll() // a spilled copy maps both halves' pages
+			}
 			buf = nb
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), len(buf)+maxRead)])
