@@ -242,7 +242,7 @@ func (a *scanAhead) wait() error {
 	return nil
 }
 
-// errStop ends readAllFunc early without an error.
+// errStop ends readAllFuncIn early without an error.
 var errStop = errors.New("stop")
 
 // truncation reports whether err is the decoder reaching the end of its input.
