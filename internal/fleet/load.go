@@ -164,6 +164,7 @@ func loadOne(ctx context.Context, f Input, o Options) (l *Loaded) {
 		}
 		if set != nil {
 			l.Memory = set.Report
+			_ = set.Close() // the summary keeps the report, not the models
 		}
 	case input.Trace:
 		set, err := load.Traces(ctx, []string{f.Path}, load.TraceOptions{Analysis: o.Trace})

@@ -45,6 +45,22 @@ type SnapshotSet struct {
 	Report *memory.Report
 	// Inputs[i] holds the models behind Report.Inputs[i].
 	Inputs []*SnapshotInput
+
+	arenas []*spillmem.Arena // of the spilled snapshots (Close)
+}
+
+// Close releases the temporary files and mappings of the snapshots that
+// were spilled (SnapshotOptions.SpillAbove) and drops the models: the
+// Report stays valid, Inputs is nil afterwards. Without Close they last
+// as long as the process, which suits a command that reads its inputs
+// once; one that reads many (a fleet) closes each set when done with it.
+func (set *SnapshotSet) Close() error {
+	var errs []error
+	for _, a := range set.arenas {
+		errs = append(errs, a.Close())
+	}
+	set.arenas, set.Inputs = nil, nil
+	return errors.Join(errs...)
 }
 
 // SnapshotInput is the model of one input: the decoded snapshot and, per
@@ -129,7 +145,11 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 // addFile reads and analyses one snapshot file, spilled when large.
 func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank) error {
 	return set.add(path, func() (*snapshot.Snapshot, error) {
-		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: spillArena(path, o)})
+		a := spillArena(path, o)
+		if a != nil {
+			set.arenas = append(set.arenas, a)
+		}
+		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: a})
 	}, o, mo, b, r)
 }
 
@@ -191,7 +211,7 @@ const spillResident = 64 << 20
 var spillMin int64
 
 // spillArena returns the arena to read path into, or nil for the heap.
-// The arena lives as long as the process: the set's models point into it.
+// The arena lives until the set is closed: the set's models point into it.
 func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 	above := o.SpillAbove
 	if above < 0 {

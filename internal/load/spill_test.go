@@ -49,6 +49,16 @@ func TestSpilledReportMatches(t *testing.T) {
 			}
 		}
 		x, _ := json.Marshal(heap.Report)
+		arenas := spilled.arenas
+		if err := spilled.Close(); err != nil || spilled.Inputs != nil {
+			t.Fatalf("%s: Close: %v, %d inputs left", in, err, len(spilled.Inputs))
+		}
+		for _, a := range arenas {
+			if a.Size() == 0 {
+				t.Fatalf("%s: an empty arena was registered", in)
+			}
+		}
+		runtime.GC() // nothing the report holds may point into the unmapped arenas
 		y, _ := json.Marshal(spilled.Report)
 		if !bytes.Equal(x, y) {
 			t.Errorf("%s: the spilled report differs (%d and %d bytes)", in, len(x), len(y))
