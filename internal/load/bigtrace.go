@@ -42,7 +42,12 @@ func windowEvents() int64 { return min(input.Budget()/16, 128<<20) / 200 }
 // traceSize estimates the JSON size of a trace file: its size, or ten
 // times that when compressed (Kineto traces compress 10 to 20 times); -1
 // when unknown (a pipe, the standard input).
-func traceSize(path string) int64 {
+func traceSize(path string) int64 { return expandedSize(path, 10) }
+
+// expandedSize is the size of the regular file at path, times factor when
+// it is compressed (gzip, zstd, ...); -1 when unknown (a pipe, the
+// standard input, an error).
+func expandedSize(path string, factor int64) int64 {
 	st, err := os.Stat(path)
 	if err != nil || !st.Mode().IsRegular() {
 		return -1
@@ -55,7 +60,7 @@ func traceSize(path string) int64 {
 	raw := make([]byte, 6)
 	n, _ := io.ReadFull(f, raw)
 	if input.Detect(raw[:n]) != input.None {
-		return 10 * st.Size()
+		return factor * st.Size()
 	}
 	return st.Size()
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/capture"
@@ -247,20 +245,4 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 
 // decodedSize estimates the decoded size of a snapshot file: its size, or
 // eight times that when compressed; -1 when unknown (a pipe).
-func decodedSize(path string) int64 {
-	st, err := os.Stat(path)
-	if err != nil || !st.Mode().IsRegular() {
-		return -1
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	raw := make([]byte, 6)
-	n, _ := io.ReadFull(f, raw)
-	if input.Detect(raw[:n]) != input.None {
-		return 8 * st.Size()
-	}
-	return st.Size()
-}
+func decodedSize(path string) int64 { return expandedSize(path, 8) }
