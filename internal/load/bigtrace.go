@@ -484,3 +484,12 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 
 // maxWindows bounds the number of window files open at once.
 const maxWindows = 512
+
+// tempNote is what a spill notice adds when the temporary directory is in
+// memory: the spill bounds ptscope's RSS, not the machine's memory.
+func tempNote() string {
+	if !inMemoryTemp() {
+		return ""
+	}
+	return "; " + os.TempDir() + " is tmpfs, so the spill files take memory too: set TMPDIR to a directory on disk"
+}

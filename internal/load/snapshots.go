@@ -237,8 +237,8 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 		if o.SpillAbove == 0 {
 			why = "a quarter of " + input.BudgetNote()
 		}
-		o.Notify(fmt.Sprintf("%s: about %s decoded, more than %s: its trace is spilled to a temporary file, with bounded memory",
-			input.Name(path), units.Bytes(n), why))
+		o.Notify(fmt.Sprintf("%s: about %s decoded, more than %s: its trace is spilled to a temporary file, with bounded memory%s",
+			input.Name(path), units.Bytes(n), why, tempNote()))
 	}
 	return a
 }
