@@ -142,13 +142,19 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 
 // addFile reads and analyses one snapshot file, spilled when large.
 func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank) error {
-	return set.add(path, func() (*snapshot.Snapshot, error) {
-		a := spillArena(path, o)
+	var a *spillmem.Arena
+	err := set.add(path, func() (*snapshot.Snapshot, error) {
+		a = spillArena(path, o)
 		if a != nil {
 			set.arenas = append(set.arenas, a)
 		}
 		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: a})
 	}, o, mo, b, r)
+	if a != nil && a.Err() != nil && o.Notify != nil {
+		// e.g. a full disk: what did not fit in the file was kept in memory
+		o.Notify(fmt.Sprintf("%s: %v: the rest of it was kept in memory", input.Name(path), a.Err()))
+	}
+	return err
 }
 
 // add reads a snapshot with read and appends its input and models. A panic

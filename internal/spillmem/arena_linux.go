@@ -86,7 +86,7 @@ func (a *Arena) alloc(n int) []byte {
 	}
 	size := (int64(n) + pageSize - 1) / pageSize * pageSize
 	off := a.size
-	if err := a.f.Truncate(off + size); err != nil {
+	if err := a.grow(off, size); err != nil {
 		a.err = fmt.Errorf("spill file: %w", err)
 		return nil
 	}
@@ -98,6 +98,19 @@ func (a *Arena) alloc(n int) []byte {
 	a.size += size
 	a.maps = append(a.maps, b)
 	return b[:n]
+}
+
+// grow extends the file by size bytes at off with its blocks allocated:
+// a store into a mapped hole of a full file system raises SIGBUS, which
+// would kill the process, so a full disk must fail here instead (and the
+// slice then comes from the heap). Where the file system cannot allocate
+// ahead, the file is extended sparse.
+func (a *Arena) grow(off, size int64) error {
+	err := syscall.Fallocate(int(a.f.Fd()), 0, off, size)
+	if err == syscall.EOPNOTSUPP || err == syscall.ENOSYS {
+		return a.f.Truncate(off + size)
+	}
+	return err
 }
 
 // watch trims whenever the process's resident file-backed pages exceed the
