@@ -194,6 +194,7 @@ func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi i
 	}
 	splitWarn = nil
 	t.Meta.BareArray = s.bareArray
+	s.startIndex() // the splitter's goroutine stops it
 
 	batches := make(chan *batch, opt.Workers)
 	parts := make(chan *part, opt.Workers)
@@ -240,6 +241,7 @@ func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi i
 		defer close(splitDone)
 		defer close(batches)
 		defer guard()()
+		defer s.stopIndex()
 		for {
 			b, err := s.next()
 			if err != nil {

@@ -55,6 +55,11 @@ type splitter struct {
 	warn    func(string)
 
 	nextCheck int64 // input offset of the next memory budget check
+
+	// the parallel index of a mapped array (split_index.go); the par
+	// fields override its defaults
+	ix                             *parIndex
+	parMin, parStretch, parWorkers int
 }
 
 // maxDepth is the deepest nesting accepted in an event or in the header
@@ -328,6 +333,16 @@ func (s *splitter) cut() *batch {
 		evStart = 0
 		i = s.scanned
 	}
+	if x := s.ix; x != nil && !x.over {
+		keep, ok := x.take(b, s.pendOff, s.off)
+		if ok {
+			return s.keep(b, buf, keep)
+		}
+		// the index ends here, between events: scan on from there
+		x.over = true
+		close(x.quit)
+		i = int(x.limit - s.pendOff)
+	}
 	depth, inStr := s.depth, s.inStr
 	n := len(buf)
 	if s.resync {
@@ -455,6 +470,12 @@ scan:
 		s.scanned = i - evStart
 	}
 	s.depth, s.inStr = depth, inStr
+	return s.keep(b, buf, keep)
+}
+
+// keep ends a cut: buf[keep:] stays pending, and b (if it holds events)
+// gets buf[:keep].
+func (s *splitter) keep(b *batch, buf []byte, keep int) *batch {
 	s.pending = buf[keep:]
 	s.pendOff += int64(keep)
 	if len(b.starts) == 0 {
