@@ -297,3 +297,48 @@ func BenchmarkScanEvent(b *testing.B) {
 		cpuMBps(b, int64(size), threadCPU()-cpu0)
 	})
 }
+
+// BenchmarkSplitIndexed cuts the 128 MB trace into batches, sequentially
+// and with the parallel index (forced on, on at least two goroutines;
+// decode does not index with GOMAXPROCS 1). Run with -cpu 1,2,8.
+func BenchmarkSplitIndexed(b *testing.B) {
+	plain, _ := bigTrace(b)
+	for _, indexed := range []bool{false, true} {
+		name := "sequential"
+		if indexed {
+			name = "indexed"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(plain)))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				s := &splitter{data: plain, chunk: 1 << 20, maxEvent: 16 << 20, maxHeader: 64 << 20, warn: func(string) {}}
+				if err := s.start(); err != nil {
+					b.Fatal(err)
+				}
+				if indexed {
+					s.parWorkers = max(2, runtime.GOMAXPROCS(0))
+					s.startIndex()
+					if s.ix == nil {
+						b.Fatal("not indexed")
+					}
+				}
+				n := 0
+				for {
+					bt, err := s.next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(bt.starts)
+				}
+				s.stopIndex()
+				if n < 100_000 {
+					b.Fatalf("%d events", n)
+				}
+			}
+		})
+	}
+}
