@@ -266,10 +266,6 @@ func (f *Facts) deviceList() []int {
 	return out
 }
 
-// HasStepMarkers reports whether the trace has ProfilerStep#N annotations,
-// which the streaming analysis needs.
-func (f *Facts) HasStepMarkers() bool { return f.markers }
-
 // scanFacts scans a whole trace for Analyze (without fwdBwdFlows).
 func scanFacts(t *kineto.Trace) *Facts {
 	s := NewFactScanner()

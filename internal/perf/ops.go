@@ -58,9 +58,6 @@ func init() {
 	}
 }
 
-// IsTensorCoreEligibleOp reports whether an operator could run on tensor cores.
-func IsTensorCoreEligibleOp(name string) bool { return tcEligibleOps[name] }
-
 // opStats holds host and device times per op event, indexed by the op's
 // position in graph.order (pos maps an event to it, -1 for non-ops), from
 // the events the window owns: hostSelf is the op's duration when owned,

@@ -133,9 +133,6 @@ func (p *Plan) Steps() int { return len(p.pl.steps) }
 // Windows is the number of windows (after Cut).
 func (p *Plan) Windows() int { return len(p.wins) }
 
-// WindowSteps is the range of steps [k0, k1) of window w.
-func (p *Plan) WindowSteps(w int) (k0, k1 int) { return p.wins[w].k0, p.wins[w].k1 }
-
 // first is the first window whose time ends at or after ts.
 func (p *Plan) first(ts int64) int {
 	return sort.Search(len(p.wins), func(w int) bool { return p.wins[w].to >= ts })
