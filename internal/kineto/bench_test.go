@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/klauspost/compress/gzip"
@@ -54,24 +53,40 @@ func bigTrace(b *testing.B) ([]byte, []byte) {
 
 func BenchmarkReadWithStack(b *testing.B) {
 	plain, _ := bigTrace(b)
+	benchReads(b, plain, func() (io.Reader, func()) { return bytes.NewReader(plain), nil })
+}
+
+// benchReads times Read of the readers open returns (and calls their
+// close, when not nil), at len(plain) bytes a read.
+func benchReads(b *testing.B, plain []byte, open func() (io.Reader, func())) {
 	b.SetBytes(int64(len(plain)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := Read(context.Background(), bytes.NewReader(plain), Options{}); err != nil {
+		r, done := open()
+		if _, err := Read(context.Background(), r, Options{}); err != nil {
 			b.Fatal(err)
 		}
+		if done != nil {
+			done()
+		}
 	}
+}
+
+// benchFile writes plain to a temporary file and returns its path.
+func benchFile(b *testing.B, plain []byte) string {
+	path := filepath.Join(b.TempDir(), "big.pt.trace.json")
+	if err := os.WriteFile(path, plain, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }
 
 // BenchmarkReadFileWithStack reads the trace from a file, as the CLI does
 // (mapped on Linux).
 func BenchmarkReadFileWithStack(b *testing.B) {
 	plain, _ := bigTrace(b)
-	path := filepath.Join(b.TempDir(), "big.pt.trace.json")
-	if err := os.WriteFile(path, plain, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	path := benchFile(b, plain)
 	b.SetBytes(int64(len(plain)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -86,39 +101,26 @@ func BenchmarkReadFileWithStack(b *testing.B) {
 // input.Open, as ReadFile does where it cannot map.
 func BenchmarkReadFileUnmappedWithStack(b *testing.B) {
 	plain, _ := bigTrace(b)
-	path := filepath.Join(b.TempDir(), "big.pt.trace.json")
-	if err := os.WriteFile(path, plain, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(plain)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	path := benchFile(b, plain)
+	benchReads(b, plain, func() (io.Reader, func()) {
 		r, err := input.Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := Read(context.Background(), r, Options{}); err != nil {
-			b.Fatal(err)
-		}
-		r.Close()
-	}
+		return r, func() { r.Close() }
+	})
 }
 
 // BenchmarkReadWithStackGzip counts decompressed bytes per second.
 func BenchmarkReadWithStackGzip(b *testing.B) {
 	plain, gz := bigTrace(b)
-	b.SetBytes(int64(len(plain)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	benchReads(b, plain, func() (io.Reader, func()) {
 		r, err := input.NewReader(bytes.NewReader(gz))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := Read(context.Background(), r, Options{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+		return r, nil
+	})
 }
 
 func TestGeneratedTrace(t *testing.T) {
@@ -163,18 +165,31 @@ func TestGeneratedTrace(t *testing.T) {
 	}
 }
 
-// cpuMBps reports the MB per CPU second of the benchmark's own thread
-// (cpu-MB/s), which a shared machine's load does not change as it changes
-// the wall time; the benchmark runs on one locked thread.
-func cpuMBps(b *testing.B, size int64, cpu time.Duration) {
-	if cpu > 0 {
+// cpuLoop runs body b.N times on one locked thread, at size bytes a run,
+// and reports the MB per CPU second of that thread (cpu-MB/s), which a
+// shared machine's load does not change as it changes the wall time.
+func cpuLoop(b *testing.B, size int64, body func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.SetBytes(size)
+	b.ResetTimer()
+	cpu0 := threadCPU()
+	for i := 0; i < b.N; i++ {
+		body()
+	}
+	if cpu := threadCPU() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(size)*float64(b.N)/1e6/cpu.Seconds(), "cpu-MB/s")
 	}
 }
 
+// benchSplitter is a splitter of mapped data with decode's sizes.
+func benchSplitter(data []byte) *splitter {
+	return &splitter{data: data, chunk: 1 << 20, maxEvent: 16 << 20, maxHeader: 64 << 20, warn: func(string) {}}
+}
+
 // splitAll cuts data into batches as decode does (mapped: in place).
 func splitAll(b *testing.B, data []byte) []*batch {
-	s := &splitter{data: data, chunk: 1 << 20, maxEvent: 16 << 20, maxHeader: 64 << 20, warn: func(string) {}}
+	s := benchSplitter(data)
 	if err := s.start(); err != nil {
 		b.Fatal(err)
 	}
@@ -194,17 +209,11 @@ func splitAll(b *testing.B, data []byte) []*batch {
 // BenchmarkSplit cuts the 128 MB trace into events, alone.
 func BenchmarkSplit(b *testing.B) {
 	plain, _ := bigTrace(b)
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	b.SetBytes(int64(len(plain)))
-	b.ResetTimer()
-	cpu0 := threadCPU()
-	for i := 0; i < b.N; i++ {
+	cpuLoop(b, int64(len(plain)), func() {
 		if n := len(splitAll(b, plain)); n < 100 {
 			b.Fatalf("%d batches", n)
 		}
-	}
-	cpuMBps(b, int64(len(plain)), threadCPU()-cpu0)
+	})
 }
 
 // BenchmarkDecode decodes the events of the 128 MB trace, cut beforehand,
@@ -218,23 +227,17 @@ func BenchmarkDecode(b *testing.B) {
 		goJSON bool
 	}{{"scan", false}, {"go-json", true}} {
 		b.Run(mode.name, func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
 			p := newPart()
 			p.goJSONOnly = mode.goJSON
-			b.SetBytes(int64(len(plain)))
 			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := threadCPU()
-			for i := 0; i < b.N; i++ {
+			cpuLoop(b, int64(len(plain)), func() {
 				for _, bt := range batches {
 					decodeBatch(bt, p)
 					if p.damage.Dropped != 0 {
 						b.Fatal("events dropped")
 					}
 				}
-			}
-			cpuMBps(b, int64(len(plain)), threadCPU()-cpu0)
+			})
 		})
 	}
 }
@@ -260,32 +263,21 @@ func BenchmarkScanEvent(b *testing.B) {
 		}
 	}
 	b.Run("scan", func(b *testing.B) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
 		var ev rawEvent
 		var raw rawRefs
 		var st scanState
-		b.SetBytes(int64(size))
-		b.ResetTimer()
-		cpu0 := threadCPU()
-		for i := 0; i < b.N; i++ {
+		cpuLoop(b, int64(size), func() {
 			for _, e := range events {
 				if !scanEvent(e, &ev, &raw, &st) {
 					b.Fatalf("%s left to go-json", e)
 				}
 			}
-		}
-		cpuMBps(b, int64(size), threadCPU()-cpu0)
+		})
 	})
 	b.Run("go-json", func(b *testing.B) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
 		var ev rawEvent
 		var w wireEvent
-		b.SetBytes(int64(size))
-		b.ResetTimer()
-		cpu0 := threadCPU()
-		for i := 0; i < b.N; i++ {
+		cpuLoop(b, int64(size), func() {
 			for _, e := range events {
 				w.reset()
 				if err := json.Unmarshal(e, &w); err != nil {
@@ -293,8 +285,7 @@ func BenchmarkScanEvent(b *testing.B) {
 				}
 				w.view(&ev)
 			}
-		}
-		cpuMBps(b, int64(size), threadCPU()-cpu0)
+		})
 	})
 }
 
@@ -312,7 +303,7 @@ func BenchmarkSplitIndexed(b *testing.B) {
 			b.SetBytes(int64(len(plain)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				s := &splitter{data: plain, chunk: 1 << 20, maxEvent: 16 << 20, maxHeader: 64 << 20, warn: func(string) {}}
+				s := benchSplitter(plain)
 				if err := s.start(); err != nil {
 					b.Fatal(err)
 				}
