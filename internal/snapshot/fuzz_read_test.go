@@ -13,17 +13,7 @@ import (
 // or a hang, and a result whose ids all resolve. The corpus starts from the
 // attack suite's small cases and the real fixtures.
 func FuzzRead(f *testing.F) {
-	for _, c := range attack.Cases() {
-		if c.Small && c.Command == "analyze" {
-			f.Add(c.Make())
-		}
-	}
-	for _, data := range fixtureBytes(f) {
-		if len(data) > 1<<16 {
-			data = data[:1<<16]
-		}
-		f.Add(data)
-	}
+	seedSnapshotCorpus(f)
 	f.Add([]byte(`{"segments": [{"device": 0, "address": 0, "total_size": 512, "blocks": [{"size": 512, "state": "active_allocated", "frames": [{"filename": "a.py", "line": 1, "name": "f"}]}]}], "device_traces": [[{"action": "alloc", "addr": 0, "size": 512, "frames": [{"filename": "a.py", "line": 1, "name": "f"}]}]]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, workers := range []int{0, 2} {
@@ -65,4 +55,20 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// seedSnapshotCorpus adds the attack suite's small snapshot cases and the
+// first 64 KiB of every real fixture to a snapshot fuzz target's corpus.
+func seedSnapshotCorpus(f *testing.F) {
+	for _, c := range attack.Cases() {
+		if c.Small && c.Command == "analyze" {
+			f.Add(c.Make())
+		}
+	}
+	for _, data := range fixtureBytes(f) {
+		if len(data) > 1<<16 {
+			data = data[:1<<16]
+		}
+		f.Add(data)
+	}
 }

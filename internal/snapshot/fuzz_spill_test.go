@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/ptscope/ptscope/internal/attack"
 	"github.com/ptscope/ptscope/internal/spillmem"
 )
 
@@ -17,17 +16,7 @@ func FuzzReadSpilled(f *testing.F) {
 	if runtime.GOOS != "linux" {
 		f.Skip("spilling is implemented on Linux only")
 	}
-	for _, c := range attack.Cases() {
-		if c.Small && c.Command == "analyze" {
-			f.Add(c.Make())
-		}
-	}
-	for _, data := range fixtureBytes(f) {
-		if len(data) > 1<<16 {
-			data = data[:1<<16]
-		}
-		f.Add(data)
-	}
+	seedSnapshotCorpus(f)
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want, werr := read(bytes.NewReader(data), 0, 2)
