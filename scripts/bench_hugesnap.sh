@@ -20,15 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (apt-get install time)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-bin="$work/ptscope"
-CGO_ENABLED=0 go build -o "$bin" ./cmd/ptscope
+. scripts/lib/bench.sh
+bench_setup
 
 snap=${1:-}
 if [ -z "$snap" ]; then
