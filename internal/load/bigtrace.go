@@ -493,3 +493,13 @@ func tempNote() string {
 	}
 	return "; " + os.TempDir() + " is tmpfs, so the spill files take memory too: set TMPDIR to a directory on disk"
 }
+
+// thresholdNote names the size above which an input is streamed or
+// spilled: the option's own value, or (option 0, the default) a quarter
+// of the memory budget.
+func thresholdNote(option, above int64) string {
+	if option == 0 {
+		return "a quarter of " + input.BudgetNote()
+	}
+	return units.Bytes(above)
+}

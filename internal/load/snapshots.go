@@ -239,12 +239,8 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 		return nil
 	}
 	if o.Notify != nil {
-		why := units.Bytes(above)
-		if o.SpillAbove == 0 {
-			why = "a quarter of " + input.BudgetNote()
-		}
 		o.Notify(fmt.Sprintf("%s: about %s decoded, more than %s: its trace is spilled to a temporary file, with bounded memory%s",
-			input.Name(path), units.Bytes(n), why, tempNote()))
+			input.Name(path), units.Bytes(n), thresholdNote(o.SpillAbove, above), tempNote()))
 	}
 	return a
 }

@@ -125,12 +125,8 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 			}
 			if n := traceSize(p); n > above {
 				if opt.Notify != nil {
-					why := units.Bytes(above)
-					if opt.StreamAbove == 0 {
-						why = "a quarter of " + input.BudgetNote()
-					}
 					opt.Notify(fmt.Sprintf("%s: about %s of JSON, more than %s: analysed in windows of steps, with bounded memory%s",
-						input.Name(p), units.Bytes(n), why, tempNote()))
+						input.Name(p), units.Bytes(n), thresholdNote(opt.StreamAbove, above), tempNote()))
 				}
 				r, err := streamTrace(ctx, p, opt.Reader, a, streamOptions{windowEvents: opt.WindowEvents, notify: opt.Notify})
 				if err != nil {
