@@ -27,6 +27,8 @@ func snapshotFacts(t *testing.T, py, snapshot, code string, v any) {
 	}
 }
 
+// TestFakeTorchStackWindows covers history mode "run": the history records
+// the whole run and only the stacks are switched.
 func TestFakeTorchStackWindows(t *testing.T) {
 	py := needPython(t)
 	type win struct {
@@ -76,6 +78,7 @@ func TestFakeTorchStackWindows(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			o := testOptions(t, fakeTorchEnv(t))
+			o.History = "run" // stacks switched, history for the whole run
 			o.RecordSteps, o.Stacks, o.MaxEntries = tt.record, tt.stacks, tt.maxEntries
 			r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(tt.steps), tt.mode)
 			if r.res.ExitCode != 0 {
@@ -161,6 +164,7 @@ func TestFakeTorchTensorRoles(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			o := testOptions(t, fakeTorchEnv(t))
+			o.History = "run" // every step's allocations in the end snapshot
 			r := runIt(t, o, py, "testdata/faketrain.py", "4", mode)
 			if r.res.ExitCode != 0 {
 				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)

@@ -220,6 +220,7 @@ func TestSitecustomizeChaining(t *testing.T) {
 func TestFakeTorchCapture(t *testing.T) {
 	py := needPython(t)
 	o := testOptions(t, fakeTorchEnv(t))
+	o.History = "run" // the whole run in the end snapshot (windows: windowed_test.go)
 	o.Trace = true
 	o.Schedule = Schedule{Wait: 1, Warmup: 1, Active: 2, Repeat: 1}
 	o.SnapshotAt = SnapshotAt{End: true, Steps: []int{2}}

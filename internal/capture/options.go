@@ -204,7 +204,12 @@ type Options struct {
 
 	Ranks []int // nil = every rank
 
-	Memory           bool   // allocator history (needed for snapshots)
+	Memory  bool   // allocator history (needed for snapshots)
+	History string // windows (only inside stack windows, each its own snapshot) | run
+	// WindowBudget is the share of the run's time that periodic windows
+	// may cost in history mode "windows" (0 = the companion's 1%); tests
+	// raise it to make periodic windows independent of timing.
+	WindowBudget     float64
 	Stacks           string // python | all | none
 	RecordSteps      RecordSteps
 	FreeStacks       bool // a stack with every free too (context "all")
@@ -246,6 +251,7 @@ func DefaultOptions() Options {
 	return Options{
 		OutDir:           "ptscope-runs",
 		Memory:           true,
+		History:          "windows",
 		Stacks:           "python",
 		RecordSteps:      DefaultRecordSteps(),
 		MaxEntries:       100000,
@@ -270,6 +276,8 @@ func DefaultOptions() Options {
 type companionConfig struct {
 	Ranks            []int           `json:"ranks"`
 	Memory           bool            `json:"memory"`
+	History          string          `json:"history"`
+	WindowBudget     float64         `json:"window_budget,omitempty"`
 	Stacks           string          `json:"stacks"`
 	RecordSteps      recordStepsJSON `json:"record_steps"`
 	FreeStacks       bool            `json:"free_stacks"`
@@ -301,6 +309,11 @@ func (o *Options) validate() error {
 	default:
 		return fmt.Errorf("stacks %q: want python, all or none", o.Stacks)
 	}
+	switch o.History {
+	case "windows", "run":
+	default:
+		return fmt.Errorf("history %q: want windows or run", o.History)
+	}
 	switch o.RecordSteps.Mode {
 	case "auto", "all", "steps":
 	default:
@@ -320,7 +333,7 @@ func (o *Options) validate() error {
 
 func (o *Options) config() companionConfig {
 	c := companionConfig{
-		Ranks: o.Ranks, Memory: o.Memory, Stacks: o.Stacks, MaxEntries: o.MaxEntries, FreeStacks: o.FreeStacks,
+		Ranks: o.Ranks, Memory: o.Memory, History: o.History, WindowBudget: o.WindowBudget, Stacks: o.Stacks, MaxEntries: o.MaxEntries, FreeStacks: o.FreeStacks,
 		RecordSteps:   recordStepsJSON{Mode: o.RecordSteps.Mode, Ranges: o.RecordSteps.Ranges, Warmup: 3},
 		SnapshotSteps: o.SnapshotAt.Steps, OOM: o.OOM, MaxSnapshotBytes: o.MaxSnapshotBytes,
 		Trace: o.Trace, Schedule: o.Schedule, ProfileMemory: o.ProfileMemory,

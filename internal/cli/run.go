@@ -28,12 +28,16 @@ at it; layout in docs/bundle.md):
   rankN/tensors.jsonl    parameters, gradients, optimizer state and buffers by
                          address and size, at a few moments (to label blocks)
 
-The allocator history records every allocation and free of the run, with a
-module path; a Python stack per allocation (what makes history expensive on
-CPU-bound steps) only in some steps (--record-steps auto): the set-up and the
-first 3 steps, one step whenever the last stacked one is about to leave the
-history ring (--max-entries), and the step after one that raised the peak.
---record-steps all records one for every step, --free-stacks for frees too.
+The allocator history (every allocation and free, with a module path and a
+Python stack per allocation) costs CPU-bound steps a few percent even without
+stacks, so by default (--history windows) it records only in stack windows,
+and each window is saved as a snapshot of its own (snapshot_windowK.pickle):
+the set-up and the first 3 steps, the step after one that raised the peak or
+came near the memory limit, and sparse steady-state steps while they cost
+under 1% of the run (--record-steps auto). Every step keeps its phases and
+peaks. --record-steps all (or 0-2,50) records every (or those) steps,
+--free-stacks stacks of frees too, --history run the whole run without stacks
+between the windows (the earlier default).
 
 CMD's stdout, stderr and signals pass through unchanged (a signal sent to the
 whole process group or job reaches CMD once), and ptscope exits as a shell
@@ -94,8 +98,9 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	fs.StringVar(&o.Name, "name", "", "bundle name (default: the script or module name)")
 	ranks := fs.String("ranks", "all", "ranks to capture: all, or a list such as 0 or 0,2-3 (from RANK, else LOCAL_RANK)")
 	fs.BoolVar(&o.Memory, "memory", o.Memory, "record allocator history (needed for snapshots)")
+	fs.StringVar(&o.History, "history", o.History, "when the allocator history records: windows (only in the stack windows, each saved as a snapshot; cheap) or run (the whole run, stacks in the windows; +2-5% on CPU-bound steps)")
 	fs.StringVar(&o.Stacks, "stacks", o.Stacks, "stack traces of allocations: python, all (C++ too) or none")
-	recordSteps := fs.String("record-steps", "auto", "steps whose allocations record a stack: auto (set-up, first 3 steps, one whenever the last leaves the history ring, after a step that raised the peak), all, or 0-based steps such as 0-2,50")
+	recordSteps := fs.String("record-steps", "auto", "steps whose allocations record a stack: auto (set-up and first 3 steps, the step after one that raised the peak or neared capacity, sparse steady-state steps), all, or 0-based steps such as 0-2,50")
 	fs.BoolVar(&o.FreeStacks, "free-stacks", false, "record a stack with every free too (the default records them with allocations only)")
 	fs.IntVar(&o.MaxEntries, "max-entries", o.MaxEntries, "allocator history entries kept (ring buffer)")
 	snapAt := fs.String("snapshot-at", "end", "when to take snapshots besides OOM and SIGUSR1: end, step:N (after the N-th step), none; comma-separated")

@@ -22,12 +22,15 @@
 #              --snapshot-at none): the global module hooks and step bookkeeping
 #   nomodules  the default without module metadata (--modules=false: module
 #              hooks remain, for the phases)
-#   history    allocator history without stacks and without hooks
-#              (--phases=false --modules=false --stacks none: stack windows
-#              switch at step boundaries, which the hooks find)
+#   history    allocator history for the whole run, without stacks and
+#              without hooks (--history run --phases=false --modules=false
+#              --stacks none)
+#   histrun    the default with the history for the whole run (--history
+#              run: stacks in windows, the earlier default)
 #   none       the default without any Python stack (--stacks none)
 #   nolive     the default without the live sampler (--interval 1h)
-#   default    ptscope run with its defaults (stacks in windows of steps)
+#   default    ptscope run with its defaults (history and stacks in windows
+#              of steps, each window its own snapshot)
 #   all        --record-steps all: a stack with every allocation of every step
 #   trace      default + --trace --schedule wait=20,warmup=2,active=10,repeat=1
 #              (the profiler without shapes or memory events, --trace's
@@ -95,7 +98,8 @@ flags() {
     floor|live) echo "--quiet --memory=false --phases=false --modules=false --snapshot-at none" ;;
     hooks) echo "--quiet --memory=false --snapshot-at none" ;;
     nomodules) echo "--quiet --modules=false" ;;
-    history) echo "--quiet --phases=false --modules=false --stacks none" ;;
+    history) echo "--quiet --history run --phases=false --modules=false --stacks none" ;;
+    histrun) echo "--quiet --history run" ;;
     nolive) echo "--quiet --interval 1h" ;;
   esac
 }

@@ -103,8 +103,17 @@ class Capture(PhasesMixin):
         self.snapshot_steps = set(cfg.get("snapshot_steps") or [])
         # stack windows (_history): history context switched per step
         rs = cfg.get("record_steps") or {}
+        # history "windows": the allocator history only inside stack windows,
+        # each saved as a snapshot of its own; "run": for the whole run
+        self.windowed = cfg.get("history", "windows") == "windows"
         self.windows = Windows(rs.get("mode", "auto"), rs.get("ranges") or (), rs.get("warmup", 3),
-                               int(cfg.get("max_entries", 100000)))
+                               int(cfg.get("max_entries", 100000)), windowed=self.windowed,
+                               budget=cfg.get("window_budget") or 0)
+        self.hist_on = False  # mode "windows": the history is enabled now
+        self.seg_first = 0  # mode "windows": the first entry of self.windows.windows the open history covers
+        self.seg_start_us = 0  # when the open history was enabled
+        self.seg_steps = 0  # steps that began under it
+        self.window_snaps = 0
         self.hist_fn = None  # torch.cuda.memory._record_memory_history, once history runs
         self.hist_kw = None
         self.hist_ctx = None
@@ -338,7 +347,7 @@ class Capture(PhasesMixin):
         rec["max_host_rss_bytes"] = self.peak_rss
         rec["snapshots"] = self.snapshots
         rec["history"] = {"context": self.hist_ctx_default(), "record_steps": self.windows.mode,
-                          "switchable": self.toggle_ok}
+                          "switchable": self.toggle_ok, "mode": "windows" if self.windowed else "run"}
         wins = []
         for w in self.windows.windows:  # a window decided for a step that never ran is dropped
             w = dict(w)
@@ -385,6 +394,18 @@ class Capture(PhasesMixin):
                   "max_entries": max_entries}
             if "global_record_annotations" in params:
                 kw["global_record_annotations"] = True
+            if self.windowed:
+                # enabled at each window's start and disabled at its end
+                f(**kw)
+                self.hist_fn, self.hist_kw, self.hist_ctx = f, kw, ctx
+                self.hist_on = True
+                self.toggle_ok = True
+                self.on_stacks = ctx is not None
+                self.seg_first, self.seg_start_us, self.seg_steps = 0, _now_us(), 0
+                self.windows.start_setup(self.seg_start_us)
+                self.features["memory_history"] = True
+                self.features["stack_windows"] = True
+                return
             # Switching the context keeps the ring only where PyTorch has
             # clear_history (earlier versions clear it on every call).
             if "clear_history" in params:
@@ -400,6 +421,7 @@ class Capture(PhasesMixin):
                 log_once("stack windows", "this PyTorch clears its allocator history when stack recording is "
                          "switched, so stacks are recorded for every step (slower; --stacks none records none)")
         else:  # legacy boolean API
+            self.windowed = self.windows.windowed = False
             f(True, record_context=stacks != "none", trace_alloc_max_entries=max_entries,
               trace_alloc_record_context=stacks != "none", record_context_cpp=stacks == "all")
             self.on_stacks = stacks != "none"
@@ -410,7 +432,7 @@ class Capture(PhasesMixin):
     def _decide_stacks(self):
         """At the start of step self.step: switch allocation stacks on or off
         (_history.Windows) and with them backward module attribution."""
-        if self.hist_ctx_default() is None or not self.features.get("memory_history"):
+        if not self.features.get("memory_history") or (self.hist_ctx_default() is None and not self.windowed):
             self.bw_attr = False
             return
         w = self.windows
@@ -419,7 +441,11 @@ class Capture(PhasesMixin):
             self.limit_at = pr
             self.limit = self._memory_limit()
         w.device_total = self.limit
-        on, reason = w.decide(self.step, entries, pa, pr)
+        now = _now_us()
+        on, reason = w.decide(self.step, entries, pa, pr, now)
+        if self.windowed:
+            self._window_switch(on, reason, entries, now)
+            return
         if not self.toggle_ok:
             on, reason = self.on_stacks, w.mode
         w.begin(self.step, on, reason, entries, _now_us())
@@ -431,6 +457,46 @@ class Capture(PhasesMixin):
             self.hist_ctx = kw["context"]
         self.on_stacks = on
         self.bw_attr = on and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
+
+    def _window_switch(self, on, reason, entries, now):
+        """Mode "windows": enable the history as a window begins; as one ends,
+        save it (snapshot_windowK.pickle) and disable the history, which
+        empties PyTorch's ring."""
+        w = self.windows
+        if on and not self.hist_on:
+            self.calls["history_switches"] += 1
+            self.hist_fn(**self.hist_kw)
+            self.hist_on = True
+            self.seg_first, self.seg_start_us, self.seg_steps = len(w.windows), now, 0
+        elif not on and self.hist_on:
+            self._close_window(now)
+        w.begin(self.step, on, reason, entries, now)
+        if on:
+            self.seg_steps += 1
+        self.on_stacks = on and self.hist_ctx is not None
+        self.bw_attr = self.on_stacks and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
+
+    def _close_window(self, now):
+        """Save the open window as a snapshot of its own and disable the history."""
+        w = self.windows
+        if w.windows and w.windows[-1]["end_time_us"] is None:
+            w.windows[-1]["end_time_us"] = now
+        setup = any(x["reason"] == "setup" for x in w.windows[self.seg_first:])
+        name = self.snapshot("window%d" % self.window_snaps)
+        self.window_snaps += 1
+        for x in w.windows[self.seg_first:]:
+            x["snapshot"] = name
+        if w.windows[self.seg_first:]:
+            w.windows[-1]["save_us"] = _now_us() - now  # what saving the window cost
+        self.calls["history_switches"] += 1
+        try:
+            self.hist_fn(enabled=None)
+        finally:
+            self.hist_on = False
+        end = _now_us()
+        steps = max(1, self.seg_steps)
+        dump = end - now
+        w.closed(end - self.seg_start_us, (now - self.seg_start_us) // steps + dump, setup)
 
     def _memory_limit(self):
         """The bytes this process may reserve: the device's total memory, times
@@ -651,7 +717,12 @@ class Capture(PhasesMixin):
             prof, self.prof = self.prof, None
             self._guard("profiler stop", prof.stop)
         if "end" in (self.cfg.get("snapshot_at") or []):
-            self.snapshot("end")
+            name = self.snapshot("end")
+            if self.hist_on:  # the open window is saved in the end snapshot
+                for x in self.windows.windows[self.seg_first:]:
+                    x["snapshot"] = name
+        elif self.hist_on:
+            self._guard("stack window", self._close_window, _now_us())
         if not self.materialize():
             self.disabled = True
             return

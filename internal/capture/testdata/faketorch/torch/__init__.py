@@ -181,8 +181,9 @@ cuda.get_per_process_memory_fraction = lambda device=None: _A.get("fraction", 1.
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1, device=None,
                            clear_history=False, compile_context=False, global_record_annotations=False):
     _A["history_calls"].append({"enabled": enabled, "context": context, "stacks": stacks})
-    if enabled is None or clear_history:
+    if enabled is None or clear_history:  # as PyTorch: disabling empties the ring and the annotations
         _A["trace"].clear()
+        _A["ann"].clear()
     _A["history"] = enabled is not None
     _A["ctx"] = {"context": context, "stacks": stacks, "max_entries": max_entries,
                  "global_record_annotations": global_record_annotations}
@@ -211,12 +212,16 @@ class record_function:
     def __init__(self, name):
         self.name = name
 
+    # ranges reach the allocator's annotations only while its history
+    # records them (global_record_annotations)
     def __enter__(self):
-        _A["ann"].append({"name": self.name, "stage": "START", "time_us": int(time.time() * 1e6), "device": 0})
+        if _A.get("history") and _A["ctx"].get("global_record_annotations"):
+            _A["ann"].append({"name": self.name, "stage": "START", "time_us": int(time.time() * 1e6), "device": 0})
         return self
 
     def __exit__(self, *a):
-        _A["ann"].append({"name": self.name, "stage": "END", "time_us": int(time.time() * 1e6), "device": 0})
+        if _A.get("history") and _A["ctx"].get("global_record_annotations"):
+            _A["ann"].append({"name": self.name, "stage": "END", "time_us": int(time.time() * 1e6), "device": 0})
 
 
 autograd.profiler.record_function = record_function
