@@ -96,24 +96,43 @@ type RankInfo struct {
 // allocation; "all": per free too; "" none), RecordSteps the policy
 // (auto | all | steps), Switchable whether this PyTorch could switch stacks
 // per step without clearing the history (else they were on throughout).
+// Mode is HistoryWindows when the history was on only inside the stack
+// windows, each saved as a snapshot of its own (StackWindow.Snapshot), and
+// HistoryRun ("run", or absent in older bundles) when it covered the whole
+// run.
 type History struct {
 	Context     string `json:"context"`
 	RecordSteps string `json:"record_steps"`
 	Switchable  bool   `json:"switchable"`
+	Mode        string `json:"mode,omitempty"`
 }
+
+// History modes (History.Mode).
+const (
+	HistoryRun     = "run"
+	HistoryWindows = "windows"
+)
+
+// Windowed reports whether the rank recorded its allocator history only
+// inside stack windows, a snapshot per window.
+func (r *RankInfo) Windowed() bool { return r.History != nil && r.History.Mode == HistoryWindows }
 
 // StackWindow is a span of steps whose allocations were recorded with a
 // Python stack (steps FirstStep..LastStep, 0-based; -1 is the set-up before
 // the first step). Reason: setup, warmup, periodic (so that the history ring
-// holds a stacked step), peak (after a step raised the peak), capacity
-// (after a step reserved over 90% of the device), requested (--record-steps
-// N-M) or all.
+// holds a stacked step, or a sparse steady-state step), peak (after a step
+// raised the peak), capacity (after a step reserved over 90% of the
+// device), requested (--record-steps N-M) or all. Snapshot, in history mode
+// "windows", names the file of the rank folder that holds the window's
+// trace (snapshot_window<K>.pickle, or the end or OOM snapshot when it was
+// taken while the window was open); "" when it could not be written.
 type StackWindow struct {
 	FirstStep   int    `json:"first_step"`
 	LastStep    int    `json:"last_step"`
 	Reason      string `json:"reason"`
 	StartTimeUs int64  `json:"start_time_us"`
 	EndTimeUs   int64  `json:"end_time_us"`
+	Snapshot    string `json:"snapshot,omitempty"`
 }
 
 // Precision is what the companion saw at the first forward: the model's
@@ -194,7 +213,7 @@ type Rank struct {
 	Rank      int
 	Dir       string
 	Info      RankInfo // process.json (zero if the process died before writing it)
-	Snapshots []string // snapshot_*.pickle, in the order written (step snapshots by step, then signal, oom, end)
+	Snapshots []string // snapshot_*.pickle, in the order written (step snapshots by step, then windows, signal, oom, end)
 	Traces    []string // *.pt.trace.json[.gz], by step
 	Phases    []Phase
 	Live      []Sample
@@ -369,12 +388,18 @@ func stepOf(path string) int {
 	return n
 }
 
-// snapshotOrder sorts step snapshots by step, then signal, oom and end.
+var windowRE = regexp.MustCompile(`^snapshot_window(\d+)\.pickle$`)
+
+// snapshotOrder sorts step snapshots by step, then windows by number,
+// signal, oom and end.
 func snapshotOrder(path string) int64 {
 	base := filepath.Base(path)
 	switch {
 	case strings.HasPrefix(base, "snapshot_step"):
 		return int64(stepOf(base))
+	case windowRE.MatchString(base):
+		n, _ := strconv.Atoi(windowRE.FindStringSubmatch(base)[1])
+		return 1<<35 + int64(n)
 	case strings.HasPrefix(base, "snapshot_signal"):
 		return 1<<40 + int64(stepOf(base))
 	case base == "snapshot_oom.pickle":

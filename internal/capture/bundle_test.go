@@ -88,3 +88,40 @@ func TestReadBundleErrors(t *testing.T) {
 		t.Errorf("truncated manifest: %v", err)
 	}
 }
+
+// A rank whose history was recorded in windows: process.json's history
+// mode and each window's snapshot file are read, and window snapshots sort
+// by number (window10 after window2), after step snapshots and before the
+// OOM and end snapshots.
+func TestReadBundleWindows(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":1,"name":"x","ranks":[]}`)
+	writeFile(t, filepath.Join(dir, "rank0", "process.json"), `{"rank":0,"max_allocated_bytes":900,
+ "history":{"context":"alloc","record_steps":"auto","switchable":true,"mode":"windows"},
+ "stack_windows":[{"first_step":-1,"last_step":2,"reason":"setup","start_time_us":10,"end_time_us":20,"snapshot":"snapshot_window0.pickle"},
+  {"first_step":16,"last_step":16,"reason":"periodic","start_time_us":30,"end_time_us":40}]}`)
+	for _, f := range []string{"snapshot_end.pickle", "snapshot_window10.pickle", "snapshot_window2.pickle", "snapshot_oom.pickle", "snapshot_step5.pickle"} {
+		writeFile(t, filepath.Join(dir, "rank0", f), "x")
+	}
+	writeFile(t, filepath.Join(dir, "rank1", "process.json"), `{"rank":1,"history":{"context":"alloc","record_steps":"auto","switchable":true}}`)
+	b, err := ReadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0, r1 := b.Ranks[0].Info, b.Ranks[1].Info
+	if !r0.Windowed() || r0.History.Mode != HistoryWindows || r1.Windowed() || (&RankInfo{}).Windowed() {
+		t.Errorf("windowed: rank0 %+v, rank1 %+v", r0.History, r1.History)
+	}
+	want := []StackWindow{{FirstStep: -1, LastStep: 2, Reason: "setup", StartTimeUs: 10, EndTimeUs: 20, Snapshot: "snapshot_window0.pickle"},
+		{FirstStep: 16, LastStep: 16, Reason: "periodic", StartTimeUs: 30, EndTimeUs: 40}}
+	if len(r0.StackWindows) != 2 || r0.StackWindows[0] != want[0] || r0.StackWindows[1] != want[1] {
+		t.Errorf("stack windows %+v", r0.StackWindows)
+	}
+	var names []string
+	for _, s := range b.Ranks[0].Snapshots {
+		names = append(names, filepath.Base(s))
+	}
+	if got := strings.Join(names, " "); got != "snapshot_step5.pickle snapshot_window2.pickle snapshot_window10.pickle snapshot_oom.pickle snapshot_end.pickle" {
+		t.Errorf("snapshot order: %s", got)
+	}
+}
