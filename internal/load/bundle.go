@@ -88,12 +88,25 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 		// the phases the companion measured are the result.
 		in := &memory.Input{Path: r.Dir, Format: "ptscope run bundle (phases only, no snapshot)", Devices: []*memory.Result{},
 			Bundle: info()}
-		in.Phases = phaseRows(r, nil)
+		in.Phases = phaseRows(r, nil, false)
 		set.Report.Inputs = append(set.Report.Inputs, in)
 		set.Inputs = append(set.Inputs, &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r})
 		return nil
 	}
 	snaps, skipped := rankSnapshots(r)
+	if r.Info.Windowed() && len(r.Snapshots) > 0 {
+		// one run; other snapshots (--snapshot-at) stay inputs of their own
+		if err := set.addWindowedRank(ctx, b, r, o, mo, info()); err != nil {
+			return err
+		}
+		part := windowParts(r)
+		snaps, skipped = nil, nil
+		for _, p := range r.Snapshots {
+			if !part[filepath.Base(p)] {
+				snaps = append(snaps, p)
+			}
+		}
+	}
 	for _, path := range snaps {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -106,7 +119,7 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 		if err != nil {
 			return err
 		}
-		in.Phases = phaseRows(r, set.Inputs[k].Devices)
+		in.Phases = phaseRows(r, set.Inputs[k].Devices, false)
 	}
 	return nil
 }
@@ -152,8 +165,11 @@ func rankSnapshots(r *capture.Rank) ([]string, []memory.SkippedSnapshot) {
 const endSnapshot = "snapshot_end.pickle"
 
 // phaseRows turns the phases a rank recorded into rows, with each phase's
-// peak taken from the snapshot's replay where it covers the phase.
-func phaseRows(r *capture.Rank, devs []*memory.Analysis) []memory.PhaseRow {
+// peak taken from the snapshots' replay where one covers the phase. With
+// windows (a rank whose history was recorded in windows), or without any
+// snapshot, a phase no snapshot covers takes the running maximum where it
+// rose inside the phase: the new maximum is the phase's peak.
+func phaseRows(r *capture.Rank, devs []*memory.Analysis, windows bool) []memory.PhaseRow {
 	var rows []memory.PhaseRow
 	for _, ph := range r.Phases {
 		row := memory.PhaseRow{Phase: ph.Name, Rank: ph.Rank, Step: ph.Step, StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000,
@@ -164,7 +180,7 @@ func phaseRows(r *capture.Rank, devs []*memory.Analysis) []memory.PhaseRow {
 				row.PeakBytes = max(row.PeakBytes, p)
 			}
 		}
-		if len(devs) == 0 && ph.MaxAllocatedAfterBytes > ph.MaxAllocatedBeforeBytes {
+		if (len(devs) == 0 || windows && row.PeakBytes < 0) && ph.MaxAllocatedAfterBytes > ph.MaxAllocatedBeforeBytes {
 			// Without a snapshot: the running maximum rose inside the phase,
 			// so the new maximum is this phase's peak.
 			row.PeakBytes = ph.MaxAllocatedAfterBytes

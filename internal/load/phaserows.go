@@ -9,4 +9,6 @@ import (
 // per forward, backward and optimizer of every step) with each phase's peak
 // from the given analyses, as Snapshots fills memory.Input.Phases; for a
 // server that loads a bundle's snapshots one by one.
-func PhaseRows(r *capture.Rank, devs []*memory.Analysis) []memory.PhaseRow { return phaseRows(r, devs) }
+func PhaseRows(r *capture.Rank, devs []*memory.Analysis) []memory.PhaseRow {
+	return phaseRows(r, devs, r.Info.Windowed())
+}

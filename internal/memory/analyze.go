@@ -32,6 +32,10 @@ type Options struct {
 	// program's tensors (a ptscope run bundle's inventories); they override
 	// the categories guessed from stacks and phases.
 	Roles []Role
+	// Run, when set, is the whole run the snapshot is one window of
+	// (a bundle rank whose history was recorded in windows): the result
+	// reports the run's steps, pattern, peak and end (Run).
+	Run *Run
 }
 
 // TimeSpan is [FromNS, ToNS) in Unix ns.
@@ -125,6 +129,9 @@ func Analyze(s *snapshot.Snapshot, d int, o Options) *Analysis {
 	res.Fragmentation = *f
 	res.OOMs = a.ooms()
 	res.Timeline = thin(r, ph)
+	if o.Run != nil {
+		a.applyRun()
+	}
 	res.Findings = a.findings()
 	return &Analysis{Result: res, Snapshot: s, Replay: r, Phases: ph}
 }
@@ -444,20 +451,26 @@ func markOutliers(rows []StepRow) {
 	var peaks, durs []int64
 	for _, r := range rows {
 		if !r.Partial {
-			peaks = append(peaks, r.PeakAllocatedBytes)
+			if !r.PeakLowerBound {
+				peaks = append(peaks, r.PeakAllocatedBytes)
+			}
 			durs = append(durs, r.DurationNS)
 		}
 	}
-	if len(peaks) < 3 {
+	if len(durs) < 3 {
 		return
 	}
-	mp, md := median(peaks), median(durs)
+	var mp int64
+	if len(peaks) >= 3 {
+		mp = median(peaks)
+	}
+	md := median(durs)
 	for i := range rows {
 		r := &rows[i]
 		if r.Partial {
 			continue
 		}
-		high := float64(r.PeakAllocatedBytes) > spikeFactor*float64(mp) && r.PeakAllocatedBytes-mp > spikeMinBytes
+		high := len(peaks) >= 3 && !r.PeakLowerBound && float64(r.PeakAllocatedBytes) > spikeFactor*float64(mp) && r.PeakAllocatedBytes-mp > spikeMinBytes
 		slow := md > 0 && float64(r.DurationNS) > slowFactor*float64(md)
 		r.Outlier = high || slow
 	}

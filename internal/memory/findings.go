@@ -21,8 +21,9 @@ const (
 	beforeRecordingHigh = 0.3  // share of the peak allocated before recording
 	noStackShare        = 0.25 // share of peak bytes without frames
 	roundingWasteShare  = 0.05
-	fp32ParamShare      = 0.9  // share of parameter bytes in fp32 for fp32-compute
-	peakMissedShare     = 0.01 // the history's peak below the process's by more
+	fp32ParamShare      = 0.9   // share of parameter bytes in fp32 for fp32-compute
+	peakMissedShare     = 0.01  // the history's peak below the process's by more
+	windowMissedShare   = 0.001 // the best window's peak below the run's by more
 )
 
 // bytesAt is what category c held at the peak.
@@ -135,14 +136,18 @@ func (a *analyzer) findings() []finding.Finding {
 	if res.Pattern == PatternSpike {
 		var top StepRow
 		for _, s := range res.Steps {
-			if !s.Partial && s.PeakAllocatedBytes > top.PeakAllocatedBytes {
+			if !s.Partial && !s.PeakLowerBound && s.PeakAllocatedBytes > top.PeakAllocatedBytes {
 				top = s
 			}
+		}
+		ref := &finding.Ref{View: "steps", Device: dev, Step: finding.Int(top.Index)}
+		if top.PeakIndex >= 0 {
+			ref.EventIndex = finding.Int(top.PeakIndex)
 		}
 		add(finding.New("spike", finding.Warning, finding.Numbers{"peak_allocated_bytes": float64(top.PeakAllocatedBytes), "step": float64(top.Index)},
 			fmt.Sprintf("Step %s peaks at %s, well above the others.", top.Name, B(top.PeakAllocatedBytes)),
 			"A larger batch, a longer sequence or an evaluation step causes this: bound the input size or checkpoint activations for the worst case."),
-			&finding.Ref{View: "steps", Device: dev, Step: finding.Int(top.Index), EventIndex: finding.Int(top.PeakIndex)})
+			ref)
 	}
 	if p.ReservedAtPeakBytes > 0 && f.EfficiencyAtPeak < minEfficiency && f.CachedFreeAtPeakBytes > minCachedAtPeak {
 		// A few percent of reserved memory in cached blocks is what a
@@ -242,7 +247,11 @@ func (a *analyzer) findings() []finding.Finding {
 				atPeak())
 		}
 	}
-	if pm := p.ProcessMaxAllocatedBytes; pm > 0 && res.HasHistory && float64(p.AllocatedBytes) < (1-peakMissedShare)*float64(pm) {
+	if run := a.o.Run; run != nil {
+		if fd, ok := outsideWindows(res, run); ok {
+			add(fd, atPeak())
+		}
+	} else if pm := p.ProcessMaxAllocatedBytes; pm > 0 && res.HasHistory && float64(p.AllocatedBytes) < (1-peakMissedShare)*float64(pm) {
 		short := float64(pm-p.AllocatedBytes) / float64(pm)
 		add(finding.New("peak-not-in-trace", finding.Warning,
 			finding.Numbers{"process_max_allocated_bytes": float64(pm), "allocated_bytes": float64(p.AllocatedBytes), "short_ratio": short},
@@ -257,4 +266,30 @@ func (a *analyzer) findings() []finding.Finding {
 	}
 	finding.Sort(out)
 	return out
+}
+
+// outsideWindows is the finding of a run recorded in stack windows whose
+// own peak (torch's max_memory_allocated) is above the peak of the window
+// snapshot analysed, the highest of them, by more than windowMissedShare:
+// what was alive at the run's peak is in no snapshot.
+func outsideWindows(res *Result, run *Run) (finding.Finding, bool) {
+	pm, got := run.MaxAllocatedBytes, res.Peak.AllocatedBytes
+	if pm <= 0 || !res.HasHistory || float64(got) >= (1-windowMissedShare)*float64(pm) {
+		return finding.Finding{}, false
+	}
+	B := units.Bytes
+	short := float64(pm-got) / float64(pm)
+	nums := finding.Numbers{"process_max_allocated_bytes": float64(pm), "allocated_bytes": float64(got), "short_ratio": short}
+	when, rec := "", "Rerun with --record-steps all to record every step's stacks (it slows a CPU-bound run)."
+	if k := run.MaxAllocatedStep; k >= 0 && k < len(res.Steps) {
+		nums["step"] = float64(k)
+		name := res.Steps[k].Name
+		when = " in " + name
+		if n, ok := strings.CutPrefix(name, "step "); ok {
+			rec = fmt.Sprintf("Rerun with --record-steps %s to record the step that peaks with its stacks.", n)
+		}
+	}
+	return finding.New("peak-outside-windows", finding.Warning, nums,
+		fmt.Sprintf("The run peaked at %s%s (torch's max_memory_allocated), outside the steps ptscope run recorded: the highest window, %s, peaks at %s (%s less), so what was alive at the run's peak is not in any snapshot.",
+			B(pm), when, run.Snapshot, B(got), units.Percent(short)), rec), true
 }

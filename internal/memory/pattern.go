@@ -28,38 +28,56 @@ const (
 // pattern labels the step series stable, leak, spike or unknown.
 func (a *analyzer) pattern() (Pattern, *Leak) {
 	var full []Step
+	var ends, peaks []int64
 	for _, st := range a.ph.Steps {
 		if !st.Partial {
 			full = append(full, st)
+			ends = append(ends, st.EndAllocated)
+			peaks = append(peaks, st.Peak)
 		}
 	}
-	if len(full) < 3 {
+	p, l := classifySteps(ends, peaks)
+	if l != nil {
+		l.Stacks = a.leakStacks(full)
+	}
+	return p, l
+}
+
+// classifySteps labels a run's full steps from their end-of-step allocated
+// bytes (ends, in step order) and the peaks known among them: leak when the
+// least-squares growth of ends is above leakMinPerStep and leakMinFraction
+// of their mean, with most steps ending higher than the one before; else
+// spike when the highest peak stands well above the median one (three
+// peaks at least); else stable. Fewer than 3 steps: unknown. A leak's
+// Stacks are left to the caller.
+func classifySteps(ends, peaks []int64) (Pattern, *Leak) {
+	if len(ends) < 3 {
 		return PatternUnknown, nil
 	}
 	// Least-squares slope of end-of-step allocated bytes.
-	n := float64(len(full))
+	n := float64(len(ends))
 	var sx, sy, sxx, sxy float64
 	ups := 0
-	for i, st := range full {
-		x, y := float64(i), float64(st.EndAllocated)
+	for i, e := range ends {
+		x, y := float64(i), float64(e)
 		sx += x
 		sy += y
 		sxx += x * x
 		sxy += x * y
-		if i > 0 && st.EndAllocated > full[i-1].EndAllocated {
+		if i > 0 && e > ends[i-1] {
 			ups++
 		}
 	}
 	slope := (n*sxy - sx*sy) / (n*sxx - sx*sx)
 	mean := sy / n
-	growth := full[len(full)-1].EndAllocated - full[0].EndAllocated
-	if slope > leakMinPerStep && slope > leakMinFraction*mean && float64(ups) >= 0.6*float64(len(full)-1) && growth > 0 {
-		return PatternLeak, &Leak{PerStepBytes: int64(slope), GrowthBytes: growth, Steps: len(full), Stacks: a.leakStacks(full)}
+	growth := ends[len(ends)-1] - ends[0]
+	if slope > leakMinPerStep && slope > leakMinFraction*mean && float64(ups) >= 0.6*float64(len(ends)-1) && growth > 0 {
+		return PatternLeak, &Leak{PerStepBytes: int64(slope), GrowthBytes: growth, Steps: len(ends)}
 	}
-	peaks := make([]int64, len(full))
-	for i, st := range full {
-		peaks[i] = st.Peak
+	if len(peaks) < 3 {
+		return PatternStable, nil
 	}
+	peaks = append([]int64(nil), peaks...)
 	sort.Slice(peaks, func(i, j int) bool { return peaks[i] < peaks[j] })
 	med := peaks[len(peaks)/2]
 	if top := peaks[len(peaks)-1]; float64(top) > spikeFactor*float64(med) && top-med > spikeMinBytes {

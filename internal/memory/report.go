@@ -24,7 +24,33 @@ type Input struct {
 	Devices []*Result   `json:"devices"`
 	Bundle  *BundleInfo `json:"bundle,omitempty"`
 	Phases  []PhaseRow  `json:"phases,omitempty"` // bundles only
-	Error   string      `json:"error,omitempty"`  // the input could not be read
+	// StackWindows are the windows of a bundle rank that recorded its
+	// allocator history only in windows (BundleInfo.HistoryMode
+	// "windows"), a snapshot each; Devices then holds the rank's run read
+	// as one (docs/analyze.md).
+	StackWindows []StackWindow `json:"stack_windows,omitempty"`
+	Error        string        `json:"error,omitempty"` // the input could not be read
+}
+
+// StackWindow is a span of steps of a ptscope run whose allocations were
+// recorded with Python stacks and saved in a snapshot of their own.
+type StackWindow struct {
+	FirstStep int    `json:"first_step"` // 0-based; -1: the set-up before step 0
+	LastStep  int    `json:"last_step"`
+	Reason    string `json:"reason"` // setup, warmup, periodic, peak, capacity, requested, all
+	// Snapshot is the file of the rank folder holding the window's trace;
+	// "" when it was not written (over --max-snapshot-size).
+	Snapshot string `json:"snapshot,omitempty"`
+	StartNS  int64  `json:"start_ns"`
+	EndNS    int64  `json:"end_ns"`
+	Entries  int    `json:"entries"` // trace entries of its snapshot
+	// PeakAllocatedBytes is the most allocated in the snapshot's replay;
+	// 0 when it was not written or could not be read.
+	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
+	// View marks the window whose snapshot the view at the peak comes
+	// from (BundleInfo.PeakSnapshot).
+	View  bool   `json:"view,omitempty"`
+	Error string `json:"error,omitempty"` // its snapshot could not be read
 }
 
 // BundleInfo describes the ptscope run bundle an input came from.
@@ -38,6 +64,14 @@ type BundleInfo struct {
 	Simulation       string `json:"simulation,omitempty"` // what was simulated and what is not counted
 	// SkippedSnapshots are the rank's snapshots not analysed, and why.
 	SkippedSnapshots []SkippedSnapshot `json:"skipped_snapshots,omitempty"`
+	// HistoryMode is "windows" when the rank recorded its allocator
+	// history only in stack windows (Input.StackWindows); absent when
+	// the history covered the run.
+	HistoryMode string `json:"history_mode,omitempty"`
+	// PeakSnapshot, in history mode "windows", is the snapshot of the
+	// rank folder the view at the peak comes from: the window whose
+	// replay peaks highest, or the out-of-memory snapshot.
+	PeakSnapshot string `json:"peak_snapshot,omitempty"`
 }
 
 // SkippedSnapshot is a snapshot of a bundle's rank that analyze left out

@@ -169,6 +169,13 @@ type StepRow struct {
 	// Outlier marks a full step whose peak or duration stands out from
 	// the median of the full steps.
 	Outlier bool `json:"outlier"`
+	// PeakLowerBound marks a step of a run whose allocator history was
+	// recorded in windows (Run) whose own peak is not known: no window
+	// covers it and torch's running max_memory_allocated did not rise in
+	// it. Its PeakAllocatedBytes is then the most allocated at its phase
+	// boundaries, a lower bound, and it takes no part in the spike pattern
+	// or in peak outliers.
+	PeakLowerBound bool `json:"peak_lower_bound,omitempty"`
 }
 
 // Analysis is one device's result together with the models it was computed

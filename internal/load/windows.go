@@ -1,0 +1,253 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/memory"
+)
+
+// addWindowedRank reads a rank whose allocator history was recorded only in
+// stack windows, a snapshot each (capture.RankInfo.Windowed), as one run:
+// one Input whose device result is the analysis of the snapshot that holds
+// the highest peak (the out-of-memory snapshot when the rank ran out),
+// given the run (memory.Run) measured by the phases' counters over every
+// step, the leak stacks the windows left behind and the state at the end.
+// The window, end and OOM snapshots are not inputs of their own; any other
+// snapshot of the rank (--snapshot-at) is, as in a rank of history mode
+// "run". Data flows one way: this reads and picks; memory analyses.
+func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions,
+	mo memory.Options, info *memory.BundleInfo) error {
+	oomName := ""
+	if r.OOM != nil {
+		oomName = r.OOM.Snapshot
+	}
+	part := windowParts(r)
+	// every snapshot of the run, analysed on its own first
+	sub := &SnapshotSet{Report: memory.NewReport()}
+	defer func() { set.arenas = append(set.arenas, sub.arenas...) }()
+	var errs []error
+	byName := map[string]int{} // file name -> index in sub
+	var bytes int64
+	for _, path := range r.Snapshots {
+		name := filepath.Base(path)
+		if !part[name] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := sub.addFile(path, o, mo, b, r); err != nil {
+			errs = append(errs, err)
+		}
+		k := len(sub.Inputs) - 1
+		byName[name] = k
+		bytes += sub.Report.Inputs[k].Bytes
+	}
+	dev := func(name string) *memory.Analysis {
+		k, ok := byName[name]
+		if !ok {
+			return nil
+		}
+		in := sub.Inputs[k]
+		for _, a := range in.Devices {
+			if a.Result.Device == r.Info.DeviceIndex {
+				return a
+			}
+		}
+		if len(in.Devices) > 0 {
+			return in.Devices[0]
+		}
+		return nil
+	}
+
+	// the snapshot of the view at the peak
+	base := ""
+	if a := dev(oomName); a != nil {
+		base = oomName
+	} else {
+		var best int64 = -1
+		for _, path := range r.Snapshots {
+			name := filepath.Base(path)
+			if a := dev(name); a != nil && a.Result.HasHistory && a.Result.Peak.AllocatedBytes > best {
+				base, best = name, a.Result.Peak.AllocatedBytes
+			}
+		}
+		if base == "" && dev(endSnapshot) != nil {
+			base = endSnapshot
+		}
+	}
+
+	var windows []*memory.Analysis // analysed window snapshots, in time order
+	rows := make([]memory.StackWindow, 0, len(r.Info.StackWindows))
+	var steady []*memory.Analysis
+	for _, w := range r.Info.StackWindows {
+		row := memory.StackWindow{FirstStep: w.FirstStep, LastStep: w.LastStep, Reason: w.Reason, Snapshot: w.Snapshot,
+			StartNS: w.StartTimeUs * 1000, EndNS: w.EndTimeUs * 1000, View: w.Snapshot != "" && w.Snapshot == base}
+		if k, ok := byName[w.Snapshot]; ok && sub.Report.Inputs[k].Error != "" {
+			row.Error = sub.Report.Inputs[k].Error
+		}
+		if a := dev(w.Snapshot); a != nil {
+			row.Entries = a.Result.Entries
+			if a.Result.HasHistory {
+				row.PeakAllocatedBytes = a.Result.Peak.AllocatedBytes
+			}
+			windows = append(windows, a)
+			if w.Reason != "setup" && w.Reason != "warmup" {
+				steady = append(steady, a)
+			}
+		}
+		rows = append(rows, row)
+	}
+
+	info.HistoryMode, info.PeakSnapshot = capture.HistoryWindows, base
+	in := &memory.Input{Path: r.Dir, Bytes: bytes, Devices: []*memory.Result{}, Bundle: info, StackWindows: rows,
+		Format: fmt.Sprintf("ptscope run bundle (allocator history in %s)", plural(len(rows), "stack window"))}
+	m := &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r}
+	set.Report.Inputs = append(set.Report.Inputs, in)
+	set.Inputs = append(set.Inputs, m)
+	in.Phases = phaseRows(r, windows, true)
+	if base == "" {
+		in.Error = "no snapshot of the run could be read"
+		if len(errs) == 0 {
+			in.Error = "the run wrote no snapshot"
+		}
+		return errors.Join(errs...)
+	}
+
+	run := runOf(r, windows)
+	run.Snapshot = base
+	end := dev(endSnapshot)
+	if end != nil && base != endSnapshot && base != oomName {
+		e := end.Result
+		run.End, run.EndFragmentation = &e.End, &e.Fragmentation
+	}
+	var alive func(uint64, int64) bool
+	if end != nil {
+		alive = end.AliveAtEnd()
+	}
+	survivors := make([][]memory.Survivor, len(steady))
+	for i, a := range steady {
+		survivors[i] = a.Survivors()
+	}
+	run.LeakStacks = memory.WindowLeak(steady, survivors, alive)
+
+	b0 := dev(base)
+	bo := mo
+	bo.Run = run
+	a := analyzeSafe(b0, bo)
+	if a == nil {
+		in.Error = fmt.Sprintf("%s: internal error analysing the run (please report it)", filepath.Join(r.Dir, base))
+		return errors.Join(append(errs, errors.New(in.Error))...)
+	}
+	in.Devices = []*memory.Result{a.Result}
+	m.Snapshot, m.Devices = a.Snapshot, []*memory.Analysis{a}
+	return errors.Join(errs...)
+}
+
+// windowParts are the file names of the snapshots a windowed rank's run is
+// read from: its windows', the end and the OOM snapshot.
+func windowParts(r *capture.Rank) map[string]bool {
+	part := map[string]bool{endSnapshot: true}
+	if r.OOM != nil && r.OOM.Snapshot != "" {
+		part[r.OOM.Snapshot] = true
+	}
+	for _, w := range r.Info.StackWindows {
+		if w.Snapshot != "" {
+			part[w.Snapshot] = true
+		}
+	}
+	return part
+}
+
+// analyzeSafe analyses the device of b again with o, nil on a panic (a
+// bug).
+func analyzeSafe(b *memory.Analysis, o memory.Options) (a *memory.Analysis) {
+	defer func() {
+		if recover() != nil {
+			a = nil
+		}
+	}()
+	return memory.Analyze(b.Snapshot, b.Result.Device, o)
+}
+
+// runOf is the run of a rank from its phases' counters: every step with
+// its end-of-step allocated bytes and peak, and the process's own peak.
+// A step's peak is the replay's where a window snapshot holds the whole
+// step, else the running max_memory_allocated where it rose inside the step
+// (the step set a new high), else the most allocated at the step's phase
+// boundaries (PeakLowerBound).
+func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
+	exact := map[string]int64{}
+	for _, a := range windows {
+		for _, st := range a.Result.Steps {
+			if !st.Partial {
+				exact[st.Name] = max(exact[st.Name], st.PeakAllocatedBytes)
+			}
+		}
+	}
+	training := false
+	for _, ph := range r.Phases {
+		training = training || ph.Name == "optimizer"
+	}
+	type acc struct {
+		row                 memory.StepRow
+		maxBefore, maxAfter int64
+		optimizer           bool
+	}
+	var steps []*acc
+	at := map[int]*acc{}
+	run := &memory.Run{MaxAllocatedBytes: r.Info.MaxAllocatedBytes, MaxAllocatedStep: -1}
+	for _, ph := range r.Phases {
+		s := at[ph.Step]
+		if s == nil {
+			s = &acc{row: memory.StepRow{Name: "step " + strconv.Itoa(ph.Step), StartIndex: -1, EndIndex: -1, PeakIndex: -1,
+				StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000}, maxBefore: ph.MaxAllocatedBeforeBytes}
+			at[ph.Step] = s
+			steps = append(steps, s)
+		}
+		row := &s.row
+		row.StartNS = min(row.StartNS, ph.StartTimeUs*1000)
+		if e := ph.EndTimeUs * 1000; e >= row.EndNS {
+			row.EndNS = e
+			row.EndAllocatedBytes = ph.AllocatedAfterBytes
+		}
+		row.PeakAllocatedBytes = max(row.PeakAllocatedBytes, ph.AllocatedBeforeBytes, ph.AllocatedAfterBytes)
+		s.maxBefore = min(s.maxBefore, ph.MaxAllocatedBeforeBytes)
+		s.maxAfter = max(s.maxAfter, ph.MaxAllocatedAfterBytes)
+		s.optimizer = s.optimizer || ph.Name == "optimizer"
+		row.Partial = row.Partial || ph.Aborted
+		run.MaxAllocatedBytes = max(run.MaxAllocatedBytes, ph.MaxAllocatedAfterBytes)
+	}
+	for i, s := range steps {
+		row := &s.row
+		row.Index = i
+		row.DurationNS = row.EndNS - row.StartNS
+		row.Partial = row.Partial || training && !s.optimizer
+		switch p, ok := exact[row.Name]; {
+		case ok:
+			row.PeakAllocatedBytes = p
+		case s.maxAfter > s.maxBefore:
+			row.PeakAllocatedBytes = s.maxAfter
+		default:
+			row.PeakLowerBound = true
+		}
+		if run.MaxAllocatedStep < 0 && run.MaxAllocatedBytes > 0 && s.maxAfter >= run.MaxAllocatedBytes {
+			run.MaxAllocatedStep = i
+		}
+		run.Steps = append(run.Steps, *row)
+	}
+	return run
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}

@@ -1,0 +1,191 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/testfixture"
+)
+
+// windowedLMSmall lays the real lm_small_bf16 bundle out as a run recorded
+// in windows: its snapshot, whose history covers the whole run, becomes
+// the one window (snapshot_window0.pickle, setup through step 8), and the
+// end snapshot is the same file without its trace (the segments at exit,
+// testdata/lm_small_bf16_end_state.pickle.xz). edit, when set, may change
+// process.json's fields and the phases before they are written.
+func windowedLMSmall(t *testing.T, edit func(p map[string]any, phases []map[string]any)) string {
+	t.Helper()
+	src := testfixture.Testdata(t, "bundles", "lm_small_bf16")
+	dir := t.TempDir()
+	copyFile := func(from, to string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(filepath.Join(src, "manifest.json"), filepath.Join(dir, "manifest.json"))
+	copyFile(filepath.Join(src, "rank0", "snapshot_end.pickle"), filepath.Join(dir, "rank0", "snapshot_window0.pickle"))
+	copyFile(filepath.Join("testdata", "lm_small_bf16_end_state.pickle.xz"), filepath.Join(dir, "rank0", "snapshot_end.pickle"))
+	var p map[string]any
+	data, err := os.ReadFile(filepath.Join(src, "rank0", "process.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["traces"] = []string{}
+	p["snapshots"] = []string{"snapshot_window0.pickle", "snapshot_end.pickle"}
+	p["history"] = map[string]any{"context": "alloc", "record_steps": "auto", "switchable": true, "mode": "windows"}
+	p["stack_windows"] = []map[string]any{{"first_step": -1, "last_step": 8, "reason": "setup", "start_time_us": p["start_time_us"],
+		"end_time_us": p["end_time_us"], "snapshot": "snapshot_window0.pickle"}}
+	data, err = os.ReadFile(filepath.Join(src, "rank0", "phases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ph map[string]any
+		if err := json.Unmarshal([]byte(line), &ph); err != nil {
+			t.Fatal(err)
+		}
+		phases = append(phases, ph)
+	}
+	if edit != nil {
+		edit(p, phases)
+	}
+	out, _ := json.Marshal(p)
+	copyText := func(name string, text []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "rank0", name), text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyText("process.json", out)
+	var b strings.Builder
+	for _, ph := range phases {
+		line, _ := json.Marshal(ph)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	copyText("phases.jsonl", []byte(b.String()))
+	return dir
+}
+
+// A rank whose history was recorded in windows is one input: the view at
+// the peak from the window, the steps from every phase, the end state
+// from the end snapshot (65 MiB allocated at exit), the windows listed.
+func TestWindowedRankIsOneRun(t *testing.T) {
+	t.Parallel()
+	dir := windowedLMSmall(t, nil)
+	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Report.Inputs) != 1 || len(set.Inputs) != 1 {
+		t.Fatalf("%d inputs", len(set.Report.Inputs))
+	}
+	in := set.Report.Inputs[0]
+	if in.Path != filepath.Join(dir, "rank0") || in.Error != "" || len(in.Devices) != 1 || in.Bundle == nil ||
+		in.Bundle.HistoryMode != "windows" || in.Bundle.PeakSnapshot != "snapshot_window0.pickle" {
+		t.Fatalf("input %s %q, %d devices, bundle %+v", in.Path, in.Error, len(in.Devices), in.Bundle)
+	}
+	r := in.Devices[0]
+	// the window's replay peak is the process's own (phases.jsonl)
+	const peak = 5673316352
+	if r.Peak.AllocatedBytes != peak || r.Peak.ProcessMaxAllocatedBytes != peak {
+		t.Errorf("peak %d, process max %d, want %d", r.Peak.AllocatedBytes, r.Peak.ProcessMaxAllocatedBytes, peak)
+	}
+	if r.End.AllocatedBytes != 68157440 || r.Fragmentation.AllocatedBytes != 68157440 {
+		t.Errorf("end %+v, fragmentation allocated %d", r.End, r.Fragmentation.AllocatedBytes)
+	}
+	if r.StepSource != memory.StepsPtscopeStep || len(r.Steps) != 9 || r.Steps[0].Name != "step 0" || r.Steps[8].Name != "step 8" {
+		t.Fatalf("steps from %s: %d", r.StepSource, len(r.Steps))
+	}
+	for i, st := range r.Steps {
+		// every step ended with the same tensors but the first (AdamW's
+		// state made in it): the phases' allocated_after_bytes
+		want := int64(2489616384)
+		if i == 0 {
+			want = 2489853440
+		}
+		if st.Index != i || st.Partial || st.EndAllocatedBytes != want || st.PeakAllocatedBytes <= st.EndAllocatedBytes {
+			t.Errorf("step %d: %+v", i, st)
+		}
+	}
+	if r.Pattern != memory.PatternStable || r.Leak != nil {
+		t.Errorf("pattern %s", r.Pattern)
+	}
+	if r.Peak.Step < 0 || r.Steps[r.Peak.Step].Name != "step 1" {
+		t.Errorf("peak in step %d", r.Peak.Step)
+	}
+	for _, f := range r.Findings {
+		if f.ID == "peak-outside-windows" || f.ID == "peak-not-in-trace" {
+			t.Errorf("finding %s: %s", f.ID, f.Message)
+		}
+	}
+	if len(in.StackWindows) != 1 {
+		t.Fatalf("windows %+v", in.StackWindows)
+	}
+	w := in.StackWindows[0]
+	if w.FirstStep != -1 || w.LastStep != 8 || w.Reason != "setup" || w.Snapshot != "snapshot_window0.pickle" || !w.View ||
+		w.Entries != r.Entries || w.PeakAllocatedBytes != peak || w.StartNS != 1795277965439850000 {
+		t.Errorf("window %+v", w)
+	}
+	if len(in.Phases) != 27 {
+		t.Errorf("%d phase rows", len(in.Phases))
+	}
+	m := set.Inputs[0]
+	if m.Snapshot == nil || len(m.Devices) != 1 || m.Devices[0].Result != r || m.Rank == nil {
+		t.Error("the model is not the analysis behind the result")
+	}
+}
+
+// When the run's peak is above every window's (torch's counters rose in a
+// step no window recorded), a warning says so with both numbers and the
+// step, and recommends recording that step.
+func TestWindowedPeakOutsideWindows(t *testing.T) {
+	t.Parallel()
+	const higher = 6 << 30
+	dir := windowedLMSmall(t, func(p map[string]any, phases []map[string]any) {
+		for _, ph := range phases {
+			if ph["step"].(float64) == 5 && ph["phase"] == "backward" {
+				ph["max_allocated_after_bytes"] = higher
+			} else if ph["step"].(float64) > 5 || ph["step"].(float64) == 5 && ph["phase"] == "optimizer" {
+				ph["max_allocated_before_bytes"], ph["max_allocated_after_bytes"] = higher, higher
+			}
+		}
+	})
+	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := set.Report.Inputs[0].Devices[0]
+	if r.Peak.ProcessMaxAllocatedBytes != higher || r.Steps[5].PeakAllocatedBytes != higher || r.Steps[5].PeakLowerBound {
+		t.Errorf("process max %d, step 5 %+v", r.Peak.ProcessMaxAllocatedBytes, r.Steps[5])
+	}
+	var got string
+	for _, f := range r.Findings {
+		if f.ID == "peak-outside-windows" {
+			got = f.Message + " " + f.Recommendation
+			if f.Numbers["step"] != 5 || f.Numbers["process_max_allocated_bytes"] != higher || f.Numbers["allocated_bytes"] != 5673316352 {
+				t.Errorf("numbers %v", f.Numbers)
+			}
+		}
+	}
+	for _, want := range []string{"6.00 GiB in step 5", "snapshot_window0.pickle", "5.28 GiB", "--record-steps 5"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("finding %q lacks %q", got, want)
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package memory
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/spillmem"
+)
+
+// Run is what a ptscope run bundle measured over the whole run of a rank
+// whose allocator history was recorded only in stack windows, a snapshot
+// each (docs/analyze.md). Analyze, given a Run (Options.Run) for the
+// snapshot chosen for the view at the peak, reports the run rather than
+// that snapshot alone: the run's steps, their pattern and leak, the
+// process's own peak and the state at the end; what was alive at the peak,
+// the timeline, the fragmentation at the peak, phase statistics and OOMs
+// stay the snapshot's.
+type Run struct {
+	// Steps are every step of the run in order, from the phases'
+	// counters, with StartIndex, EndIndex and PeakIndex -1: Analyze sets
+	// them, and the exact peak, for the steps its own trace holds whole,
+	// matched by name ("step N").
+	Steps []StepRow
+	// MaxAllocatedBytes is the process's max_memory_allocated at the end
+	// of the run; MaxAllocatedStep is the index into Steps of the step in
+	// which the counters first reached it, -1 when unknown (or reached
+	// after the last step).
+	MaxAllocatedBytes int64
+	MaxAllocatedStep  int
+	// Snapshot names the snapshot analysed, for the findings' words.
+	Snapshot string
+	// LeakStacks are the stacks of what accumulates, from the windows
+	// (WindowLeak); reported when the steps show a leak.
+	LeakStacks []StackGroup
+	// End and EndFragmentation, when set, are the state at the end of
+	// the run (the end snapshot's segments); the fragmentation's at-peak
+	// fields stay the analysed snapshot's.
+	End              *State
+	EndFragmentation *Fragmentation
+}
+
+// applyRun replaces the snapshot's own steps, pattern, process peak and
+// end state with the run's (Options.Run), and moves every step index of
+// the result (peak, phase statistics, OOMs) onto the run's steps.
+func (a *analyzer) applyRun() {
+	run, res := a.o.Run, a.res
+	own := res.Steps
+	byName := make(map[string]int, len(run.Steps))
+	steps := make([]StepRow, len(run.Steps))
+	for i, st := range run.Steps {
+		st.Index, st.Outlier = i, false
+		steps[i] = st
+		byName[st.Name] = i
+	}
+	remap := make([]int, len(own)) // own step index -> run step index, -1 none
+	for k, o := range own {
+		remap[k] = -1
+		i, ok := byName[o.Name]
+		if !ok {
+			continue
+		}
+		remap[k] = i
+		st := &steps[i]
+		st.StartIndex, st.EndIndex, st.PeakIndex = o.StartIndex, o.EndIndex, o.PeakIndex
+		if !o.Partial {
+			st.PeakAllocatedBytes, st.PeakLowerBound = o.PeakAllocatedBytes, false
+		}
+	}
+	move := func(k int) int {
+		if k < 0 || k >= len(remap) {
+			return -1
+		}
+		return remap[k]
+	}
+	res.Peak.Step = move(res.Peak.Step)
+	if res.Peak.Step < 0 && res.Peak.EventIndex >= 0 && res.HasTime {
+		// the snapshot's steps are named otherwise (ProfilerStep#N)
+		res.Peak.Step = runStepAt(steps, res.Peak.TimeNS)
+	}
+	for i := range res.PhaseStats {
+		res.PhaseStats[i].Step = move(res.PhaseStats[i].Step)
+	}
+	for i := range res.OOMs {
+		res.OOMs[i].Step = move(res.OOMs[i].Step)
+	}
+	markOutliers(steps)
+	res.Steps, res.StepSource = steps, StepsPtscopeStep
+
+	var ends, peaks []int64
+	for _, st := range steps {
+		if st.Partial {
+			continue
+		}
+		ends = append(ends, st.EndAllocatedBytes)
+		if !st.PeakLowerBound {
+			peaks = append(peaks, st.PeakAllocatedBytes)
+		}
+	}
+	res.Pattern, res.Leak = classifySteps(ends, peaks)
+	if res.Leak != nil {
+		res.Leak.Stacks = append([]StackGroup{}, run.LeakStacks...)
+	}
+	res.Peak.ProcessMaxAllocatedBytes = run.MaxAllocatedBytes
+	if run.End != nil {
+		res.End = *run.End
+	}
+	if f := run.EndFragmentation; f != nil {
+		g := *f
+		g.EfficiencyAtPeak, g.CachedFreeAtPeakBytes = res.Fragmentation.EfficiencyAtPeak, res.Fragmentation.CachedFreeAtPeakBytes
+		res.Fragmentation = g
+	}
+}
+
+// runStepAt is the index of the step of steps whose span holds t, -1 if
+// none.
+func runStepAt(steps []StepRow, t int64) int {
+	for i, st := range steps {
+		if st.StartNS <= t && t <= st.EndNS {
+			return i
+		}
+	}
+	return -1
+}
+
+// Survivor is an allocation a window's trace made that was still alive at
+// the window's end.
+type Survivor struct {
+	Address uint64
+	Bytes   int64
+	alloc   *Alloc
+}
+
+// Survivors are the allocations device analysis an's trace made (inside
+// its recording) that were still alive at its last entry: in a window
+// snapshot, what the window's steps left behind.
+func (an *Analysis) Survivors() []Survivor {
+	var out []Survivor
+	r := an.Replay
+	for i := range r.Allocs {
+		spillmem.Poll(r.arena, i)
+		al := &r.Allocs[i]
+		if al.Origin == FromTrace && al.AllocIdx >= 0 && al.FreeReqIdx < 0 {
+			out = append(out, Survivor{Address: al.Addr, Bytes: al.Size, alloc: al})
+		}
+	}
+	return out
+}
+
+// WindowLeak groups by stack what the steady-state windows of a run left
+// behind and the run still held at its end: survivors[k] are the Survivors
+// of windows[k] (steady-state windows only, in time order), and endAlive,
+// when set, reports whether a block (address, size) was alive at the end
+// of the run (nil: unknown, every survivor counts). Two survivors at one
+// address cannot both be alive at the end, so only the latest window's
+// claims it: a tensor each step frees and the next allocates again in the
+// same cached block (gradients, the batch) counts in the last window only.
+// A stack counts when its survivors come from two windows or more: what
+// accumulates step after step, not what one step left. Groups are by
+// stack frames and category across the windows, largest first; Count is
+// the allocations seen in windows, not in every step.
+func WindowLeak(windows []*Analysis, survivors [][]Survivor, endAlive func(addr uint64, size int64) bool) []StackGroup {
+	type claim struct {
+		w int
+		s Survivor
+	}
+	claims := map[uint64]claim{}
+	for w := range windows {
+		for _, s := range survivors[w] {
+			claims[s.Address] = claim{w, s}
+		}
+	}
+	type acc struct {
+		g       StackGroup
+		largest int64
+		windows map[int]bool
+	}
+	by := map[string]*acc{}
+	var keys []string
+	views := make([]*analyzer, len(windows))
+	for _, c := range claims {
+		if endAlive != nil && !endAlive(c.s.Address, c.s.Bytes) {
+			continue
+		}
+		a := views[c.w]
+		if a == nil {
+			an := windows[c.w]
+			a = &analyzer{s: an.Snapshot, tr: an.Snapshot.Trace(an.Result.Device), r: an.Replay, ph: an.Phases,
+				st: newStacks(an.Snapshot)}
+			views[c.w] = a
+		}
+		al := c.s.alloc
+		st := a.st.stack(al.Stack)
+		k := frameKey(st.Frames, al.Category)
+		g := by[k]
+		if g == nil {
+			g = &acc{windows: map[int]bool{}}
+			g.g.Category = al.Category
+			by[k] = g
+			keys = append(keys, k)
+		}
+		g.g.Bytes += al.Size
+		g.g.Count++
+		g.windows[c.w] = true
+		if al.Size > g.largest || g.g.Frames == nil {
+			g.largest = al.Size
+			g.g.Source, _ = a.st.source(al.Stack)
+			g.g.Stack = a.resultStack(al.Stack, al)
+		}
+	}
+	out := []StackGroup{}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if g := by[k]; len(g.windows) >= 2 {
+			out = append(out, g.g)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Bytes > out[j].Bytes })
+	return out
+}
+
+// frameKey identifies a stack by its frames across snapshots (whose stack
+// ids differ), with the category of its blocks.
+func frameKey(fs []Frame, c Category) string {
+	var b strings.Builder
+	b.WriteString(c.String())
+	for _, f := range fs {
+		b.WriteByte(0)
+		b.WriteString(f.Filename)
+		b.WriteByte(':')
+		b.WriteString(f.Name)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(f.Line))
+	}
+	return b.String()
+}
+
+// AliveAtEnd reports, for a block (address, size), whether the program
+// held it after the last entry of analysis an (for a snapshot without a
+// trace: in its segments at dump time).
+func (an *Analysis) AliveAtEnd() func(addr uint64, size int64) bool {
+	type block struct {
+		addr uint64
+		size int64
+	}
+	alive := map[block]bool{}
+	r := an.Replay
+	for i := range r.Allocs {
+		spillmem.Poll(r.arena, i)
+		if al := &r.Allocs[i]; al.FreeReqIdx < 0 {
+			alive[block{al.Addr, al.Size}] = true
+		}
+	}
+	return func(addr uint64, size int64) bool { return alive[block{addr, size}] }
+}
