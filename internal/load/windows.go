@@ -82,9 +82,19 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 		}
 	}
 
-	var windows []*memory.Analysis // analysed window snapshots, in time order
+	// The analysed window snapshots, each once, in time order (contiguous
+	// windows share one: the set-up and warm-up, a capacity window that
+	// goes on from them), and those of the steady state: snapshots none
+	// of whose windows is the set-up or a warm-up step.
+	var windows, steady []*memory.Analysis
+	seen := map[string]bool{}
+	warm := map[string]bool{}
+	for _, w := range r.Info.StackWindows {
+		if w.Reason == "setup" || w.Reason == "warmup" {
+			warm[w.Snapshot] = true
+		}
+	}
 	rows := make([]memory.StackWindow, 0, len(r.Info.StackWindows))
-	var steady []*memory.Analysis
 	for _, w := range r.Info.StackWindows {
 		row := memory.StackWindow{FirstStep: w.FirstStep, LastStep: w.LastStep, Reason: w.Reason, Snapshot: w.Snapshot,
 			StartNS: w.StartTimeUs * 1000, EndNS: w.EndTimeUs * 1000, View: w.Snapshot != "" && w.Snapshot == base}
@@ -96,9 +106,12 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 			if a.Result.HasHistory {
 				row.PeakAllocatedBytes = a.Result.Peak.AllocatedBytes
 			}
-			windows = append(windows, a)
-			if w.Reason != "setup" && w.Reason != "warmup" {
-				steady = append(steady, a)
+			if !seen[w.Snapshot] {
+				seen[w.Snapshot] = true
+				windows = append(windows, a)
+				if !warm[w.Snapshot] {
+					steady = append(steady, a)
+				}
 			}
 		}
 		rows = append(rows, row)
@@ -177,10 +190,11 @@ func analyzeSafe(b *memory.Analysis, o memory.Options) (a *memory.Analysis) {
 
 // runOf is the run of a rank from its phases' counters: every step with
 // its end-of-step allocated bytes and peak, and the process's own peak.
-// A step's peak is the replay's where a window snapshot holds the whole
-// step, else the running max_memory_allocated where it rose inside the step
-// (the step set a new high), else the most allocated at the step's phase
-// boundaries (PeakLowerBound).
+// A step's peak is the running max_memory_allocated where it rose inside
+// the step (the step set a new high: that is its peak, exactly), else the
+// replay's where a window snapshot holds the whole step (never below what
+// the counters saw at its phase boundaries), else the most allocated at
+// those boundaries, a lower bound (PeakLowerBound).
 func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
 	exact := map[string]int64{}
 	for _, a := range windows {
@@ -229,10 +243,10 @@ func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
 		row.DurationNS = row.EndNS - row.StartNS
 		row.Partial = row.Partial || training && !s.optimizer
 		switch p, ok := exact[row.Name]; {
-		case ok:
-			row.PeakAllocatedBytes = p
 		case s.maxAfter > s.maxBefore:
 			row.PeakAllocatedBytes = s.maxAfter
+		case ok:
+			row.PeakAllocatedBytes = max(row.PeakAllocatedBytes, p)
 		default:
 			row.PeakLowerBound = true
 		}

@@ -19,8 +19,9 @@ import (
 type Run struct {
 	// Steps are every step of the run in order, from the phases'
 	// counters, with StartIndex, EndIndex and PeakIndex -1: Analyze sets
-	// them, and the exact peak, for the steps its own trace holds whole,
-	// matched by name ("step N").
+	// them for the steps its own trace holds, matched by name ("step N"),
+	// and the peak of those it holds whole where Steps only had a lower
+	// bound.
 	Steps []StepRow
 	// MaxAllocatedBytes is the process's max_memory_allocated at the end
 	// of the run; MaxAllocatedStep is the index into Steps of the step in
@@ -63,8 +64,10 @@ func (a *analyzer) applyRun() {
 		remap[k] = i
 		st := &steps[i]
 		st.StartIndex, st.EndIndex, st.PeakIndex = o.StartIndex, o.EndIndex, o.PeakIndex
-		if !o.Partial {
-			st.PeakAllocatedBytes, st.PeakLowerBound = o.PeakAllocatedBytes, false
+		if !o.Partial && st.PeakLowerBound {
+			// the loader's rule (load.runOf): torch's running max where it
+			// rose in the step, else the replay, never below the counters
+			st.PeakAllocatedBytes, st.PeakLowerBound = max(st.PeakAllocatedBytes, o.PeakAllocatedBytes), false
 		}
 	}
 	move := func(k int) int {

@@ -146,6 +146,9 @@ func writeInput(p *printer, in *memory.Input) {
 	if in.Bundle != nil && in.Bundle.Simulation != "" {
 		p.wrap(in.Bundle.Simulation, "", "")
 	}
+	if len(in.StackWindows) > 0 {
+		p.wrap(windowsLine(in, o.Width), "", "  ")
+	}
 	if in.Bundle != nil {
 		for _, sk := range in.Bundle.SkippedSnapshots {
 			p.wrap(fmt.Sprintf("Not analysed: %s, %s (analyze that file to read it).", filepath.Base(sk.Path), sk.Reason), "", "  ")

@@ -1,0 +1,46 @@
+package memreport
+
+import (
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/memory"
+)
+
+func TestWindowsLine(t *testing.T) {
+	const gib = 1 << 30
+	win := func(first, last int, reason, snap string, view bool) memory.StackWindow {
+		return memory.StackWindow{FirstStep: first, LastStep: last, Reason: reason, Snapshot: snap, View: view}
+	}
+	in := func(peak, run int64, ws ...memory.StackWindow) *memory.Input {
+		d := &memory.Result{HasHistory: true, Peak: memory.Peak{AllocatedBytes: peak, ProcessMaxAllocatedBytes: run}}
+		return &memory.Input{Devices: []*memory.Result{d}, StackWindows: ws,
+			Bundle: &memory.BundleInfo{HistoryMode: "windows", PeakSnapshot: "snapshot_window0.pickle"}}
+	}
+	many := []memory.StackWindow{win(-1, -1, "setup", "w0", true), win(0, 2, "warmup", "w0", true)}
+	for s := 16; s <= 4096; s *= 2 {
+		many = append(many, win(s, s, "periodic", "w"+string(rune('a'+len(many))), false))
+	}
+	for _, tc := range []struct {
+		name  string
+		in    *memory.Input
+		width int
+		want  string
+	}{
+		{"the run's peak", in(2*gib, 2*gib, win(-1, -1, "setup", "w0", true), win(0, 2, "warmup", "w0", true),
+			win(16, 16, "periodic", "w1", false), win(32, 32, "peak", "w2", false), win(64, 64, "periodic", "", false)), 120,
+			"stack windows: setup+steps 0-2, 16, 32 (peak), 64 (not saved); 3 snapshots; peak 2.00 GiB in window 0 = the run's peak"},
+		{"cut to the width", in(2*gib, 2*gib, win(-1, -1, "setup", "w0", true), win(0, 2, "warmup", "w0", true),
+			win(16, 16, "periodic", "w1", false), win(32, 32, "peak", "w2", false), win(64, 64, "periodic", "", false)), 100,
+			"stack windows: setup+steps 0-2, … 2 more, 64 (not saved); 3 snapshots; peak 2.00 GiB in window 0 = the run's peak"},
+		{"below the run's peak", in(gib, 2*gib, win(-1, -1, "setup", "w0", false), win(5, 5, "requested", "w1", true)), 100,
+			"stack windows: setup, step 5; 2 snapshots; peak 1.00 GiB in window 1 (the run's: 2.00 GiB)"},
+		{"many windows cut", in(gib, gib, many...), 120,
+			"stack windows: setup+steps 0-2, 16, 32, … 5 more, 2048, 4096; 10 snapshots; peak 1.00 GiB in window 0 = the run's peak"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := windowsLine(tc.in, tc.width); got != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
+			}
+		})
+	}
+}
