@@ -162,8 +162,11 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	}
 	file := files[0]
 	kind := file.Kind
+	runRank := -1 // a rank recorded in stack windows: its run's peak view
 	if kind == input.Bundle {
-		if file.Path, err = bundleSnapshot(file.Path, f.rank); err != nil {
+		if r, ok := windowedRank(file.Path, f.rank); ok {
+			runRank = r
+		} else if file.Path, err = bundleSnapshot(file.Path, f.rank); err != nil {
 			return err
 		}
 		kind = input.Snapshot
@@ -197,7 +200,7 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	if kind == input.Trace {
 		summary, err = exportTrace(e, file.Path, out, f, set)
 	} else {
-		summary, err = exportSnapshot(e, format, file.Path, out, f, set)
+		summary, err = exportSnapshot(e, format, file.Path, out, f, set, runRank)
 	}
 	if err != nil {
 		out.abort()
@@ -298,10 +301,37 @@ func parseSteps(s string) (int, int, error) {
 	return x, y, nil
 }
 
-func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
+// windowedRank reports whether the rank of a bundle export picks (rank,
+// or the lowest with a snapshot) recorded its history in stack windows:
+// then the run read as one (its peak view) is exported, not its last
+// snapshot.
+func windowedRank(dir string, rank int) (int, bool) {
+	b, err := capture.ListBundle(dir)
+	if err != nil {
+		return 0, false
+	}
+	for _, lr := range b.Ranks {
+		if rank >= 0 && lr.Rank != rank {
+			continue
+		}
+		r, err := capture.ReadRank(lr.Dir, lr.Rank)
+		if err != nil || len(r.Snapshots) == 0 {
+			continue
+		}
+		return r.Rank, r.Info.Windowed()
+	}
+	return 0, false
+}
+
+// exportSnapshot exports the snapshot at path, or with runRank >= 0 (path
+// a bundle) that rank's run recorded in stack windows.
+func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool, runRank int) (string, error) {
 	tuneGC()
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
 	o := load.SnapshotOptions{AfterRead: runtime.GC}
+	if runRank >= 0 {
+		o.Ranks = []int{runRank}
+	}
 	if f.device >= 0 {
 		o.Devices = []int{f.device}
 	}

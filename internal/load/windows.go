@@ -134,20 +134,25 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 
 	run := runOf(r, windows)
 	run.Snapshot = base
+	if x := r.OOM; x != nil && base == oomName {
+		run.OOM = &memory.OOMRecord{RequestedBytes: x.RequestedBytes, DeviceFreeBytes: x.DeviceFreeBytes,
+			TimeNS: x.TimeUs * 1000, Phase: x.Phase, Step: x.Step}
+	}
 	end := dev(endSnapshot)
 	if end != nil && base != endSnapshot && base != oomName {
 		e := end.Result
 		run.End, run.EndFragmentation = &e.End, &e.Fragmentation
 	}
-	var alive func(uint64, int64) bool
-	if end != nil {
-		alive = end.AliveAtEnd()
-	}
+	// each steady window's survivors, witnessed by the next snapshot
+	held := make([]func(uint64, int64) bool, len(steady))
 	survivors := make([][]memory.Survivor, len(steady))
 	for i, a := range steady {
 		survivors[i] = a.Survivors()
+		if next := nextAfter(windows, a, end); next != nil {
+			held[i] = next.HeldThroughout()
+		}
 	}
-	run.LeakStacks = memory.WindowLeak(steady, survivors, alive)
+	run.LeakStacks = memory.WindowLeak(steady, survivors, held)
 
 	b0 := dev(base)
 	bo := mo
@@ -160,6 +165,20 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 	in.Devices = []*memory.Result{a.Result}
 	m.Snapshot, m.Devices = a.Snapshot, []*memory.Analysis{a}
 	return errors.Join(errs...)
+}
+
+// nextAfter is the snapshot after window a: the next of windows (in time
+// order), else the end snapshot when it is another (nil when none).
+func nextAfter(windows []*memory.Analysis, a, end *memory.Analysis) *memory.Analysis {
+	for i, w := range windows {
+		if w == a && i+1 < len(windows) {
+			return windows[i+1]
+		}
+	}
+	if end != nil && end != a {
+		return end
+	}
+	return nil
 }
 
 // windowParts are the file names of the snapshots a windowed rank's run is
@@ -175,6 +194,17 @@ func windowParts(r *capture.Rank) map[string]bool {
 		}
 	}
 	return part
+}
+
+// WindowParts are, for a bundle rank recorded in stack windows that wrote
+// snapshots, the file names of the snapshots its run is read from as one
+// (the windows', the end and the OOM snapshot); nil for any other rank,
+// whose snapshots are each an input of their own.
+func WindowParts(r *capture.Rank) map[string]bool {
+	if !r.Info.Windowed() || len(r.Snapshots) == 0 {
+		return nil
+	}
+	return windowParts(r)
 }
 
 // analyzeSafe analyses the device of b again with o, nil on a panic (a

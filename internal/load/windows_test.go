@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,6 +187,169 @@ func TestWindowedPeakOutsideWindows(t *testing.T) {
 	for _, want := range []string{"6.00 GiB in step 5", "snapshot_window0.pickle", "5.28 GiB", "--record-steps 5"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("finding %q lacks %q", got, want)
+		}
+	}
+}
+
+// realWindowed extracts testdata/bundles/windows/name.tar.xz and reads it.
+func realWindowed(t *testing.T, name string) (*memory.Input, *memory.Result, testfixture.Facts, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := testfixture.ExtractBundle(testfixture.Testdata(t, "bundles", "windows", name+".tar.xz"), dir); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Report.Inputs) != 1 {
+		t.Fatalf("%d inputs", len(set.Report.Inputs))
+	}
+	in := set.Report.Inputs[0]
+	if in.Error != "" || len(in.Devices) != 1 || in.Bundle == nil || in.Bundle.HistoryMode != "windows" || in.Path != filepath.Join(dir, "rank0") {
+		t.Fatalf("input %s %q, %d devices, bundle %+v", in.Path, in.Error, len(in.Devices), in.Bundle)
+	}
+	if m := set.Inputs[0]; m.Snapshot == nil || len(m.Devices) != 1 || m.Devices[0].Result != in.Devices[0] {
+		t.Error("the model is not the analysis behind the result")
+	}
+	return in, in.Devices[0], testfixture.ReadFacts(t, dir), dir
+}
+
+func hasFinding(r *memory.Result, id string) bool {
+	for _, f := range r.Findings {
+		if f.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Real runs recorded in windows, read as one run and checked against what
+// their processes measured: every optimizer step a full step from the
+// phases, the run's peak torch's own, the windows as process.json lists
+// them, and the peak view from the window (or OOM snapshot) that holds the
+// highest peak.
+func TestRealWindowedRuns(t *testing.T) {
+	type win struct {
+		first, last  int
+		reason, snap string
+	}
+	w0 := "snapshot_window0.pickle"
+	warm := []win{{-1, -1, "setup", w0}, {0, 2, "warmup", w0}}
+	for _, tc := range []struct {
+		name    string
+		windows []win
+		view    string
+		outside bool // the run peaked outside every window
+	}{
+		{"lightning_roots", warm, w0, false},
+		{"leak", append(append([]win{}, warm...), win{3, 4, "peak", w0}, win{6, 6, "peak", "snapshot_window1.pickle"},
+			win{10, 10, "peak", "snapshot_window2.pickle"}, win{18, 18, "peak", "snapshot_window3.pickle"}), "snapshot_window3.pickle", true},
+		{"oom", warm, "snapshot_oom.pickle", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in, r, facts, _ := realWindowed(t, tc.name)
+			full := 0
+			for _, st := range r.Steps {
+				if !st.Partial {
+					full++
+				}
+			}
+			if full != facts.OptimizerSteps || r.StepSource != memory.StepsPtscopeStep {
+				t.Errorf("%d full steps from %s, the process made %d optimizer steps", full, r.StepSource, facts.OptimizerSteps)
+			}
+			if r.Peak.ProcessMaxAllocatedBytes != facts.MaxMemoryAllocated {
+				t.Errorf("run peak %d, max_memory_allocated %d", r.Peak.ProcessMaxAllocatedBytes, facts.MaxMemoryAllocated)
+			}
+			near := float64(r.Peak.AllocatedBytes) >= 0.999*float64(facts.MaxMemoryAllocated) && r.Peak.AllocatedBytes <= facts.MaxMemoryAllocated
+			if near == tc.outside || hasFinding(r, "peak-outside-windows") != tc.outside {
+				t.Errorf("peak view %d, run %d, peak-outside-windows %v", r.Peak.AllocatedBytes, facts.MaxMemoryAllocated, hasFinding(r, "peak-outside-windows"))
+			}
+			if in.Bundle.PeakSnapshot != tc.view {
+				t.Errorf("peak view from %s, want %s", in.Bundle.PeakSnapshot, tc.view)
+			}
+			var got []win
+			for _, w := range in.StackWindows {
+				got = append(got, win{w.FirstStep, w.LastStep, w.Reason, w.Snapshot})
+				if w.View != (w.Snapshot == tc.view) || w.Entries <= 0 || w.PeakAllocatedBytes <= 0 || w.PeakAllocatedBytes > facts.MaxMemoryAllocated {
+					t.Errorf("window %+v", w)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.windows) {
+				t.Errorf("windows %v\nwant %v", got, tc.windows)
+			}
+			if facts.LeakedBytesPerStep == 0 && r.Pattern == memory.PatternLeak {
+				t.Errorf("pattern leak: %+v", r.Leak)
+			}
+			if hasFinding(r, "peak-not-in-trace") {
+				t.Error("peak-not-in-trace on a run read from its windows")
+			}
+		})
+	}
+}
+
+// The leak trainer keeps its logits, 32,768,000 bytes a step: the counters
+// of every step measure it within 1%, and the windows name its stack (with
+// the user's frame): the logits that windows 6 and 10 left behind and the
+// next window still held. Its run peaks at the last step, after the last
+// window (18): the warning names the step and how to record it.
+func TestRealWindowedLeak(t *testing.T) {
+	t.Parallel()
+	_, r, facts, _ := realWindowed(t, "leak")
+	if r.Pattern != memory.PatternLeak || r.Leak == nil {
+		t.Fatalf("pattern %s", r.Pattern)
+	}
+	per := facts.LeakedBytesPerStep
+	if e := float64(r.Leak.PerStepBytes)/float64(per) - 1; e > 0.01 || e < -0.01 || r.Leak.Steps != facts.OptimizerSteps {
+		t.Errorf("%d bytes per step over %d steps, the process kept %d a step (%+.2f%%)", r.Leak.PerStepBytes, r.Leak.Steps, per, 100*e)
+	}
+	if len(r.Leak.Stacks) == 0 {
+		t.Fatal("no leak stack")
+	}
+	top := r.Leak.Stacks[0]
+	if top.UserFrame < 0 || len(top.Frames) == 0 || top.Bytes != 2*per || top.Count != 2 || top.Category == memory.CatOptimizerState {
+		t.Errorf("first leak stack: %d bytes in %d allocations, %s, user frame %d (%s)", top.Bytes, top.Count, top.Category, top.UserFrame, top.Source)
+	}
+	for _, f := range r.Findings {
+		if f.ID == "peak-outside-windows" {
+			if f.Numbers["step"] != 23 || !strings.Contains(f.Recommendation, "--record-steps 23") {
+				t.Errorf("%s %v: %s", f.Message, f.Numbers, f.Recommendation)
+			}
+		}
+	}
+	// the steps the counters saw set a new high every step: exact peaks
+	for _, st := range r.Steps {
+		if st.PeakLowerBound {
+			t.Errorf("%s: peak only a lower bound", st.Name)
+		}
+	}
+	if last := r.Steps[len(r.Steps)-1]; last.PeakAllocatedBytes != facts.MaxMemoryAllocated {
+		t.Errorf("last step peaks at %d, the run at %d", last.PeakAllocatedBytes, facts.MaxMemoryAllocated)
+	}
+}
+
+// The OOM trainer ran out of memory at step 6 outside every window, under
+// a 6 GiB per-process limit: its OOM snapshot holds no trace, so the OOM
+// is explained from the observer's record and the state at the error,
+// capacity under the process's limit, as when the trace holds the error.
+func TestRealWindowedOOM(t *testing.T) {
+	t.Parallel()
+	_, r, facts, _ := realWindowed(t, "oom")
+	if len(r.OOMs) != 1 {
+		t.Fatalf("%d OOMs", len(r.OOMs))
+	}
+	x := r.OOMs[0]
+	if x.Verdict != memory.VerdictCapacity || !x.Limited || x.AllowedBytes != facts.MemoryCapBytes || x.RequestedBytes != 48<<20 ||
+		x.AllocatedBytes != facts.MaxMemoryAllocated || x.Step < 0 || r.Steps[x.Step].Name != "step 6" || x.Phase != memory.PhaseForward {
+		t.Errorf("oom %+v", x)
+	}
+	if !hasFinding(r, "oom-capacity") || !hasFinding(r, "no-history") {
+		t.Errorf("findings %v", r.Findings)
+	}
+	for _, f := range r.Findings {
+		if f.ID == "no-history" && !strings.Contains(f.Recommendation, "--record-steps 6") {
+			t.Errorf("no-history: %s", f.Recommendation)
 		}
 	}
 }

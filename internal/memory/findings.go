@@ -69,7 +69,21 @@ func (a *analyzer) findings() []finding.Finding {
 		}
 		return dump
 	}
-	if !res.HasHistory {
+	if !res.HasHistory && a.o.Run != nil && len(res.OOMs) > 0 && res.OOMs[0].EventIndex < 0 {
+		// a run recorded in windows that ran out of memory between them
+		x := res.OOMs[0]
+		rec := "Rerun with --record-steps all to record the step that runs out of memory with its history."
+		if x.Step >= 0 && x.Step < len(res.Steps) {
+			if n, ok := strings.CutPrefix(res.Steps[x.Step].Name, "step "); ok {
+				rec = fmt.Sprintf("Rerun with --record-steps %s to record the step that runs out of memory with its history and stacks.", n)
+			}
+		}
+		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
+			"reserved_bytes": float64(res.End.ReservedBytes)},
+			fmt.Sprintf("The out-of-memory error came outside the steps ptscope run recorded: its snapshot holds the blocks alive at the error (%s allocated, %s reserved), with stacks for those allocated inside a window, but no timeline leading to it.",
+				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)), rec),
+			&finding.Ref{View: "state", Device: dev})
+	} else if !res.HasHistory {
 		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
 			"reserved_bytes": float64(res.End.ReservedBytes)},
 			fmt.Sprintf("No allocation history was recorded: the snapshot holds only the segments at dump time (%s allocated, %s reserved), so there is no peak, timeline, steps or leak analysis.",

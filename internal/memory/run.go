@@ -39,6 +39,22 @@ type Run struct {
 	// fields stay the analysed snapshot's.
 	End              *State
 	EndFragmentation *Fragmentation
+	// OOM, when set, is the out-of-memory error the run's OOM observer
+	// recorded, for an OOM snapshot taken outside every window: without
+	// a trace it holds no oom entry, so the OOM is explained from this
+	// record and the allocator's state at the error (the snapshot's
+	// segments).
+	OOM *OOMRecord
+}
+
+// OOMRecord is an out-of-memory error as ptscope run's OOM observer
+// recorded it.
+type OOMRecord struct {
+	RequestedBytes  int64
+	DeviceFreeBytes int64
+	TimeNS          int64
+	Phase           string // forward, backward, optimizer, ...
+	Step            int    // 0-based step of the run
 }
 
 // applyRun replaces the snapshot's own steps, pattern, process peak and
@@ -105,6 +121,9 @@ func (a *analyzer) applyRun() {
 		res.Leak.Stacks = append([]StackGroup{}, run.LeakStacks...)
 	}
 	res.Peak.ProcessMaxAllocatedBytes = run.MaxAllocatedBytes
+	if x := run.OOM; x != nil && len(res.OOMs) == 0 && !res.HasHistory {
+		res.OOMs = []OOM{a.recordedOOM(x, byName)}
+	}
 	if run.End != nil {
 		res.End = *run.End
 	}
@@ -113,6 +132,43 @@ func (a *analyzer) applyRun() {
 		g.EfficiencyAtPeak, g.CachedFreeAtPeakBytes = res.Fragmentation.EfficiencyAtPeak, res.Fragmentation.CachedFreeAtPeakBytes
 		res.Fragmentation = g
 	}
+}
+
+// recordedOOM explains an out-of-memory error from the OOM observer's
+// record and a snapshot taken at the error without a trace: the state the
+// allocator failed in is the snapshot's segments.
+func (a *analyzer) recordedOOM(x *OOMRecord, steps map[string]int) OOM {
+	r, res := a.r, a.res
+	o := OOM{EventIndex: -1, TimeNS: x.TimeNS, RequestedBytes: x.RequestedBytes, DeviceFreeBytes: x.DeviceFreeBytes,
+		AllocatedBytes: r.End.Allocated, ReservedBytes: r.End.Reserved, CachedFreeBytes: max(r.End.Reserved-r.End.Active, 0),
+		Phase: PhaseUnknown, Step: -1, Stack: Stack{Frames: []Frame{}, UserFrame: -1}}
+	var ph Phase
+	if ph.UnmarshalText([]byte(x.Phase)) == nil {
+		o.Phase = ph
+	}
+	if k, ok := steps["step "+strconv.Itoa(x.Step)]; ok {
+		o.Step = k
+	}
+	o.LargestFreeBytes = res.Fragmentation.LargestFreeBytes
+	o.AllowedBytes = o.ReservedBytes + o.DeviceFreeBytes
+	if l := a.o.AllowedBytes; l > 0 && l < o.AllowedBytes {
+		o.AllowedBytes, o.Limited = l, true
+	}
+	o.Verdict = verdict(o)
+	var cats [numCategories]CategoryGroup
+	for _, al := range a.live {
+		cats[al.Category].Bytes += al.Size
+		cats[al.Category].Count++
+	}
+	o.Filled = []CategoryGroup{}
+	for c := range cats {
+		if cats[c].Count > 0 {
+			cats[c].Category = Category(c)
+			o.Filled = append(o.Filled, cats[c])
+		}
+	}
+	sortCategories(o.Filled)
+	return o
 }
 
 // runStepAt is the index of the step of steps whose span holds t, -1 if
@@ -151,28 +207,21 @@ func (an *Analysis) Survivors() []Survivor {
 }
 
 // WindowLeak groups by stack what the steady-state windows of a run left
-// behind and the run still held at its end: survivors[k] are the Survivors
-// of windows[k] (steady-state windows only, in time order), and endAlive,
-// when set, reports whether a block (address, size) was alive at the end
-// of the run (nil: unknown, every survivor counts). Two survivors at one
-// address cannot both be alive at the end, so only the latest window's
-// claims it: a tensor each step frees and the next allocates again in the
-// same cached block (gradients, the batch) counts in the last window only.
-// A stack counts when its survivors come from two windows or more: what
-// accumulates step after step, not what one step left. Groups are by
-// stack frames and category across the windows, largest first; Count is
-// the allocations seen in windows, not in every step.
-func WindowLeak(windows []*Analysis, survivors [][]Survivor, endAlive func(addr uint64, size int64) bool) []StackGroup {
-	type claim struct {
-		w int
-		s Survivor
-	}
-	claims := map[uint64]claim{}
-	for w := range windows {
-		for _, s := range survivors[w] {
-			claims[s.Address] = claim{w, s}
-		}
-	}
+// behind and the run still held later: survivors[k] are the Survivors of
+// windows[k] (steady-state windows only, in time order), and held[k], when
+// set, reports whether a block (address, size) was still held by the next
+// snapshot after window k, alive from before its recording to its end
+// (HeldThroughout of the next window's snapshot, or of the end snapshot
+// after the last; nil: unknown, every survivor counts). A tensor each step
+// frees and the next allocates again (gradients, the batch, the loss) is
+// freed inside the next window and does not count; the end snapshot, taken
+// at exit, may hold less than the run did (a function's locals are gone),
+// so it witnesses only the last window. A stack counts when its survivors
+// come from two windows or more: what accumulates step after step, not
+// what one step left. Groups are by stack frames and category across the
+// windows, largest first; Count is the allocations seen in windows, not in
+// every step.
+func WindowLeak(windows []*Analysis, survivors [][]Survivor, held []func(addr uint64, size int64) bool) []StackGroup {
 	type acc struct {
 		g       StackGroup
 		largest int64
@@ -180,35 +229,34 @@ func WindowLeak(windows []*Analysis, survivors [][]Survivor, endAlive func(addr 
 	}
 	by := map[string]*acc{}
 	var keys []string
-	views := make([]*analyzer, len(windows))
-	for _, c := range claims {
-		if endAlive != nil && !endAlive(c.s.Address, c.s.Bytes) {
-			continue
-		}
-		a := views[c.w]
-		if a == nil {
-			an := windows[c.w]
-			a = &analyzer{s: an.Snapshot, tr: an.Snapshot.Trace(an.Result.Device), r: an.Replay, ph: an.Phases,
-				st: newStacks(an.Snapshot)}
-			views[c.w] = a
-		}
-		al := c.s.alloc
-		st := a.st.stack(al.Stack)
-		k := frameKey(st.Frames, al.Category)
-		g := by[k]
-		if g == nil {
-			g = &acc{windows: map[int]bool{}}
-			g.g.Category = al.Category
-			by[k] = g
-			keys = append(keys, k)
-		}
-		g.g.Bytes += al.Size
-		g.g.Count++
-		g.windows[c.w] = true
-		if al.Size > g.largest || g.g.Frames == nil {
-			g.largest = al.Size
-			g.g.Source, _ = a.st.source(al.Stack)
-			g.g.Stack = a.resultStack(al.Stack, al)
+	for w, an := range windows {
+		var a *analyzer
+		for _, sv := range survivors[w] {
+			if w < len(held) && held[w] != nil && !held[w](sv.Address, sv.Bytes) {
+				continue
+			}
+			if a == nil {
+				a = &analyzer{s: an.Snapshot, tr: an.Snapshot.Trace(an.Result.Device), r: an.Replay, ph: an.Phases,
+					st: newStacks(an.Snapshot)}
+			}
+			al := sv.alloc
+			st := a.st.stack(al.Stack)
+			k := frameKey(st.Frames, al.Category)
+			g := by[k]
+			if g == nil {
+				g = &acc{windows: map[int]bool{}}
+				g.g.Category = al.Category
+				by[k] = g
+				keys = append(keys, k)
+			}
+			g.g.Bytes += al.Size
+			g.g.Count++
+			g.windows[w] = true
+			if al.Size > g.largest || g.g.Frames == nil {
+				g.largest = al.Size
+				g.g.Source, _ = a.st.source(al.Stack)
+				g.g.Stack = a.resultStack(al.Stack, al)
+			}
 		}
 	}
 	out := []StackGroup{}
@@ -238,21 +286,22 @@ func frameKey(fs []Frame, c Category) string {
 	return b.String()
 }
 
-// AliveAtEnd reports, for a block (address, size), whether the program
-// held it after the last entry of analysis an (for a snapshot without a
-// trace: in its segments at dump time).
-func (an *Analysis) AliveAtEnd() func(addr uint64, size int64) bool {
+// HeldThroughout reports, for a block (address, size), whether the
+// program held it from before the first entry of analysis an to after its
+// last: allocated before the recording and never freed in it (for a
+// snapshot without a trace: every block of its segments).
+func (an *Analysis) HeldThroughout() func(addr uint64, size int64) bool {
 	type block struct {
 		addr uint64
 		size int64
 	}
-	alive := map[block]bool{}
+	held := map[block]bool{}
 	r := an.Replay
 	for i := range r.Allocs {
 		spillmem.Poll(r.arena, i)
-		if al := &r.Allocs[i]; al.FreeReqIdx < 0 {
-			alive[block{al.Addr, al.Size}] = true
+		if al := &r.Allocs[i]; al.AllocIdx < 0 && al.FreeReqIdx < 0 {
+			held[block{al.Addr, al.Size}] = true
 		}
 	}
-	return func(addr uint64, size int64) bool { return alive[block{addr, size}] }
+	return func(addr uint64, size int64) bool { return held[block{addr, size}] }
 }

@@ -53,14 +53,16 @@ func windowSnap(t *testing.T, alive map[int]string, entries ...string) *snapshot
 	return s
 }
 
-// What accumulates is what two steady-state windows left behind and the
-// end still holds: the kept logits of each window (at two addresses), not
-// the gradient that each window allocates again in the same cached block,
-// nor a temporary freed in its window.
+// What accumulates is what steady-state windows left behind and the next
+// snapshot still held from before its recording to its end: the kept
+// logits of each window (at two addresses), not the gradient that each
+// window frees and allocates again in the same cached block, nor a
+// temporary freed in its window.
 func TestWindowLeak(t *testing.T) {
 	a := Analyze(windowSnap(t, map[int]string{0: "keep", 2: "grad"}, "alloc@0:keep", "alloc@2:grad", "alloc@4:tmp", "free@4:tmp"), 0, Options{})
 	b := Analyze(windowSnap(t, map[int]string{0: "keep", 1: "keep", 2: "grad"}, "free@2:grad", "alloc@1:keep", "alloc@2:grad"), 0, Options{})
-	end := Analyze(windowSnap(t, map[int]string{0: "keep", 1: "keep", 2: "grad"}), 0, Options{})
+	c := Analyze(windowSnap(t, map[int]string{0: "keep", 1: "keep", 2: "grad"}, "free@2:grad", "alloc@2:grad"), 0, Options{})
+	exit := Analyze(windowSnap(t, map[int]string{}), 0, Options{}) // at exit, the kept list is gone
 	if n := len(a.Survivors()); n != 2 {
 		t.Fatalf("window a: %d survivors", n)
 	}
@@ -68,17 +70,19 @@ func TestWindowLeak(t *testing.T) {
 		t.Fatalf("window b: %d survivors", n)
 	}
 	for _, tc := range []struct {
-		name  string
-		alive func(uint64, int64) bool
-		want  string // site:bytes:count of each group
+		name string
+		held []func(uint64, int64) bool
+		want string // site:bytes:count of each group
 	}{
-		{"end snapshot", end.AliveAtEnd(), "keep:2097152:2"},
-		{"no end snapshot", nil, "keep:2097152:2"},
-		{"freed before the end", func(addr uint64, _ int64) bool { return addr != 2<<20 }, ""},
+		{"witnessed by the next windows", []func(uint64, int64) bool{b.HeldThroughout(), c.HeldThroughout()}, "keep:2097152:2"},
+		// the end snapshot at exit holds nothing: b's survivors do not
+		// count, and a's alone do not recur
+		{"the end released everything", []func(uint64, int64) bool{b.HeldThroughout(), exit.HeldThroughout()}, ""},
+		// without witnesses the gradient counts too
+		{"no witness", nil, "grad:2097152:2 keep:2097152:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ws := []*Analysis{a, b}
-			got := WindowLeak(ws, [][]Survivor{a.Survivors(), b.Survivors()}, tc.alive)
+			got := WindowLeak([]*Analysis{a, b}, [][]Survivor{a.Survivors(), b.Survivors()}, tc.held)
 			var parts []string
 			for _, g := range got {
 				parts = append(parts, fmt.Sprintf("%s:%d:%d", g.Frames[0].Name, g.Bytes, g.Count))

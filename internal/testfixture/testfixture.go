@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ulikunitz/xz"
@@ -118,7 +119,14 @@ func TrainerBundle(t testing.TB, name string) string {
 // ExtractTrainerBundle extracts trainer bundle name of the repository at
 // root into dir (for a package's TestMain that shares one extraction).
 func ExtractTrainerBundle(root, name, dir string) error {
-	f, err := os.Open(filepath.Join(root, "testdata", "bundles", "trainers", name+".tar.xz"))
+	return ExtractBundle(filepath.Join(root, "testdata", "bundles", "trainers", name+".tar.xz"), dir)
+}
+
+// ExtractBundle extracts a bundle packed by scripts/pack_trainer_bundles.py
+// (NAME.tar.xz, the bundle's files at its root) into dir.
+func ExtractBundle(archive, dir string) error {
+	name := strings.TrimSuffix(filepath.Base(archive), ".tar.xz")
+	f, err := os.Open(archive)
 	if err != nil {
 		return err
 	}

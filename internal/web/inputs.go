@@ -48,8 +48,9 @@ type Input struct {
 	// (the results above belong to them): one side of a diff.
 	memReport   *memory.Report
 	traceReport *perf.Report
-	size        int64         // file size when found
-	rank        *capture.Rank // the bundle rank it belongs to, if any
+	size        int64           // file size when found
+	rank        *capture.Rank   // the bundle rank it belongs to, if any
+	bundle      *capture.Bundle // and that rank's bundle
 }
 
 // DeviceInfo summarises one device of a snapshot for the input list.
@@ -89,13 +90,13 @@ func newInputs() *inputs {
 }
 
 // add registers a found file (once per path) and queues it for loading.
-func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *capture.Rank) {
+func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *capture.Rank, b *capture.Bundle) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if _, ok := in.byKey[path]; ok {
 		return
 	}
-	it := &Input{ID: len(in.list), Path: path, Kind: string(kind), Run: run, Status: statusQueued, size: size, rank: rank}
+	it := &Input{ID: len(in.list), Path: path, Kind: string(kind), Run: run, Status: statusQueued, size: size, rank: rank, bundle: b}
 	in.byKey[path] = it.ID
 	in.list = append(in.list, it)
 	select {
@@ -177,6 +178,9 @@ func (in *inputs) setStatus(it *Input, status, msg string) {
 }
 
 func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
+	if it.rank != nil && it.bundle != nil && it.Path == it.rank.Dir {
+		return in.loadRun(ctx, it)
+	}
 	set, err := load.Snapshots(ctx, []string{it.Path}, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead})
 	if err != nil {
 		return err
@@ -184,12 +188,36 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 	if len(set.Inputs) != 1 || set.Inputs[0].Snapshot == nil {
 		return fmt.Errorf("%s: not one snapshot", it.Path)
 	}
-	m := set.Inputs[0]
+	return in.setSnapshot(it, set, 0)
+}
+
+// loadRun reads a bundle rank recorded in stack windows as one run (its
+// input's path is the rank folder): the peak view's snapshot, with the
+// run's steps, pattern and end (load.BundleRank).
+func (in *inputs) loadRun(ctx context.Context, it *Input) error {
+	set, err := load.BundleRank(ctx, it.bundle, it.rank, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead})
+	for k, m := range set.Inputs {
+		if m.Path == it.rank.Dir && m.Snapshot != nil {
+			return in.setSnapshot(it, set, k)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: no snapshot of the run could be read", it.Path)
+}
+
+// setSnapshot makes input k of set the server's view of it.
+func (in *inputs) setSnapshot(it *Input, set *load.SnapshotSet, k int) error {
+	m := set.Inputs[k]
+	run := len(set.Report.Inputs[k].StackWindows) > 0
 	var devs []*memDevice
 	var infos []DeviceInfo
 	for _, a := range m.Devices {
 		md := &memDevice{result: a.Result, tl: timeline.NewMemory(m.Snapshot, a.Result.Device, a.Replay, a.Phases)}
-		if it.rank != nil {
+		if run {
+			md.phases = set.Report.Inputs[k].Phases // from every window
+		} else if it.rank != nil {
 			md.phases = load.PhaseRows(it.rank, []*memory.Analysis{a})
 		}
 		devs = append(devs, md)
@@ -200,6 +228,15 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 	}
 	in.mu.Lock()
 	it.mem, it.Devices, it.Bytes, it.memReport = devs, infos, m.Snapshot.InputBytes, set.Report
+	if run {
+		it.Bytes = set.Report.Inputs[k].Bytes
+		if k != 0 || len(set.Report.Inputs) != 1 {
+			// one side of a diff: this run alone
+			rep := memory.NewReport()
+			rep.Inputs = []*memory.Input{set.Report.Inputs[k]}
+			it.memReport = rep
+		}
+	}
 	in.mu.Unlock()
 	return nil
 }
@@ -232,10 +269,11 @@ func (in *inputs) loadTrace(ctx context.Context, it *Input) error {
 // returns an error only when no root could be read.
 func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) error {
 	type found struct {
-		path string
-		kind input.Kind
-		run  string
-		rank *capture.Rank
+		path   string
+		kind   input.Kind
+		run    string
+		rank   *capture.Rank
+		bundle *capture.Bundle
 	}
 	var firstErr error
 	failed := 0
@@ -257,7 +295,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		var batch []found
 		for _, f := range files {
 			if f.Kind != input.Bundle {
-				batch = append(batch, found{f.Path, f.Kind, "", nil})
+				batch = append(batch, found{f.Path, f.Kind, "", nil, nil})
 				continue
 			}
 			b, err := capture.ReadBundle(f.Path)
@@ -267,11 +305,17 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 			}
 			for k := range b.Ranks {
 				r := &b.Ranks[k]
+				part := load.WindowParts(r) // a rank recorded in stack windows: one run
+				if part != nil {
+					batch = append(batch, found{r.Dir, input.Snapshot, filepath.Base(b.Dir), r, b})
+				}
 				for _, p := range r.Snapshots {
-					batch = append(batch, found{p, input.Snapshot, filepath.Base(b.Dir), r})
+					if !part[filepath.Base(p)] {
+						batch = append(batch, found{p, input.Snapshot, filepath.Base(b.Dir), r, b})
+					}
 				}
 				for _, p := range r.Traces {
-					batch = append(batch, found{p, input.Trace, filepath.Base(b.Dir), r})
+					batch = append(batch, found{p, input.Trace, filepath.Base(b.Dir), r, b})
 				}
 			}
 		}
@@ -288,7 +332,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 			if !initial && (!ok || prev != size) {
 				continue // new or growing: wait until a scan sees the same size
 			}
-			in.add(f.path, f.kind, f.run, size, f.rank)
+			in.add(f.path, f.kind, f.run, size, f.rank, f.bundle)
 		}
 	}
 	if initial && failed < len(roots) {

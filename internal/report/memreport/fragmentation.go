@@ -127,9 +127,16 @@ func writeOOMs(p *printer, d *memory.Result) {
 		if x.LargestFreeBytes >= 0 {
 			lf = units.Bytes(x.LargestFreeBytes)
 		}
+		at := fmt.Sprintf("  entry %s: ", units.Count(int64(x.EventIndex)))
+		if x.EventIndex < 0 {
+			at = "  recorded by the OOM observer (no trace): " // a run recorded in windows
+			if x.Step >= 0 && x.Step < len(d.Steps) {
+				at = fmt.Sprintf("  %s, recorded by the OOM observer (no trace): ", d.Steps[x.Step].Name)
+			}
+		}
 		p.wrap(fmt.Sprintf("%s requested, %s free on the device, allocated %s, reserved %s, cached free %s (largest %s)",
 			units.Bytes(x.RequestedBytes), units.Bytes(x.DeviceFreeBytes), units.Bytes(x.AllocatedBytes),
-			units.Bytes(x.ReservedBytes), units.Bytes(x.CachedFreeBytes), lf), fmt.Sprintf("  entry %s: ", units.Count(int64(x.EventIndex))), "    ")
+			units.Bytes(x.ReservedBytes), units.Bytes(x.CachedFreeBytes), lf), at, "    ")
 		p.wrap(strings.ToUpper(x.Verdict.String())+": "+verdictText(&x), "  verdict: ", "    ")
 		var parts []string
 		for _, g := range x.Filled {
