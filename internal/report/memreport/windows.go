@@ -12,20 +12,22 @@ import (
 // windowsLine is the one line that says which steps of a run recorded in
 // stack windows have a snapshot, and where the peak view comes from:
 //
-//	stack windows: setup+steps 0-2, 7-8 (peak), 16; 3 snapshots; peak 1.84 GiB in window 1 = the run's peak
+//	stack windows: setup+steps 0-4, 6, 10, 18 (peak); peak 1.20 GiB in window 3 of 4, the run's 1.35 GiB
 //
-// (or "(the run's: X)" when the run peaked higher).
-//
-// Windows saved in one snapshot are joined with "+"; a list too long for
-// width keeps its first and last windows.
+// Windows saved in one snapshot are one group ("setup+steps 0-4"; its
+// contiguous steps merged), named by the steps they hold, with the reason
+// of steady-state windows after a run of groups that share it; a list too
+// long for width keeps its first and last groups.
 func windowsLine(in *memory.Input, width int) string {
 	type group struct {
-		snapshot string
-		parts    []string
-		view     bool
+		snapshot   string
+		setup      bool
+		ranges     [][2]int
+		tag        string
+		view, lost bool
+		warm       bool // holds the set-up or a warm-up step: no tag
 	}
 	var groups []*group
-	numbered := false
 	for _, w := range in.StackWindows {
 		var g *group
 		if n := len(groups); n > 0 && w.Snapshot != "" && groups[n-1].snapshot == w.Snapshot {
@@ -35,68 +37,84 @@ func windowsLine(in *memory.Input, width int) string {
 			groups = append(groups, g)
 		}
 		g.view = g.view || w.View
-		label := "setup"
-		if w.FirstStep >= 0 {
-			label = strconv.Itoa(w.FirstStep)
-			if w.LastStep > w.FirstStep {
-				label += "-" + strconv.Itoa(w.LastStep)
-			}
-			if !numbered {
-				label = "steps " + label
-				if w.LastStep == w.FirstStep {
-					label = "step " + strconv.Itoa(w.FirstStep)
-				}
-				numbered = true
-			}
-		}
+		g.lost = g.lost || w.Snapshot == "" || w.Error != ""
 		switch w.Reason {
-		case "peak", "capacity":
-			label += " (" + w.Reason + ")"
+		case "setup", "warmup", "all":
+			g.warm = true
+		default:
+			g.tag = w.Reason
 		}
-		if w.Snapshot == "" {
-			label += " (not saved)"
-		} else if w.Error != "" {
-			label += " (unreadable)"
+		if w.FirstStep < 0 {
+			g.setup = true
+			continue
 		}
-		g.parts = append(g.parts, label)
+		if n := len(g.ranges); n > 0 && g.ranges[n-1][1]+1 >= w.FirstStep {
+			g.ranges[n-1][1] = max(g.ranges[n-1][1], w.LastStep)
+		} else {
+			g.ranges = append(g.ranges, [2]int{w.FirstStep, w.LastStep})
+		}
 	}
 	snaps := map[string]bool{}
 	names := make([]string, len(groups))
+	numbered := false
 	for i, g := range groups {
-		names[i] = strings.Join(g.parts, "+")
-		if g.snapshot != "" {
+		var parts []string
+		if g.setup {
+			parts = append(parts, "setup")
+		}
+		for _, rg := range g.ranges {
+			label := strconv.Itoa(rg[0])
+			if rg[1] > rg[0] {
+				label += "-" + strconv.Itoa(rg[1])
+			}
+			if !numbered {
+				numbered = true
+				if rg[1] > rg[0] || len(g.ranges) > 1 {
+					label = "steps " + label
+				} else {
+					label = "step " + label
+				}
+			}
+			parts = append(parts, label)
+		}
+		names[i] = strings.Join(parts, "+")
+		if g.lost {
+			names[i] += " (not saved)"
+		} else if g.tag != "" && !g.warm && (i+1 == len(groups) || groups[i+1].tag != g.tag || groups[i+1].warm || groups[i+1].lost) {
+			names[i] += " (" + g.tag + ")"
+		}
+		if g.snapshot != "" && !g.lost {
 			snaps[g.snapshot] = true
 		}
 	}
 	tail := "; " + plural(len(snaps), "snapshot")
 	if len(in.Devices) == 1 && in.Bundle != nil && in.Bundle.PeakSnapshot != "" {
 		d := in.Devices[0]
-		where := "in " + in.Bundle.PeakSnapshot
+		where := "in " + in.Bundle.PeakSnapshot + " (no trace)"
 		for i, g := range groups {
-			if g.view {
-				where = "in window " + strconv.Itoa(i)
+			if g.view && d.HasHistory {
+				where = fmt.Sprintf("in window %d of %d", i, len(snaps))
 				break
 			}
 		}
-		if !d.HasHistory {
-			where = "(no window's snapshot has a trace)"
-		}
-		tail += fmt.Sprintf("; peak %s %s", units.Bytes(d.Peak.AllocatedBytes), where)
+		tail = fmt.Sprintf("; peak %s %s", units.Bytes(d.Peak.AllocatedBytes), where)
 		if pm := d.Peak.ProcessMaxAllocatedBytes; pm > 0 && d.HasHistory {
 			if float64(d.Peak.AllocatedBytes) >= 0.999*float64(pm) {
-				tail += " = the run's peak"
+				tail += " = the run's"
 			} else {
-				tail += " (the run's: " + units.Bytes(pm) + ")"
+				tail += ", the run's " + units.Bytes(pm)
 			}
 		}
 	}
 	head := "stack windows: "
 	list := strings.Join(names, ", ")
-	// keep the first and last windows when the line is too long
-	for keep := len(names) - 1; visibleWidth(head+list+tail) > width && keep >= 2; keep-- {
+	// keep the first and last groups when the line is too long
+	for keep := len(names) - 1; visibleWidth(head+list+tail) > width && keep >= 1; keep-- {
 		first := (keep + 1) / 2
-		last := keep - first
-		list = strings.Join(names[:first], ", ") + fmt.Sprintf(", … %d more, ", len(names)-keep) + strings.Join(names[len(names)-last:], ", ")
+		list = strings.Join(names[:first], ", ") + fmt.Sprintf(", … %d more", len(names)-keep)
+		if last := keep - first; last > 0 {
+			list += ", " + strings.Join(names[len(names)-last:], ", ")
+		}
 	}
 	return head + list + tail
 }

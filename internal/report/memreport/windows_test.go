@@ -27,15 +27,20 @@ func TestWindowsLine(t *testing.T) {
 		want  string
 	}{
 		{"the run's peak", in(2*gib, 2*gib, win(-1, -1, "setup", "w0", true), win(0, 2, "warmup", "w0", true),
-			win(16, 16, "periodic", "w1", false), win(32, 32, "peak", "w2", false), win(64, 64, "periodic", "", false)), 120,
-			"stack windows: setup+steps 0-2, 16, 32 (peak), 64 (not saved); 3 snapshots; peak 2.00 GiB in window 0 = the run's peak"},
+			win(16, 16, "periodic", "w1", false), win(32, 32, "peak", "w2", false), win(40, 40, "peak", "w3", false),
+			win(64, 64, "periodic", "", false)), 120,
+			"stack windows: setup+steps 0-2, 16 (periodic), 32, 40 (peak), 64 (not saved); peak 2.00 GiB in window 0 of 4 = the run's"},
 		{"cut to the width", in(2*gib, 2*gib, win(-1, -1, "setup", "w0", true), win(0, 2, "warmup", "w0", true),
-			win(16, 16, "periodic", "w1", false), win(32, 32, "peak", "w2", false), win(64, 64, "periodic", "", false)), 100,
-			"stack windows: setup+steps 0-2, … 2 more, 64 (not saved); 3 snapshots; peak 2.00 GiB in window 0 = the run's peak"},
+			win(16, 16, "periodic", "w1", false), win(32, 32, "peak", "w2", false), win(40, 40, "peak", "w3", false),
+			win(64, 64, "periodic", "", false)), 100,
+			"stack windows: setup+steps 0-2, … 3 more, 64 (not saved); peak 2.00 GiB in window 0 of 4 = the run's"},
+		{"contiguous windows in one snapshot", in(2*gib, 2*gib, win(-1, -1, "setup", "w0", true), win(0, 2, "warmup", "w0", true),
+			win(3, 4, "capacity", "w0", true), win(7, 7, "capacity", "w1", false)), 100,
+			"stack windows: setup+steps 0-4, 7 (capacity); peak 2.00 GiB in window 0 of 2 = the run's"},
 		{"below the run's peak", in(gib, 2*gib, win(-1, -1, "setup", "w0", false), win(5, 5, "requested", "w1", true)), 100,
-			"stack windows: setup, step 5; 2 snapshots; peak 1.00 GiB in window 1 (the run's: 2.00 GiB)"},
-		{"many windows cut", in(gib, gib, many...), 120,
-			"stack windows: setup+steps 0-2, 16, 32, … 5 more, 2048, 4096; 10 snapshots; peak 1.00 GiB in window 0 = the run's peak"},
+			"stack windows: setup, step 5 (requested); peak 1.00 GiB in window 1 of 2, the run's 2.00 GiB"},
+		{"many windows", in(gib, gib, many...), 110,
+			"stack windows: setup+steps 0-2, 16, … 7 more, 4096 (periodic); peak 1.00 GiB in window 0 of 10 = the run's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := windowsLine(tc.in, tc.width); got != tc.want {

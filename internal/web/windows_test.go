@@ -1,0 +1,64 @@
+package web
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
+)
+
+// A bundle rank recorded in stack windows is served as one input, the run
+// read as one (its folder), not one input per window snapshot: its summary
+// has every step of the run and the phase rows of every window.
+func TestServeWindowedRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := testfixture.ExtractBundle(filepath.Join(testfixture.Root(t), "testdata", "bundles", "windows", "leak.tar.xz"), dir); err != nil {
+		t.Fatal(err)
+	}
+	s, ts := serveDir(t, dir)
+	list := s.inputs.snapshot()
+	if len(list) != 1 || list[0].Path != filepath.Join(dir, "rank0") || list[0].Status != statusReady || len(list[0].Devices) != 1 {
+		t.Fatalf("inputs %+v", list)
+	}
+	code, body := get(t, ts, "/api/v1/mem/summary?input=0&device=0")
+	if code != 200 {
+		t.Fatalf("summary: %d %s", code, body)
+	}
+	var sum struct {
+		Result struct {
+			Pattern string `json:"pattern"`
+			Steps   []struct {
+				Name       string `json:"name"`
+				StartIndex int    `json:"start_index"`
+			} `json:"steps"`
+			Peak struct {
+				ProcessMax int64 `json:"process_max_allocated_bytes"`
+			} `json:"peak"`
+		} `json:"result"`
+		PhaseRows []struct {
+			Step      int   `json:"step"`
+			PeakBytes int64 `json:"peak_bytes"`
+		} `json:"phase_rows"`
+	}
+	if err := json.Unmarshal(body, &sum); err != nil {
+		t.Fatal(err)
+	}
+	r := sum.Result
+	// 24 optimizer steps, 1,450,765,312 B at most (facts.json)
+	if r.Pattern != "leak" || len(r.Steps) != 24 || r.Peak.ProcessMax != 1450765312 || len(sum.PhaseRows) != 72 {
+		t.Errorf("pattern %s, %d steps, run peak %d, %d phase rows", r.Pattern, len(r.Steps), r.Peak.ProcessMax, len(sum.PhaseRows))
+	}
+	// the peak view's own steps (window 3: step 18) link into its timeline
+	linked := []string{}
+	for _, st := range r.Steps {
+		if st.StartIndex >= 0 {
+			linked = append(linked, st.Name)
+		}
+	}
+	if strings.Join(linked, ",") != "step 18" {
+		t.Errorf("steps in the view's trace: %v", linked)
+	}
+}
