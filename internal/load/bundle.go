@@ -176,6 +176,9 @@ func phaseRows(r *capture.Rank, devs []*memory.Analysis, windows bool) []memory.
 			AllocatedBeforeBytes: ph.AllocatedBeforeBytes, AllocatedAfterBytes: ph.AllocatedAfterBytes,
 			DeltaBytes: ph.AllocatedAfterBytes - ph.AllocatedBeforeBytes, PeakBytes: -1, ReservedAfterBytes: ph.ReservedAfterBytes}
 		for _, d := range devs {
+			if res := d.Result; res.HasTime && (res.LastTimeNS < row.StartNS || res.FirstTimeNS > row.EndNS) {
+				continue // the phase is outside the snapshot's trace (another window's)
+			}
 			if p, ok := d.Replay.PeakBetween(ph.StartTimeUs, ph.EndTimeUs); ok {
 				row.PeakBytes = max(row.PeakBytes, p)
 			}
