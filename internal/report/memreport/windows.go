@@ -25,6 +25,7 @@ func windowsLine(in *memory.Input, width int) string {
 		ranges     [][2]int
 		tag        string
 		view, lost bool
+		bad        bool // its snapshot could not be read
 		warm       bool // holds the set-up or a warm-up step: no tag
 	}
 	var groups []*group
@@ -38,6 +39,7 @@ func windowsLine(in *memory.Input, width int) string {
 		}
 		g.view = g.view || w.View
 		g.lost = g.lost || w.Snapshot == "" || w.Error != ""
+		g.bad = g.bad || w.Snapshot != "" && w.Error != ""
 		switch w.Reason {
 		case "setup", "warmup", "all":
 			g.warm = true
@@ -78,7 +80,9 @@ func windowsLine(in *memory.Input, width int) string {
 			parts = append(parts, label)
 		}
 		names[i] = strings.Join(parts, "+")
-		if g.lost {
+		if g.bad {
+			names[i] += " (unreadable)"
+		} else if g.lost {
 			names[i] += " (not saved)"
 		} else if g.tag != "" && !g.warm && (i+1 == len(groups) || groups[i+1].tag != g.tag || groups[i+1].warm || groups[i+1].lost) {
 			names[i] += " (" + g.tag + ")"
