@@ -208,6 +208,12 @@ func (a *analyzer) findings() []finding.Finding {
 				add(finding.New("optimizer-dominates", finding.Info, nums,
 					fmt.Sprintf("Optimizer state is %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
 					"Shard it (ZeRO-1/FSDP), use a lighter optimizer (8-bit Adam, Adafactor), or offload it."), atPeak())
+			case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory && a.o.Run != nil:
+				// a window's history begins with the window: what earlier
+				// steps left is alive from before it
+				add(finding.New("before-recording", finding.Info, nums,
+					fmt.Sprintf("%s of the peak (%s) was allocated before this window's history began, in steps ptscope run recorded without history, so its origin is unknown (blocks allocated in an earlier window keep their stacks).", units.Percent(share), B(c.Bytes)),
+					"Rerun with --record-steps naming the steps that allocate it, or --record-steps all (stacks in every step slow a CPU-bound run by up to a quarter)."), atPeak())
 			case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory:
 				add(finding.New("before-recording", finding.Info, nums,
 					fmt.Sprintf("%s of the peak (%s) was allocated before recording started, so its origin is unknown.", units.Percent(share), B(c.Bytes)),
