@@ -149,12 +149,7 @@ func checkCommand() command {
 				rec := func(metric string, v *float64, limit float64, ok bool) {
 					e.checks.add(in.Path, d.Device, rank, metric, v, limit, ok)
 				}
-				top := d.Peak.AllocatedBytes
-				if len(in.StackWindows) > 0 {
-					// a run recorded in windows: torch's own peak counts
-					// where no window held it
-					top = max(top, d.Peak.ProcessMaxAllocatedBytes)
-				}
+				top := in.RunPeakAllocatedBytes(d)
 				if peak >= 0 {
 					ok := top <= peak
 					rec("peak_allocated_bytes", num(top), float64(peak), ok)

@@ -115,9 +115,9 @@ func (s *Summary) addMemory(l *Loaded) {
 		row.Inputs++
 		for _, d := range in.Devices {
 			row.Devices++
-			if row.Device < 0 || d.Peak.AllocatedBytes > row.PeakAllocatedBytes {
+			if peak := in.RunPeakAllocatedBytes(d); row.Device < 0 || peak > row.PeakAllocatedBytes {
 				row.Path, row.Device = in.Path, d.Device
-				row.PeakAllocatedBytes = d.Peak.AllocatedBytes
+				row.PeakAllocatedBytes = peak
 				row.EndAllocatedBytes = d.End.AllocatedBytes
 				row.EfficiencyAtPeakRatio = d.Fragmentation.EfficiencyAtPeak
 				row.TopCategory = memory.CatUnknown

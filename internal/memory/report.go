@@ -132,3 +132,15 @@ func (rep *Report) Compare() {
 	}
 	rep.Comparison = rows
 }
+
+// RunPeakAllocatedBytes is the peak allocated memory of device result d of
+// in as a threshold or a summary of runs counts it: the replay's peak, and
+// for a run recorded in stack windows the higher of it and the process's
+// own max_memory_allocated (the run may have peaked outside every window,
+// where the peak view cannot show it).
+func (in *Input) RunPeakAllocatedBytes(d *Result) int64 {
+	if len(in.StackWindows) > 0 {
+		return max(d.Peak.AllocatedBytes, d.Peak.ProcessMaxAllocatedBytes)
+	}
+	return d.Peak.AllocatedBytes
+}
