@@ -91,6 +91,12 @@ func (tr *trainer) result(t *testing.T, snapshot string) *memory.Result {
 			return in.Devices[0]
 		}
 	}
+	for _, in := range tr.set.Report.Inputs {
+		// a bundle recorded in stack windows: the run read as one
+		if in.Bundle != nil && in.Bundle.HistoryMode == "windows" && in.Bundle.Rank == 0 && snapshot == tr.mainSnapshot() && len(in.Devices) == 1 {
+			return in.Devices[0]
+		}
+	}
 	t.Fatalf("%s: no analysed %s", tr.name, snapshot)
 	return nil
 }
@@ -101,6 +107,12 @@ func (tr *trainer) analysis(t *testing.T, snapshot string) (*memory.Analysis, *c
 	t.Helper()
 	for _, in := range tr.set.Inputs {
 		if filepath.Base(in.Path) == snapshot && len(in.Devices) == 1 && in.Rank != nil {
+			return in.Devices[0], in.Rank
+		}
+	}
+	for _, in := range tr.set.Inputs {
+		// a bundle recorded in stack windows: the run read as one
+		if in.Rank != nil && in.Rank.Info.Windowed() && in.Rank.Rank == 0 && snapshot == tr.mainSnapshot() && len(in.Devices) == 1 {
 			return in.Devices[0], in.Rank
 		}
 	}

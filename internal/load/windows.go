@@ -157,6 +157,17 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 	b0 := dev(base)
 	bo := mo
 	bo.Run = run
+	if x := r.OOM; x != nil && base == oomName && !b0.Result.HasHistory {
+		// the OOM snapshot without a trace is the state at the error:
+		// the inventories taken after it (at exit) do not describe it
+		var keep []memory.Role
+		for _, ro := range bo.Roles {
+			if ro.TimeNS <= x.TimeUs*1000 {
+				keep = append(keep, ro)
+			}
+		}
+		bo.Roles = keep
+	}
 	a := analyzeSafe(b0, bo)
 	if a == nil {
 		in.Error = fmt.Sprintf("%s: internal error analysing the run (please report it)", filepath.Join(r.Dir, base))

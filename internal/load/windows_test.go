@@ -352,4 +352,13 @@ func TestRealWindowedOOM(t *testing.T) {
 			t.Errorf("no-history: %s", f.Recommendation)
 		}
 	}
+	// the inventory taken at the error names the parameters' modules in
+	// the state without a trace (not the one taken later, at exit)
+	var wte bool
+	for _, ta := range r.TopAllocations {
+		wte = wte || ta.Module == "wte" && ta.Category == memory.CatParameter && ta.Bytes == 25165824
+	}
+	if !wte {
+		t.Error("the embedding's 25,165,824 B parameter is not labelled wte")
+	}
 }

@@ -55,8 +55,25 @@ func applyRoles(rs []Role, r *Replay, ddp uint32) *roles {
 			}
 		}
 	}
-	if len(rs) == 0 || len(r.Timeline.TimeUS) == 0 || len(r.Allocs) == 0 {
+	if len(rs) == 0 || len(r.Allocs) == 0 {
 		return x
+	}
+	if len(r.Timeline.TimeUS) == 0 {
+		// No trace: the snapshot is the state at one instant, which only
+		// the latest inventory describes (an older one's addresses may
+		// hold other tensors since); the caller leaves out inventories
+		// taken after the snapshot.
+		var last int64
+		for i := range rs {
+			last = max(last, rs[i].TimeNS)
+		}
+		var keep []Role
+		for i := range rs {
+			if rs[i].TimeNS == last {
+				keep = append(keep, rs[i])
+			}
+		}
+		rs = keep
 	}
 	// Allocations by address, then by time.
 	idx := spillmem.Make[int32](r.arena, len(r.Allocs))
@@ -75,6 +92,9 @@ func applyRoles(rs []Role, r *Replay, ddp uint32) *roles {
 		ro := &rs[i]
 		// The entry the role describes: the last one at or before its time.
 		e := sort.Search(len(times), func(j int) bool { return times[j]*1000 > ro.TimeNS }) - 1
+		if len(times) == 0 {
+			e = -1 // the state without a trace
+		}
 		a := find(r, idx, ro.Address, e)
 		if a == nil {
 			continue
