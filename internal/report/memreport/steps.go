@@ -93,11 +93,19 @@ func writeSteps(p *printer, d *memory.Result) {
 			note = append(note, "outlier")
 		}
 		dur := "-"
-		if d.HasTime {
+		if d.HasTime || s.DurationNS > 0 {
 			dur = units.Duration(s.DurationNS)
 		}
-		t.Rows = append(t.Rows, []string{s.Name, units.Count(int64(s.EndIndex - s.StartIndex)), dur, units.Bytes(s.PeakAllocatedBytes),
-			units.Bytes(s.EndAllocatedBytes), strings.Join(note, ", ")})
+		entries, peak := "-", units.Bytes(s.PeakAllocatedBytes)
+		if s.StartIndex >= 0 {
+			entries = units.Count(int64(s.EndIndex - s.StartIndex))
+		}
+		if s.PeakLowerBound {
+			// a run recorded in windows: no window holds the step, and
+			// torch's running maximum did not rise in it
+			note = append(note, "peak at least")
+		}
+		t.Rows = append(t.Rows, []string{s.Name, entries, dur, peak, units.Bytes(s.EndAllocatedBytes), strings.Join(note, ", ")})
 	}
 	p.table(t)
 	if left := len(d.Steps) - len(rows); left > 0 {
