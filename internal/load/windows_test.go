@@ -324,6 +324,9 @@ func TestRealWindowedLeak(t *testing.T) {
 			t.Errorf("%s: peak only a lower bound", st.Name)
 		}
 	}
+	if k := r.Peak.ProcessMaxStep; k == nil || r.Steps[*k].Name != "step 23" {
+		t.Errorf("the run's peak in step %v", k)
+	}
 	if last := r.Steps[len(r.Steps)-1]; last.PeakAllocatedBytes != facts.MaxMemoryAllocated {
 		t.Errorf("last step peaks at %d, the run at %d", last.PeakAllocatedBytes, facts.MaxMemoryAllocated)
 	}

@@ -79,6 +79,11 @@ type Peak struct {
 	// replay's peak equals it when the trace holds the run's peak, and
 	// exceeds it when the peak came after that reading (an OOM's forward).
 	ProcessMaxAllocatedBytes int64 `json:"process_max_allocated_bytes"`
+	// ProcessMaxStep, for a run recorded in stack windows (Run), is the
+	// index into Steps of the step in which torch's counters first
+	// reached ProcessMaxAllocatedBytes; absent when unknown or reached
+	// after the last step.
+	ProcessMaxStep *int `json:"process_max_step,omitempty"`
 }
 
 // State is a point of the timeline.

@@ -121,6 +121,9 @@ func (a *analyzer) applyRun() {
 		res.Leak.Stacks = append([]StackGroup{}, run.LeakStacks...)
 	}
 	res.Peak.ProcessMaxAllocatedBytes = run.MaxAllocatedBytes
+	if k := run.MaxAllocatedStep; k >= 0 && k < len(steps) {
+		res.Peak.ProcessMaxStep = &k
+	}
 	if x := run.OOM; x != nil && len(res.OOMs) == 0 && !res.HasHistory {
 		res.OOMs = []OOM{a.recordedOOM(x, byName)}
 	}

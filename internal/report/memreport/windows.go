@@ -106,7 +106,7 @@ func windowsLine(in *memory.Input, width int) string {
 			if float64(d.Peak.AllocatedBytes) >= 0.999*float64(pm) {
 				tail += " = the run's"
 			} else {
-				tail += ", the run's " + units.Bytes(pm)
+				tail += ", the run's " + units.Bytes(pm) // its step: peak-outside-windows
 			}
 		}
 	}
