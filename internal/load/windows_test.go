@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/report/memreport"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
@@ -363,5 +365,50 @@ func TestRealWindowedOOM(t *testing.T) {
 	}
 	if !wte {
 		t.Error("the embedding's 25,165,824 B parameter is not labelled wte")
+	}
+}
+
+// A process.json or phases.jsonl that contradicts the files (windows that
+// name missing or foreign files, steps out of order or negative, a window
+// with no snapshot, none listed) still reads as one run, without a panic;
+// a window snapshot no window names is an input of its own.
+func TestWindowedOddRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(p map[string]any, phases []map[string]any)
+	}{
+		{"missing and foreign snapshots", func(p map[string]any, _ []map[string]any) {
+			p["stack_windows"] = []map[string]any{{"first_step": 5, "last_step": 2, "reason": "peak", "snapshot": "../manifest.json"},
+				{"first_step": -7, "last_step": -7, "reason": "setup", "snapshot": "snapshot_window9.pickle"},
+				{"first_step": 1, "last_step": 1, "reason": "periodic"}}
+		}},
+		{"no windows", func(p map[string]any, _ []map[string]any) { p["stack_windows"] = nil }},
+		{"odd steps", func(_ map[string]any, phases []map[string]any) {
+			for i, ph := range phases {
+				ph["step"] = []int{-3, 1 << 40, 2, 2, -1}[i%5]
+				ph["end_time_us"] = 0
+			}
+		}},
+		{"an OOM record without its snapshot", func(p map[string]any, _ []map[string]any) {
+			p["oom"] = map[string]any{"requested_bytes": 1 << 30, "step": 99, "phase": "nonsense", "snapshot": "snapshot_oom.pickle"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := windowedLMSmall(t, tc.edit)
+			set, _ := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+			if set == nil || len(set.Report.Inputs) == 0 {
+				t.Fatal("no input")
+			}
+			in := set.Report.Inputs[0]
+			if in.Bundle == nil || in.Bundle.HistoryMode != "windows" {
+				t.Fatalf("input %+v", in)
+			}
+			var b strings.Builder
+			err := memreport.WriteText(&b, set.Report, report.TextOptions{Width: 100})
+			if err != nil || strings.Contains(b.String(), "stack windows: ") != (len(in.StackWindows) > 0) {
+				t.Errorf("text: %v\n%s", err, b.String())
+			}
+		})
 	}
 }
