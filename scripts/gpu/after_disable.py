@@ -6,8 +6,11 @@ tensors) in one process: before the history was ever enabled, with it
 enabled (context "alloc"), and after it was disabled again, alternating
 blocks so that host noise hits every state alike. PASS when the step after
 disabling costs within 2% of never enabled.
-Usage: python3 scripts/gpu/after_disable.py"""
+With --loop N it only runs N plain steps and prints their median (ms), for
+timing the same loop with and without `ptscope run`.
+Usage: python3 scripts/gpu/after_disable.py [--loop N]"""
 import statistics
+import sys
 import time
 
 import torch
@@ -49,6 +52,17 @@ def main():
 
     for _ in range(20):
         step()
+    if "--loop" in sys.argv:
+        n = int(sys.argv[sys.argv.index("--loop") + 1])
+        times = []
+        for _ in range(n):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t) * 1e3)
+        print("loop median %.4f ms" % statistics.median(times))
+        return
     res = {"never": [], "enabled": [], "after": []}
     for _ in range(3):
         res["never"].append(block())
