@@ -4,8 +4,8 @@ default capture enables it only inside stack windows; this times small
 allocations and a CPU-bound training step (a small MLP, many small
 tensors) in one process: before the history was ever enabled, with it
 enabled (context "alloc"), and after it was disabled again, alternating
-blocks so that host noise hits every state alike. PASS when the step after
-disabling costs within 2% of never enabled.
+blocks so that host noise hits "enabled" and "after" alike ("never" can only
+come first). INFO lines; the --loop mode is the cross-process comparison.
 With --loop N it only runs N plain steps and prints their median (ms), for
 timing the same loop with and without `ptscope run`.
 Usage: python3 scripts/gpu/after_disable.py [--loop N]"""
@@ -77,9 +77,12 @@ def main():
     for k, v in res.items():
         out[k] = (statistics.median(a for a, _ in v), statistics.median(s for _, s in v))
         print("INFO %-8s alloc+free %.2f us, step %.3f ms (%d blocks)" % (k, out[k][0], out[k][1], len(v)))
+    # "never" can only come first, so drift over the run (clocks, caches)
+    # lands on it alone: an INFO line; the --loop mode under ptscope run
+    # against plain python answers the question across processes
     d = out["after"][1] / out["never"][1] - 1
-    print("%s after_disable: step %+.1f%% after disabling vs never enabled; enabled %+.1f%%"
-          % ("PASS" if d <= 0.02 else "FAIL", 100 * d, 100 * (out["enabled"][1] / out["never"][1] - 1)))
+    print("INFO after_disable: step %+.1f%% after disabling vs never enabled (first blocks); enabled %+.1f%%"
+          % (100 * d, 100 * (out["enabled"][1] / out["never"][1] - 1)))
 
 
 if __name__ == "__main__":
