@@ -165,6 +165,24 @@ print(json.dumps({"entries": len(s["device_traces"][0]), "calls": [c["enabled"] 
 			if !reflect.DeepEqual(endFacts.Calls, calls) {
 				t.Errorf("history calls (enabled) %v, want %v", endFacts.Calls, calls)
 			}
+			// ptscope:* ranges only where they reach a trace: inside the
+			// windows (no profiler runs here), 4 per step (the step and its
+			// forward, backward and optimizer phases)
+			var asked struct {
+				Calls map[string]int `json:"companion_calls"`
+			}
+			if err := json.Unmarshal(raw, &asked); err != nil {
+				t.Fatal(err)
+			}
+			ran := 0
+			for _, w := range tt.want {
+				for s := max(w.First, 0); s <= w.Last && s < tt.steps; s++ {
+					ran++
+				}
+			}
+			if got := asked.Calls["record_function"]; got != 4*ran {
+				t.Errorf("%d record_function ranges, want %d (4 in each of %d stacked steps)", got, 4*ran, ran)
+			}
 			// every phase of a window's step says it recorded stacks
 			stacked := map[int]bool{}
 			for _, w := range tt.want {

@@ -168,6 +168,13 @@ class Capture(PhasesMixin):
         self.set_metadata = None
         self.features = {}
         # feature-detected helpers for the hot hooks
+        # allocator statistics, nested: the accelerator binding builds the
+        # same dict as _cuda_memoryStats from the same counters, in less time
+        self.stats_fallback = getattr(torch._C, "_cuda_memoryStats", None)
+        self.stats_fn = getattr(torch._C, "_accelerator_getDeviceStats", None) or self.stats_fallback
+        # whether a torch profiler runs (then ranges are worth opening)
+        pe = getattr(getattr(torch._C, "_autograd", None), "_profiler_enabled", None)
+        self.profiler_on = pe or (lambda: True)
         self.graph_task_id = getattr(torch._C, "_current_graph_task_id", None) or (lambda: -1)
         ic = getattr(getattr(torch, "compiler", None), "is_compiling", None)
         if ic is None:  # torch < 2.3
@@ -193,9 +200,15 @@ class Capture(PhasesMixin):
         if self.held is not None:
             return self.held
         self.calls["allocator_stats"] += 1
-        raw = getattr(torch._C, "_cuda_memoryStats", None)
+        raw = self.stats_fn
         if raw is not None:  # nested dict, cheaper than torch.cuda.memory_stats' flattening
-            s = raw(self.device)
+            try:
+                s = raw(self.device)
+            except Exception:
+                if raw is self.stats_fallback:
+                    raise
+                raw = self.stats_fn = self.stats_fallback  # the accelerator API refused this device
+                s = raw(self.device)
             a = s["allocated_bytes"]["all"]
             r = s["reserved_bytes"]["all"]
             n = s["allocation"]["all"]

@@ -614,8 +614,16 @@ class PhasesMixin:
         """The innermost open phase, or None."""
         return self.open[-1] if self.open else None
 
+    def _annotate(self):
+        """Whether a ptscope:* range is worth its cost (about 13 us a range
+        on a CPU-bound step): it reaches the allocator's trace only while
+        the history records (a window, or history mode "run"), and a
+        trace only while a profiler runs (ptscope's --trace or the
+        program's own)."""
+        return self.hist_on or not self.windowed or self.prof is not None or self.profiler_on()
+
     def _record_function(self, name):
-        if self.phases is None:
+        if self.phases is None or not self._annotate():
             return None
         self.calls["record_function"] += 1
         try:
@@ -738,7 +746,7 @@ class PhasesMixin:
         closures included (what runs before the first phase, such as loading
         the batch, falls between steps; no range is left for a step that
         never began)."""
-        if self.phases is None or self.step_rf is not None:
+        if self.phases is None or self.step_rf is not None or not self._annotate():
             return
         self.calls["record_function"] += 1
         try:
