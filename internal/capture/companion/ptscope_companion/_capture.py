@@ -203,16 +203,14 @@ class Capture(PhasesMixin):
         raw = self.stats_fn
         if raw is not None:  # nested dict, cheaper than torch.cuda.memory_stats' flattening
             try:
-                s = raw(self.device)
+                v = _nested(raw(self.device))
             except Exception:
-                if raw is self.stats_fallback:
+                if raw is self.stats_fallback or self.stats_fallback is None:
                     raise
-                raw = self.stats_fn = self.stats_fallback  # the accelerator API refused this device
-                s = raw(self.device)
-            a = s["allocated_bytes"]["all"]
-            r = s["reserved_bytes"]["all"]
-            n = s["allocation"]["all"]
-            v = (a["current"], r["current"], a["peak"], r["peak"], int(n["allocated"]) + 2 * int(n["freed"]))
+                # the accelerator binding refused this device or answered
+                # in another shape: _cuda_memoryStats from now on
+                self.stats_fn = self.stats_fallback
+                v = _nested(self.stats_fn(self.device))
         else:
             s = torch.cuda.memory_stats(self.device)
             v = (s.get("allocated_bytes.all.current", 0), s.get("reserved_bytes.all.current", 0),
@@ -745,6 +743,15 @@ class Capture(PhasesMixin):
         self.live.close()
         self._guard("process.json", self._write_final)
         self.disabled = True
+
+
+def _nested(s):
+    """The _raw tuple from a nested allocator stats dict."""
+    a = s["allocated_bytes"]["all"]
+    r = s["reserved_bytes"]["all"]
+    n = s["allocation"]["all"]
+    return (int(a["current"]), int(r["current"]), int(a["peak"]), int(r["peak"]),
+            int(n["allocated"]) + 2 * int(n["freed"]))
 
 
 def _int_env(key):

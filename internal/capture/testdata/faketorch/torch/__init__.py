@@ -10,6 +10,7 @@ It is NOT torch: real behaviour is checked by the scripts under scripts/gpu."""
 import contextlib
 import threading
 import time
+import os
 import types
 
 __version__ = "0.0-fake"
@@ -126,6 +127,21 @@ def _stats(device=0):
 
 
 _C._cuda_memoryStats = _stats
+
+
+def _accel_stats(device=0):
+    # FAKETORCH_ACCEL_STATS=refuse: the accelerator binding raises, as it
+    # would where the accelerator is not CUDA; =shape: another dict shape
+    mode = os.environ.get("FAKETORCH_ACCEL_STATS")
+    if mode == "refuse":
+        raise RuntimeError("no accelerator allocator")
+    if mode == "shape":
+        return {"allocated_bytes.all.current": _A["alloc"]}
+    _A["accel_calls"] = _A.get("accel_calls", 0) + 1
+    return _stats(device)
+
+
+_C._accelerator_getDeviceStats = _accel_stats
 _C._cuda_attach_out_of_memory_observer = lambda fn: _A["observers"].append(fn)
 _C._current_graph_task_id = lambda: getattr(_TLS, "graph_task", -1)
 _C._autograd = types.ModuleType("torch._C._autograd")
@@ -194,7 +210,7 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
 def _snapshot(device=None):
     return {"segments": [{"total_size": _A["reserved"], "blocks": []}], "device_traces": [list(_A["trace"])],
             "external_annotations": list(_A["ann"]), "allocator_settings": {}, "fake_history_options": dict(_A["ctx"]),
-            "fake_history_calls": list(_A["history_calls"])}
+            "fake_history_calls": list(_A["history_calls"]), "fake_accel_calls": _A.get("accel_calls", 0)}
 
 
 def _set_memory_metadata(s):
