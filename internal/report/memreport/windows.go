@@ -12,7 +12,7 @@ import (
 // windowsLine is the one line that says which steps of a run recorded in
 // stack windows have a snapshot, and where the peak view comes from:
 //
-//	stack windows: setup+steps 0-4, 6, 10, 18 (peak); peak 1.20 GiB in window 3 of 4, the run's 1.35 GiB
+//	stack windows: setup+steps 0-4, 6, 10, 18 (peak); peak 1.20 GiB in window 4 of 4, the run's 1.35 GiB
 //
 // Windows saved in one snapshot are one group ("setup+steps 0-4"; its
 // contiguous steps merged), named by the steps they hold, with the reason
@@ -97,7 +97,7 @@ func windowsLine(in *memory.Input, width int) string {
 		where := "in " + in.Bundle.PeakSnapshot + " (no trace)"
 		for i, g := range groups {
 			if g.view && d.HasHistory {
-				where = fmt.Sprintf("in window %d of %d", i, len(snaps))
+				where = fmt.Sprintf("in window %d of %d", i+1, len(snaps)) // counted from 1, as read
 				break
 			}
 		}
