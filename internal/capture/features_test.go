@@ -27,6 +27,21 @@ func snapshotFacts(t *testing.T, py, snapshot, code string, v any) {
 	}
 }
 
+// trainRank runs testdata/faketrain.py for steps steps in mode under o and
+// returns the first rank of its bundle; a failed run or bundle ends the test.
+func trainRank(t *testing.T, o Options, py string, steps int, mode string) *Rank {
+	t.Helper()
+	r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(steps), mode)
+	if r.res.ExitCode != 0 {
+		t.Fatalf("%s: exit %d: %s", mode, r.res.ExitCode, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &b.Ranks[0]
+}
+
 // TestFakeTorchStackWindows covers history mode "run": the history records
 // the whole run and only the stacks are switched.
 func TestFakeTorchStackWindows(t *testing.T) {
@@ -80,15 +95,7 @@ func TestFakeTorchStackWindows(t *testing.T) {
 			o := testOptions(t, fakeTorchEnv(t))
 			o.History = "run" // stacks switched, history for the whole run
 			o.RecordSteps, o.Stacks, o.MaxEntries = tt.record, tt.stacks, tt.maxEntries
-			r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(tt.steps), tt.mode)
-			if r.res.ExitCode != 0 {
-				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
-			}
-			b, err := ReadBundle(r.res.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rk := b.Ranks[0]
+			rk := trainRank(t, o, py, tt.steps, tt.mode)
 			var got []win
 			for _, w := range rk.Info.StackWindows {
 				got = append(got, win{w.Reason, w.FirstStep, w.LastStep})
@@ -165,15 +172,7 @@ func TestFakeTorchTensorRoles(t *testing.T) {
 			t.Parallel()
 			o := testOptions(t, fakeTorchEnv(t))
 			o.History = "run" // every step's allocations in the end snapshot
-			r := runIt(t, o, py, "testdata/faketrain.py", "4", mode)
-			if r.res.ExitCode != 0 {
-				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
-			}
-			b, err := ReadBundle(r.res.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rk := &b.Ranks[0]
+			rk := trainRank(t, o, py, 4, mode)
 			// parameter names as the model's named_parameters gives them:
 			// the LightningModule found from training_step's self, DDP's module.
 			prefix, names := "", []string{"emb.attn.w", "enc.attn.w", "head.attn.w"}
@@ -284,15 +283,7 @@ func TestFakeTorchOptimizerFreed(t *testing.T) {
 	py := needPython(t)
 	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
-	r := runIt(t, o, py, "testdata/faketrain.py", "4", "scoped")
-	if r.res.ExitCode != 0 {
-		t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
-	}
-	b, err := ReadBundle(r.res.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rk := &b.Ranks[0]
+	rk := trainRank(t, o, py, 4, "scoped")
 	var ats []string
 	for _, inv := range rk.Inventories {
 		ats = append(ats, fmt.Sprintf("%d:%s", inv.Step, inv.At))
@@ -321,15 +312,7 @@ func TestFakeTorchFSDPInventory(t *testing.T) {
 	py := needPython(t)
 	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
-	r := runIt(t, o, py, "testdata/faketrain.py", "4", "fsdp")
-	if r.res.ExitCode != 0 {
-		t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
-	}
-	b, err := ReadBundle(r.res.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rk := &b.Ranks[0]
+	rk := trainRank(t, o, py, 4, "fsdp")
 	var fwd, step *Inventory
 	for i := range rk.Inventories {
 		inv := &rk.Inventories[i]

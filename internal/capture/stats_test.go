@@ -20,15 +20,7 @@ func TestFakeTorchStatsBinding(t *testing.T) {
 	got := map[string]rec{}
 	for _, mode := range []string{"", "refuse", "shape"} {
 		o := testOptions(t, fakeTorchEnv(t), "FAKETORCH_ACCEL_STATS="+mode)
-		r := runIt(t, o, py, "testdata/faketrain.py", "4", "train")
-		if r.res.ExitCode != 0 {
-			t.Fatalf("%q: exit %d: %s", mode, r.res.ExitCode, r.stderr)
-		}
-		b, err := ReadBundle(r.res.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rk := b.Ranks[0]
+		rk := trainRank(t, o, py, 4, "train")
 		var x rec
 		x.peak = rk.Info.MaxAllocatedBytes
 		for _, p := range rk.Phases {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 )
 
@@ -63,15 +62,7 @@ func TestFakeTorchHistoryWindows(t *testing.T) {
 			t.Parallel()
 			o := testOptions(t, fakeTorchEnv(t))
 			o.RecordSteps, o.Stacks, o.WindowBudget = tt.record, tt.stacks, tt.budget
-			r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(tt.steps), tt.mode)
-			if r.res.ExitCode != 0 {
-				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
-			}
-			b, err := ReadBundle(r.res.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rk := b.Ranks[0]
+			rk := trainRank(t, o, py, tt.steps, tt.mode)
 			// the fields of process.json this mode adds
 			var proc struct {
 				History struct {

@@ -63,28 +63,35 @@ func (a *analyzer) ooms() []OOM {
 			}
 			x.LargestFreeBytes = max(x.LargestFreeBytes, 0)
 		}
-		x.AllowedBytes = x.ReservedBytes + x.DeviceFreeBytes
-		if l := a.o.AllowedBytes; l > 0 && l < x.AllowedBytes {
-			x.AllowedBytes, x.Limited = l, true
-		}
-		x.Verdict = verdict(x)
-		var cats [numCategories]CategoryGroup
-		for _, al := range r.LiveAt(i) {
-			cats[al.Category].Bytes += al.Size
-			cats[al.Category].Count++
-		}
-		x.Filled = []CategoryGroup{}
-		for c := range cats {
-			if cats[c].Count > 0 {
-				cats[c].Category = Category(c)
-				x.Filled = append(x.Filled, cats[c])
-			}
-		}
-		sortCategories(x.Filled)
+		a.judgeOOM(&x, r.LiveAt(i))
 		x.Stack = a.resultStack(tr.Stack[i], &Alloc{AllocIdx: int32(i)})
 		out = append(out, x)
 	}
 	return out
+}
+
+// judgeOOM completes an OOM whose state is known: what the allocator
+// could have held (the process's own limit where one is set), the verdict,
+// and what the allocations alive at the error were, by category.
+func (a *analyzer) judgeOOM(x *OOM, live []*Alloc) {
+	x.AllowedBytes = x.ReservedBytes + x.DeviceFreeBytes
+	if l := a.o.AllowedBytes; l > 0 && l < x.AllowedBytes {
+		x.AllowedBytes, x.Limited = l, true
+	}
+	x.Verdict = verdict(*x)
+	var cats [numCategories]CategoryGroup
+	for _, al := range live {
+		cats[al.Category].Bytes += al.Size
+		cats[al.Category].Count++
+	}
+	x.Filled = []CategoryGroup{}
+	for c := range cats {
+		if cats[c].Count > 0 {
+			cats[c].Category = Category(c)
+			x.Filled = append(x.Filled, cats[c])
+		}
+	}
+	sortCategories(x.Filled)
 }
 
 // atLimit is the share of what the allocator could hold above which live

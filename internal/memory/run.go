@@ -153,24 +153,7 @@ func (a *analyzer) recordedOOM(x *OOMRecord, steps map[string]int) OOM {
 		o.Step = k
 	}
 	o.LargestFreeBytes = res.Fragmentation.LargestFreeBytes
-	o.AllowedBytes = o.ReservedBytes + o.DeviceFreeBytes
-	if l := a.o.AllowedBytes; l > 0 && l < o.AllowedBytes {
-		o.AllowedBytes, o.Limited = l, true
-	}
-	o.Verdict = verdict(o)
-	var cats [numCategories]CategoryGroup
-	for _, al := range a.live {
-		cats[al.Category].Bytes += al.Size
-		cats[al.Category].Count++
-	}
-	o.Filled = []CategoryGroup{}
-	for c := range cats {
-		if cats[c].Count > 0 {
-			cats[c].Category = Category(c)
-			o.Filled = append(o.Filled, cats[c])
-		}
-	}
-	sortCategories(o.Filled)
+	a.judgeOOM(&o, a.live)
 	return o
 }
 
