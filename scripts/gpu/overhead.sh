@@ -209,3 +209,5 @@ json.dump({"reps": reps, "trace_schedule": sched, "workloads": summary}, open(ou
 print("== overhead", "PASS" if ok else "FAIL")
 PY
 tar czf "$OUT/res.tgz" -C "$WORK" res 2>/dev/null || true  # every run's step times, for a closer look
+# repeat k of each option against repeat k of off (scripts/overhead_pool.py pools several runs)
+[ -s "$OUT/res.tgz" ] && $PYTHON scripts/overhead_pool.py "$OUT/res.tgz" | sed 's/^/   pairs: /' | tee -a "$LOG"
