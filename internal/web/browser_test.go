@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ptscope/ptscope/internal/load"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // chromium finds a headless Chromium (PTSCOPE_CHROMIUM, else the Debian
@@ -296,4 +297,42 @@ func TestBrowserHTMLFile(t *testing.T) {
 			t.Errorf("the offline file made a request: %s", r)
 		}
 	}
+}
+
+// TestBrowserWindowedSteps: a run recorded in stack windows lists every
+// step, but only the peak view's own steps are in its trace; a click on
+// another step leaves the timeline where it is and its row says why, a click
+// on the view's step zooms to it (the real leak run: the view is step 18's
+// window).
+func TestBrowserWindowedSteps(t *testing.T) {
+	b := newBrowser(t)
+	dir := t.TempDir()
+	if err := testfixture.ExtractBundle(filepath.Join(testfixture.Root(t), "testdata", "bundles", "windows", "leak.tar.xz"), dir); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := serveDir(t, dir)
+	b.open(t, ts.URL+"/")
+	b.ready(t, "memory-timeline")
+	b.ready(t, "step-table")
+	row := func(name string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll('[data-testid=step-table] tbody tr')].find((tr) => tr.cells[0].innerText === %q)`, name)
+	}
+	span := `(() => { const v = window.__ptscope.memory.vp; return [v.x0, v.x1]; })()`
+	before := eval[[]float64](t, b, span)
+	if flag := eval[string](t, b, row("step 0")+`.innerText`); !strings.Contains(flag, "no trace here") {
+		t.Errorf("step 0's row: %q", flag)
+	}
+	eval[bool](t, b, row("step 0")+`.click() || true`)
+	if got := eval[[]float64](t, b, span); got[0] != before[0] || got[1] != before[1] {
+		t.Errorf("a step outside the view's trace moved the timeline from %v to %v", before, got)
+	}
+	if flag := eval[string](t, b, row("step 18")+`.innerText`); strings.Contains(flag, "no trace here") {
+		t.Errorf("step 18's row: %q", flag)
+	}
+	eval[bool](t, b, row("step 18")+`.click() || true`)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`window.__ptscope.memory.vp.x1 - window.__ptscope.memory.vp.x0 < `+
+		fmt.Sprint(before[1]-before[0]), chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("a click on the view's step did not zoom: %v", err)
+	}
+	b.checkErrors(t)
 }

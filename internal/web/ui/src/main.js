@@ -214,10 +214,15 @@ async function showMemory(it, view, body) {
   }));
   right.append(await breakdowns(it.id, device, (hl) => tl.setHighlight(hl)));
   if (res.steps && res.steps.length) {
-    right.append(el('h3', {}, `Steps (${res.steps.length})`), table(res.steps.map((s) => ({ ...s, flag: (s.outlier ? 'outlier ' : '') + (s.partial ? 'partial' : '') })), [
+    // a run recorded in stack windows lists every step; only those in the
+    // view's trace (start_index >= 0) can be zoomed to, and a step's peak
+    // known only as a running maximum is a lower bound
+    const stepFlag = (s) => [s.outlier && 'outlier', s.partial && 'partial', s.peak_lower_bound && 'peak at least',
+      s.start_index < 0 && 'no trace here'].filter(Boolean).join(', ');
+    right.append(el('h3', {}, `Steps (${res.steps.length})`), table(res.steps.map((s) => ({ ...s, flag: stepFlag(s) })), [
       { key: 'name', label: 'step' }, { key: 'peak_allocated_bytes', label: 'peak', num: true, fmt: bytes },
       { key: 'end_allocated_bytes', label: 'at end', num: true, fmt: bytes }, { key: 'duration_ns', label: 'duration', num: true, fmt: dur },
-      { key: 'flag', label: '' }], { sort: 'index', desc: false, testid: 'step-table', onRow: (r) => r && tl.zoomTo(r.start_index, r.end_index) }));
+      { key: 'flag', label: '' }], { sort: 'index', desc: false, testid: 'step-table', onRow: (r) => r && r.start_index >= 0 && tl.zoomTo(r.start_index, r.end_index) }));
   }
   if (summary.phase_rows && summary.phase_rows.length) {
     right.append(el('h3', {}, 'Phases (ptscope run)'), table(summary.phase_rows.map((p) => ({ ...p, peak_bytes: p.peak_bytes < 0 ? null : p.peak_bytes })), [
