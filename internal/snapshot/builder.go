@@ -1,0 +1,430 @@
+package snapshot
+
+import (
+	"encoding/binary"
+
+	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/pickle"
+	"github.com/ptscope/ptscope/internal/spillmem"
+)
+
+// pickleOptions are the decoder's hooks and limits.
+func (b *builder) pickleOptions() pickle.Options {
+	return pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend,
+		MaxString: input.MaxString(), MaxValues: input.MaxValues(), LimitNote: input.BudgetNote(),
+		Check: func(off int64) error { input.Progress(off); return input.CheckMemory() }}
+}
+
+// Handles produced by the decoder hooks: bits 48-55 say what they index
+// (handles below 2^56 cost the decoder's memo one word).
+const (
+	hFrame = 1 << 48
+	hStack = 2 << 48
+	hEntry = 3 << 48
+	hBlock = 4 << 48
+	hRun   = 5 << 48 // a list of trace entries (a device's trace)
+	hMask  = 0xff << 48
+)
+
+// builder collects the snapshot while the pickle streams by.
+type builder struct {
+	s        *Snapshot
+	frameIDs map[Frame]FrameID
+	stackIDs map[string]StackID
+	strIDs   map[string]uint32
+	streams  map[int64]uint32
+	key      []byte
+	ids      []FrameID
+
+	// All trace entries in file order; split per device in finish.
+	entries Trace
+	blocks  []rawBlock
+	runs    []run
+	bad     []badRow // entries with a field of the wrong type, in row order
+	badAt   map[int]badRow
+}
+
+// run is a list of trace entries: the rows [lo, hi) while they come in
+// order, or explicit rows once they do not.
+type run struct {
+	lo, hi int
+	rows   []int // nil while contiguous
+}
+
+func (r *run) add(row int) {
+	if r.rows == nil {
+		if r.hi == r.lo || row == r.hi {
+			if r.hi == r.lo {
+				r.lo = row
+			}
+			r.hi = row + 1
+			return
+		}
+		for i := r.lo; i < r.hi; i++ {
+			r.rows = append(r.rows, i)
+		}
+	}
+	r.rows = append(r.rows, row)
+}
+
+type rawBlock struct {
+	Block
+	hasAddress bool
+	history    pickle.Value
+	sizeBad    bool // the size had the wrong type (sizeKind)
+	sizeKind   pickle.Kind
+}
+
+// newBuilder starts a snapshot whose trace columns go to arena (nil: the
+// heap).
+func newBuilder(arena *spillmem.Arena) *builder {
+	b := &builder{
+		s:        &Snapshot{Stacks: [][]FrameID{nil}, Strings: []string{""}, Streams: []int64{0}, arena: arena},
+		frameIDs: map[Frame]FrameID{},
+		stackIDs: map[string]StackID{"": 0},
+		strIDs:   map[string]uint32{"": 0},
+		streams:  map[int64]uint32{0: 0},
+	}
+	b.entries.arena = arena
+	return b
+}
+
+func (b *builder) str(s string) uint32 {
+	if id, ok := b.strIDs[s]; ok {
+		return id
+	}
+	id := uint32(len(b.s.Strings))
+	b.s.Strings = append(b.s.Strings, s)
+	b.strIDs[s] = id
+	return id
+}
+
+func (b *builder) stream(v pickle.Value) uint32 {
+	n, _ := v.Int()
+	if u, ok := v.Uint(); ok && n == 0 {
+		n = int64(u)
+	}
+	return b.streamID(n)
+}
+
+func (b *builder) streamID(n int64) uint32 {
+	if id, ok := b.streams[n]; ok {
+		return id
+	}
+	id := uint32(len(b.s.Streams))
+	b.s.Streams = append(b.s.Streams, n)
+	b.streams[n] = id
+	return id
+}
+
+// Key bits for classifying dicts by the keys they hold.
+const (
+	kAction = 1 << iota
+	kState
+	kSize
+	kFilename
+	kLine
+	kName
+	kBlocks
+	kOther
+)
+
+func keyBit(k string) int {
+	switch k {
+	case "action":
+		return kAction
+	case "state":
+		return kState
+	case "size":
+		return kSize
+	case "filename":
+		return kFilename
+	case "line":
+		return kLine
+	case "name":
+		return kName
+	case "blocks":
+		return kBlocks
+	}
+	return kOther
+}
+
+func classify(d *pickle.Dict) int {
+	m := 0
+	for _, k := range d.Keys {
+		if s, ok := k.Str(); ok {
+			m |= keyBit(s)
+		}
+	}
+	return m
+}
+
+// onDict converts frames, trace entries and blocks as soon as they are built.
+func (b *builder) onDict(d *pickle.Dict) (pickle.Value, bool) {
+	m := classify(d)
+	switch {
+	case m&kAction != 0:
+		return pickle.Handle(hEntry | uint64(b.addEntry(d))), true
+	case m&(kFilename|kLine|kName) == kFilename|kLine|kName && m&(kAction|kState|kSize|kBlocks) == 0:
+		return pickle.Handle(hFrame | uint64(b.frame(d))), true
+	case m&(kState|kSize) == kState|kSize && m&kBlocks == 0:
+		b.blocks = append(b.blocks, b.block(d))
+		return pickle.Handle(hBlock | uint64(len(b.blocks)-1)), true
+	}
+	return pickle.Value{}, false
+}
+
+// onList interns a complete list of frames as a stack, and turns a list of
+// trace entries (a device's trace) into a run of rows.
+func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
+	if len(l.Items) == 0 {
+		return pickle.Value{}, false
+	}
+	h0, _ := l.Items[0].Handle()
+	switch h0 & hMask {
+	case hEntry:
+		var r run
+		for _, it := range l.Items {
+			h, ok := it.Handle()
+			if !ok || h&hMask != hEntry {
+				return pickle.Value{}, false
+			}
+			r.add(int(h &^ hMask))
+		}
+		b.runs = append(b.runs, r)
+		return pickle.Handle(hRun | uint64(len(b.runs)-1)), true
+	case hFrame:
+		if len(l.Items) >= 1000 {
+			return pickle.Value{}, false // more APPENDS may follow
+		}
+		for _, it := range l.Items {
+			h, ok := it.Handle()
+			if !ok || h&hMask != hFrame {
+				return pickle.Value{}, false
+			}
+		}
+		return pickle.Handle(hStack | uint64(b.stackOf(l))), true
+	}
+	return pickle.Value{}, false
+}
+
+// onExtend appends more trace entries to a run.
+func (b *builder) onExtend(h uint64, items []pickle.Value) bool {
+	if h&hMask != hRun || int(h&^hMask) >= len(b.runs) {
+		return false
+	}
+	r := &b.runs[h&^hMask]
+	for _, it := range items {
+		e, ok := it.Handle()
+		if !ok || e&hMask != hEntry {
+			if d := it.Dict(); d != nil && classify(d)&kAction != 0 {
+				r.add(b.addEntry(d))
+				continue
+			}
+			return false
+		}
+		r.add(int(e &^ hMask))
+	}
+	return true
+}
+
+func (b *builder) frame(d *pickle.Dict) FrameID {
+	var f Frame
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		switch ks {
+		case "filename":
+			f.Filename, _ = d.Vals[i].Str()
+		case "name":
+			f.Name, _ = d.Vals[i].Str()
+		case "line":
+			n, _ := d.Vals[i].Int()
+			f.Line = int(n)
+		}
+	}
+	return b.frameID(f)
+}
+
+func (b *builder) frameID(f Frame) FrameID {
+	if id, ok := b.frameIDs[f]; ok {
+		return id
+	}
+	id := FrameID(len(b.s.Frames))
+	b.s.Frames = append(b.s.Frames, f)
+	b.frameIDs[f] = id
+	return id
+}
+
+// stackOf interns a frames list whose items are frame handles or frame dicts.
+func (b *builder) stackOf(l *pickle.List) StackID {
+	b.ids = b.ids[:0]
+	b.key = b.key[:0]
+	for _, it := range l.Items {
+		var id FrameID
+		if h, ok := it.Handle(); ok && h&hMask == hFrame {
+			id = FrameID(h &^ hMask)
+		} else if fd := it.Dict(); fd != nil {
+			id = b.frame(fd)
+		} else {
+			continue
+		}
+		b.ids = append(b.ids, id)
+	}
+	return b.internStack()
+}
+
+// internStack interns the frame ids in b.ids as a stack.
+func (b *builder) internStack() StackID {
+	b.key = b.key[:0]
+	for _, id := range b.ids {
+		b.key = binary.LittleEndian.AppendUint32(b.key, id)
+	}
+	if id, ok := b.stackIDs[string(b.key)]; ok {
+		return id
+	}
+	id := StackID(len(b.s.Stacks))
+	b.s.Stacks = append(b.s.Stacks, append([]FrameID(nil), b.ids...))
+	b.stackIDs[string(b.key)] = id
+	return id
+}
+
+// stack returns the stack id of a "frames" value in any form.
+func (b *builder) stack(v pickle.Value) StackID {
+	if h, ok := v.Handle(); ok && h&hMask == hStack {
+		return StackID(h &^ hMask)
+	}
+	if l := v.List(); l != nil && len(l.Items) > 0 {
+		return b.stackOf(l)
+	}
+	return 0
+}
+
+func (b *builder) addEntry(d *pickle.Dict) int {
+	t := &b.entries
+	var (
+		action         Action
+		addr           uint64
+		size, timeUS   int64
+		stream, cc, um uint32
+		stack          StackID
+		bad            = badRow{field: fOther}
+		ok             bool
+	)
+	wrong := func(f uint8, v pickle.Value) {
+		if bad.field == fOther {
+			bad.field, bad.kind = f, v.Kind()
+		}
+	}
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		v := d.Vals[i]
+		switch ks {
+		case "action":
+			var s string
+			if s, ok = v.Str(); !ok {
+				wrong(fAction, v)
+			}
+			action = ParseAction(s)
+		case "addr", "device_free":
+			if addr, ok = v.Uint(); !ok {
+				wrong(fAddr, v)
+			}
+		case "size":
+			if size, ok = v.Int(); !ok {
+				wrong(fSize, v)
+			}
+		case "stream":
+			if _, ok = v.Uint(); !ok {
+				wrong(fStream, v)
+			}
+			stream = b.stream(v)
+		case "time_us":
+			if timeUS, ok = v.Int(); !ok {
+				wrong(fTime, v)
+			}
+			t.HasTime = true
+		case "frames":
+			switch v.Kind() {
+			case pickle.KindNone, pickle.KindList, pickle.KindHandle:
+			default:
+				wrong(fFrames, v)
+			}
+			stack = b.stack(v)
+		case "compile_context":
+			if s, _ := v.Str(); s != "N/A" {
+				cc = b.str(s)
+			}
+		case "user_metadata":
+			s, _ := v.Str()
+			um = b.str(s)
+		}
+	}
+	r := t.appendRow(row{action, addr, size, timeUS, stream, stack, cc, um})
+	if bad.field != fOther {
+		bad.row = r
+		b.bad = append(b.bad, bad)
+	}
+	return r
+}
+
+// badRow is a trace entry read with a field of the wrong type (the
+// parallel reader's workers leave such entries to this builder).
+type badRow struct {
+	row   int
+	field uint8 // fAction, fAddr...
+	kind  pickle.Kind
+}
+
+var fieldNames = [...]string{fAction: "action", fAddr: "addr", fSize: "size", fStream: "stream", fTime: "time_us", fFrames: "frames"}
+
+func parseState(s string) BlockState {
+	switch s {
+	case "active_allocated":
+		return BlockActiveAllocated
+	case "active_pending_free", "active_awaiting_free":
+		return BlockActivePendingFree
+	}
+	return BlockInactive
+}
+
+func (b *builder) block(d *pickle.Dict) rawBlock {
+	var r rawBlock
+	for i, k := range d.Keys {
+		ks, _ := k.Str()
+		v := d.Vals[i]
+		switch ks {
+		case "address":
+			r.Address, r.hasAddress = v.Uint()
+		case "size":
+			var ok bool
+			if r.Size, ok = v.Int(); !ok {
+				r.sizeBad, r.sizeKind = true, v.Kind()
+			}
+		case "requested_size":
+			r.RequestedSize, _ = v.Int()
+		case "state":
+			s, _ := v.Str()
+			r.State = parseState(s)
+		case "frames":
+			r.Stack = b.stack(v)
+		case "history":
+			r.history = v
+		}
+	}
+	if h := r.history.List(); h != nil && len(h.Items) > 0 {
+		// Legacy 2.0 blocks: the newest history entry comes first.
+		if hd := h.Items[0].Dict(); hd != nil {
+			if rs, ok := hd.Get("real_size"); ok && r.RequestedSize == 0 {
+				r.RequestedSize, _ = rs.Int()
+			}
+			if fr, ok := hd.Get("frames"); ok && r.Stack == 0 {
+				r.Stack = b.stack(fr)
+			}
+		}
+	}
+	if r.RequestedSize == 0 && r.State != BlockInactive {
+		r.RequestedSize = r.Size
+	}
+	r.history = pickle.Value{}
+	return r
+}
