@@ -98,16 +98,6 @@ func Cases() []Case {
 	return cs
 }
 
-// Lookup returns the case called name.
-func Lookup(name string) (Case, bool) {
-	for _, c := range Cases() {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return Case{}, false
-}
-
 func bombs() []Case {
 	var cs []Case
 	for _, b := range []struct {

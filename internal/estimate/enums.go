@@ -130,15 +130,6 @@ func (d *DType) UnmarshalText(b []byte) error {
 	return err
 }
 
-// ParseDType reads a dtype name (fp32, bf16, fp16, fp8).
-func ParseDType(s string) (DType, error) {
-	v, err := dtypeSpec.parse(s)
-	if err == nil && v == 0 {
-		err = fmt.Errorf("unknown dtype %q (want fp32, bf16, fp16 or fp8)", s)
-	}
-	return DType(v), err
-}
-
 // Bytes is the element size (0 for DTypeDefault).
 func (d DType) Bytes() int64 {
 	switch d {
@@ -261,12 +252,6 @@ func (o *Offload) UnmarshalText(b []byte) error {
 	v, err := offloadSpec.parse(string(b))
 	*o = Offload(v)
 	return err
-}
-
-// ParseOffload reads an offload mode.
-func ParseOffload(s string) (Offload, error) {
-	v, err := offloadSpec.parse(s)
-	return Offload(v), err
 }
 
 // TPPlan is how tensor parallelism splits the model. hf is the plan people

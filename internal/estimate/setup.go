@@ -1,8 +1,6 @@
 package estimate
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 )
 
@@ -211,15 +209,4 @@ func checkMagnitude(m Model, s Setup) error {
 		return setupErr("seq", "%d x micro-batch %d is too large to estimate for %s (over 2^61 bytes)", s.Seq, s.MicroBatch, m.Name)
 	}
 	return nil
-}
-
-// ParseSetupJSON reads a Setup from JSON, starting from DefaultSetup (used by tests and testdata).
-func ParseSetupJSON(b []byte) (Setup, error) {
-	s := DefaultSetup()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return s, err
-	}
-	return s, nil
 }

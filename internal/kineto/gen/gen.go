@@ -52,15 +52,6 @@ func Generate(w io.Writer, src []byte, target int64) (Stats, error) {
 	return generate(w, src, target, 0, false)
 }
 
-// GenerateSteps writes a trace of exactly steps copies of src's events
-// (steps ProfilerStep#N annotations).
-func GenerateSteps(w io.Writer, src []byte, steps int) (Stats, error) {
-	if steps < 1 {
-		return Stats{}, errors.New("gen: steps must be at least 1")
-	}
-	return generate(w, src, 0, steps, false)
-}
-
 // Options choose the size and layout of a generated trace.
 type Options struct {
 	Target int64 // about this many bytes (when Steps is 0)
