@@ -89,13 +89,18 @@ func newBuilder(arena *spillmem.Arena) *builder {
 	return b
 }
 
-func (b *builder) str(s string) uint32 {
-	if id, ok := b.strIDs[s]; ok {
+func (b *builder) str(s string) uint32 { return intern(b.strIDs, &b.s.Strings, s) }
+
+// intern returns k's id in ids, giving a new k the next index of tab (where
+// it is appended). The builder and the parallel reader's workers keep their
+// strings, streams and frames this way.
+func intern[K comparable](ids map[K]uint32, tab *[]K, k K) uint32 {
+	if id, ok := ids[k]; ok {
 		return id
 	}
-	id := uint32(len(b.s.Strings))
-	b.s.Strings = append(b.s.Strings, s)
-	b.strIDs[s] = id
+	id := uint32(len(*tab))
+	*tab = append(*tab, k)
+	ids[k] = id
 	return id
 }
 
@@ -107,15 +112,7 @@ func (b *builder) stream(v pickle.Value) uint32 {
 	return b.streamID(n)
 }
 
-func (b *builder) streamID(n int64) uint32 {
-	if id, ok := b.streams[n]; ok {
-		return id
-	}
-	id := uint32(len(b.s.Streams))
-	b.s.Streams = append(b.s.Streams, n)
-	b.streams[n] = id
-	return id
-}
+func (b *builder) streamID(n int64) uint32 { return intern(b.streams, &b.s.Streams, n) }
 
 // Key bits for classifying dicts by the keys they hold.
 const (
@@ -245,15 +242,7 @@ func (b *builder) frame(d *pickle.Dict) FrameID {
 	return b.frameID(f)
 }
 
-func (b *builder) frameID(f Frame) FrameID {
-	if id, ok := b.frameIDs[f]; ok {
-		return id
-	}
-	id := FrameID(len(b.s.Frames))
-	b.s.Frames = append(b.s.Frames, f)
-	b.frameIDs[f] = id
-	return id
-}
+func (b *builder) frameID(f Frame) FrameID { return intern(b.frameIDs, &b.s.Frames, f) }
 
 // stackOf interns a frames list whose items are frame handles or frame dicts.
 func (b *builder) stackOf(l *pickle.List) StackID {

@@ -169,24 +169,10 @@ func (w *worker) frame(kv []wv) (uint32, bool) {
 			return 0, false
 		}
 	}
-	if id, ok := w.frameIDs[f]; ok {
-		return id, true
-	}
-	id := uint32(len(w.frameTab))
-	w.frameTab = append(w.frameTab, f)
-	w.frameIDs[f] = id
-	return id, true
+	return intern(w.frameIDs, &w.frameTab, f), true
 }
 
-func (w *worker) str(s string) uint32 {
-	if id, ok := w.strIDs[s]; ok {
-		return id
-	}
-	id := uint32(len(w.strTab))
-	w.strTab = append(w.strTab, s)
-	w.strIDs[s] = id
-	return id
-}
+func (w *worker) str(s string) uint32 { return intern(w.strIDs, &w.strTab, s) }
 
 // Local string and stack ids are stored plus one, 0 meaning none, until the
 // merge maps them. An entry with a field of the wrong type is left to the
