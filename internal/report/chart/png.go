@@ -43,21 +43,7 @@ func pngPath(c *vgimg.Canvas, it *item, h float64) {
 	if len(it.pts) == 0 {
 		return
 	}
-	var p vg.Path
-	move := true
-	for _, q := range it.pts {
-		if math.IsNaN(q.x) {
-			move = true
-			continue
-		}
-		v := vg.Point{X: vg.Length(q.x), Y: vg.Length(h - q.y)}
-		if move {
-			p.Move(v)
-			move = false
-		} else {
-			p.Line(v)
-		}
-	}
+	p := pathOf(it.pts, h)
 	if it.closed {
 		p.Close()
 	}
