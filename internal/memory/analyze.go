@@ -305,16 +305,7 @@ func (a *analyzer) atPeak() {
 	for id := range stacks {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		x, y := ids[i], ids[j]
-		if stacks[x].g.Bytes != stacks[y].g.Bytes {
-			return stacks[x].g.Bytes > stacks[y].g.Bytes
-		}
-		if x.id != y.id {
-			return x.id < y.id
-		}
-		return x.cat < y.cat
-	})
+	sortStackKeys(ids, func(k stackKey) int64 { return stacks[k].g.Bytes })
 	index := make(map[stackKey]int, len(ids))
 	res.Stacks = make([]StackGroup, 0, len(ids))
 	for i, id := range ids {
@@ -346,6 +337,21 @@ func (a *analyzer) atPeak() {
 type stackKey struct {
 	id  snapshot.StackID
 	cat Category
+}
+
+// sortStackKeys orders stack groups by their bytes, largest first, then by
+// stack and category.
+func sortStackKeys(ids []stackKey, bytes func(stackKey) int64) {
+	sort.Slice(ids, func(i, j int) bool {
+		x, y := ids[i], ids[j]
+		if bx, by := bytes(x), bytes(y); bx != by {
+			return bx > by
+		}
+		if x.id != y.id {
+			return x.id < y.id
+		}
+		return x.cat < y.cat
+	})
 }
 
 // moduleOf is the module path of an allocation: its tensor's module from a

@@ -176,16 +176,7 @@ func (a *analyzer) leakStacks(full []Step) []StackGroup {
 			ids = append(ids, k)
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool {
-		x, y := ids[i], ids[j]
-		if by[x].g.Bytes != by[y].g.Bytes {
-			return by[x].g.Bytes > by[y].g.Bytes
-		}
-		if x.id != y.id {
-			return x.id < y.id
-		}
-		return x.cat < y.cat
-	})
+	sortStackKeys(ids, func(k stackKey) int64 { return by[k].g.Bytes })
 	out := make([]StackGroup, 0, len(ids))
 	for _, k := range ids {
 		g := by[k]
