@@ -131,13 +131,7 @@ func finishComm(a *commPart) (Comm, []commEvent) {
 	for _, c := range a.rows {
 		out.Collectives = append(out.Collectives, *c)
 	}
-	sort.Slice(out.Collectives, func(i, j int) bool {
-		a, b := out.Collectives[i], out.Collectives[j]
-		if a.TotalNS != b.TotalNS {
-			return a.TotalNS > b.TotalNS
-		}
-		return a.Name < b.Name
-	})
+	sortByTotal(out.Collectives, func(c *Collective) (int64, string) { return c.TotalNS, c.Name })
 	ev := a.events
 	sort.Slice(ev, func(i, j int) bool {
 		if ev[i].start != ev[j].start {

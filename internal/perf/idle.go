@@ -241,12 +241,7 @@ func copyRows(rows map[string]*Copy) []Copy {
 		}
 		out = append(out, *r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].TotalNS != out[j].TotalNS {
-			return out[i].TotalNS > out[j].TotalNS
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortByTotal(out, func(c *Copy) (int64, string) { return c.TotalNS, c.Name })
 	return out
 }
 
@@ -279,12 +274,7 @@ func syncRows(rows map[string]*Sync) []Sync {
 	for _, r := range rows {
 		out = append(out, *r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].TotalNS != out[j].TotalNS {
-			return out[i].TotalNS > out[j].TotalNS
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortByTotal(out, func(s *Sync) (int64, string) { return s.TotalNS, s.Name })
 	return out
 }
 

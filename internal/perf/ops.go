@@ -325,11 +325,18 @@ func kernelRows(rows map[string]*kernelAcc) []Kernel {
 		}
 		out = append(out, a.Kernel)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].TotalNS != out[j].TotalNS {
-			return out[i].TotalNS > out[j].TotalNS
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortByTotal(out, func(k *Kernel) (int64, string) { return k.TotalNS, k.Name })
 	return out
+}
+
+// sortByTotal orders rows by their total time, longest first, then by name.
+func sortByTotal[T any](rows []T, key func(*T) (totalNS int64, name string)) {
+	sort.Slice(rows, func(i, j int) bool {
+		ti, ni := key(&rows[i])
+		tj, nj := key(&rows[j])
+		if ti != tj {
+			return ti > tj
+		}
+		return ni < nj
+	})
 }
