@@ -96,6 +96,16 @@ func (p *printer) Title(s string) {
 	p.Printer.Title(s)
 }
 
+// section opens a pair's section: its title, then the two inputs' paths
+// when they differ.
+func (p *printer) section(title, a, b string) {
+	p.Title(title)
+	if a != b {
+		p.Line("  A " + report.CutMiddle(a, p.O.Width-4))
+		p.Line("  B " + report.CutMiddle(b, p.O.Width-4))
+	}
+}
+
 // WriteText writes the comparison: the inputs, what changed (findings),
 // then each memory pair and each trace pair.
 func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
@@ -281,11 +291,7 @@ func restNote(p *printer, unchanged, more int) {
 }
 
 func writeMemory(p *printer, d *diff.MemoryDiff) {
-	p.Title("Memory: " + d.Key)
-	if d.A.Path != d.B.Path {
-		p.Line("  A " + report.CutMiddle(d.A.Path, p.O.Width-4))
-		p.Line("  B " + report.CutMiddle(d.B.Path, p.O.Width-4))
-	}
+	p.section("Memory: "+d.Key, d.A.Path, d.B.Path)
 	t := &report.Table{Header: metricHeader, Align: aligned(4, 0)}
 	t.Rows = [][]string{
 		bytesRow("peak allocated", d.PeakAllocated),
@@ -440,11 +446,7 @@ func analysisFindings(p *printer, appeared, resolved []finding.Finding) {
 }
 
 func writeTrace(p *printer, d *diff.TraceDiff) {
-	p.Title("Trace: " + d.Key)
-	if d.A.Path != d.B.Path {
-		p.Line("  A " + report.CutMiddle(d.A.Path, p.O.Width-4))
-		p.Line("  B " + report.CutMiddle(d.B.Path, p.O.Width-4))
-	}
+	p.section("Trace: "+d.Key, d.A.Path, d.B.Path)
 	t := &report.Table{Header: metricHeader, Align: aligned(4, 0)}
 	t.Rows = [][]string{
 		countRow("steps", d.Steps),
