@@ -7,12 +7,14 @@ ratio of their median step times is one pair. A run's median of medians
 moves with the host between repeats; the pairs' ratios are the steadier
 estimate, and pooling the pairs of several runs narrows it.
 
-Usage: scripts/overhead_pool.py RES [RES...]
+Usage: scripts/overhead_pool.py [--goal PCT] RES [RES...]
   RES: a res.tgz that overhead.sh wrote to $OUT, or its res/ folder
        (files WORKLOAD_CAPTURE_REP.json with step_times_ms, step_cpu_ms)
 Prints, per RES and pooled over all, for every workload and capture
 against off: the number of pairs, the median of the ratios, their mean and
-range, and the median ratio of main-thread CPU per step. Standard library
+range, and the median ratio of main-thread CPU per step. With --goal, a
+PASS or FAIL line per workload for "default" (the pooled pairs' median
+within PCT percent of off) and exit status 1 on a FAIL. Standard library
 only (runs without torch)."""
 import io
 import json
@@ -75,16 +77,29 @@ def show(label, ps):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args, goal = sys.argv[1:], None
+    if args[:1] == ["--goal"] and len(args) > 1:
+        goal, args = float(args[1]), args[2:]
+    if not args:
         sys.exit(__doc__)
     pooled = {}
-    for path in sys.argv[1:]:
+    for path in args:
         ps = pairs(load(path))
         show(os.path.basename(path.rstrip("/")), ps)
         for k, v in ps.items():
             pooled.setdefault(k, []).extend(v)
-    if len(sys.argv) > 2:
+    if len(args) > 1:
         show("pooled", pooled)
+    if goal is not None:
+        ok = True
+        for (w, c), xs in sorted(pooled.items()):
+            if c != "default":
+                continue
+            d = 100 * (st.median(r for r, _ in xs) - 1)
+            ok = ok and d <= goal
+            print("%s %s: default capture %+.1f%% median step time, median of %d interleaved pairs (goal <= %g%%)"
+                  % ("PASS" if d <= goal else "FAIL", w, d, len(xs), goal))
+        sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
