@@ -2,6 +2,7 @@
 """Packs real trainer bundles (scripts/gpu/trainers.sh) for testdata/bundles/trainers/.
 
 Usage: scripts/pack_trainer_bundles.py TRAINERS_TAR_OR_DIR... [--out testdata/bundles/trainers]
+       scripts/pack_trainer_bundles.py --scrub PACKED.tar.xz...   (rewrite packed bundles in place)
 
 Each input is a trainers_N.tar written by trainers.sh (holding NAME.tar.gz
 per trainer), or a folder of those NAME.tar.gz. Each bundle becomes
@@ -10,7 +11,14 @@ what the tests need: the profiler traces are dropped (and their names taken
 out of manifest.json and process.json), the manifest's working directory is
 ".", and the bundle's own path in companion.log is made relative. Snapshots,
 phases, tensor inventories, live samples and the facts the process measured
-(facts.json) are kept as recorded."""
+(facts.json) are kept as recorded, except for the GPU machine's paths in
+them (scrub): a frame's file under the repository's working copy becomes
+relative to it (scripts/..., examples/...), one under a Python environment
+starts at site-packages/ (how analyze tells torch's and libraries' frames
+apart is unchanged), the companion's cache becomes ~/.cache/ptscope/, and
+the folders the bundle was written to are dropped. The snapshots are
+rewritten with Python's pickle (they are our own, plain data)."""
+import functools
 import io
 import json
 import lzma
@@ -32,6 +40,63 @@ def members(src):
         for m in t.getmembers():
             if m.name.endswith(".tar.gz"):
                 yield os.path.basename(m.name)[:-len(".tar.gz")], t.extractfile(m).read()
+
+
+_SCRUB = [
+    (re.compile(r"^/\S*?/(?=(scripts/gpu/|examples/))"), ""),  # the working copy's root
+    (re.compile(r"^/\S*?/(site-packages|dist-packages)/"), r"\1/"),  # a Python environment
+    (re.compile(r"^/\S*?/\.cache/ptscope/"), "~/.cache/ptscope/"),  # the companion's cache
+]
+
+
+@functools.lru_cache(maxsize=None)  # one object per string: pickle shares it again
+def scrub_str(v):
+    for pat, to in _SCRUB:
+        v = pat.sub(to, v)
+    return v
+
+
+def scrub_obj(v):
+    """v with every string scrubbed (dicts, lists and tuples rebuilt)."""
+    if isinstance(v, str):
+        return scrub_str(v)
+    if isinstance(v, dict):
+        return {scrub_obj(k): scrub_obj(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [scrub_obj(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(scrub_obj(x) for x in v)
+    return v
+
+
+def scrub(files):
+    """files: relative path -> bytes; the GPU machine's paths taken out."""
+    import pickle
+
+    out = {}
+    for p, data in files.items():
+        if p.endswith(".pickle"):
+            data = pickle.dumps(scrub_obj(pickle.loads(data)), protocol=4)
+        elif p.endswith(".json") or p.endswith(".jsonl") or p.endswith(".log"):
+            text = data.decode("utf-8", "replace")
+            text = re.sub(r"/(?:tmp|root|home|work)/\S*?/(?=(rank\d+/|companion\.log))", "", text)
+            text = re.sub(r'/\S*?/(?=(scripts/gpu/|examples/))', "", text)
+            data = text.encode()
+        out[p] = data
+    return out
+
+
+def pack(files, path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for rel in sorted(files):
+            ti = tarfile.TarInfo(rel)
+            ti.size = len(files[rel])
+            ti.mtime = 0
+            ti.mode = 0o644
+            t.addfile(ti, io.BytesIO(files[rel]))
+    with open(path, "wb") as f:
+        f.write(lzma.compress(buf.getvalue(), preset=9 | lzma.PRESET_EXTREME))
 
 
 def trim(files):
@@ -61,6 +126,13 @@ def trim(files):
 
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--scrub"]:
+        for path in args[1:]:
+            with tarfile.open(path) as t:
+                files = {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+            pack(scrub(files), path)
+            print("%s: %d files, %d bytes" % (path, len(files), os.path.getsize(path)))
+        return
     out = "testdata/bundles/trainers"
     if "--out" in args:
         i = args.index("--out")
@@ -76,18 +148,9 @@ def main():
                         continue
                     rel = m.name.split("/", 1)[1] if "/" in m.name else m.name
                     files[rel] = t.extractfile(m).read()
-            files = trim(files)
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
-                for rel in sorted(files):
-                    ti = tarfile.TarInfo(rel)
-                    ti.size = len(files[rel])
-                    ti.mtime = 0
-                    ti.mode = 0o644
-                    t.addfile(ti, io.BytesIO(files[rel]))
+            files = scrub(trim(files))
             path = os.path.join(out, name + ".tar.xz")
-            with open(path, "wb") as f:
-                f.write(lzma.compress(buf.getvalue(), preset=9 | lzma.PRESET_EXTREME))
+            pack(files, path)
             print("%s: %d files, %d bytes" % (path, len(files), os.path.getsize(path)))
 
 
