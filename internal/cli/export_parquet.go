@@ -105,7 +105,7 @@ func runExportParquet(e *env, format string, paths []string, f *exportFlags, pf 
 		}
 	}
 	fmt.Fprintf(e.stderr, "wrote %s: %d tables, %s, %s from %s; rows: %s\n", filepath.Clean(f.output), len(tables),
-		units.Bytes(total), plural(rep.Ranks, "rank", "ranks"), plural(rep.Inputs, "input", "inputs"), strings.Join(parts, ", "))
+		units.Bytes(total), units.Plural(rep.Ranks, "rank", "ranks"), units.Plural(rep.Inputs, "input", "inputs"), strings.Join(parts, ", "))
 	for _, x := range rep.Errors {
 		fmt.Fprintf(e.stderr, "ptscope: rank %d: %s\n", x.Rank, x.Error)
 	}

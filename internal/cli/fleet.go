@@ -373,7 +373,7 @@ func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 				leak = append(leak, bad{r.Rank, float64(r.LeakPerStepBytes), units.Bytes(r.LeakPerStepBytes) + " per step"})
 			}
 			if l.noOOM && r.OOMs > 0 {
-				oom = append(oom, bad{r.Rank, float64(r.OOMs), plural(r.OOMs, "OOM", "OOMs")})
+				oom = append(oom, bad{r.Rank, float64(r.OOMs), units.Plural(r.OOMs, "OOM", "OOMs")})
 			}
 		}
 		n := m.PeakAllocated.Ranks
@@ -407,11 +407,4 @@ func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 		add("DataLoader share > "+units.Percent(l.trace.maxDL), n, dl, higher)
 	}
 	return fails
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // addWindowedRank reads a rank whose allocator history was recorded only in
@@ -119,7 +120,7 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 
 	info.HistoryMode, info.PeakSnapshot = capture.HistoryWindows, base
 	in := &memory.Input{Path: r.Dir, Bytes: bytes, Devices: []*memory.Result{}, Bundle: info, StackWindows: rows,
-		Format: fmt.Sprintf("ptscope run bundle (allocator history in %s)", plural(len(rows), "stack window"))}
+		Format: fmt.Sprintf("ptscope run bundle (allocator history in %s)", units.Plural(len(rows), "stack window", "stack windows"))}
 	m := &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r}
 	set.Report.Inputs = append(set.Report.Inputs, in)
 	set.Inputs = append(set.Inputs, m)
@@ -297,12 +298,4 @@ func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
 		run.Steps = append(run.Steps, *row)
 	}
 	return run
-}
-
-// plural is "1 thing" or "n things".
-func plural(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return strconv.Itoa(n) + " " + thing + "s"
 }

@@ -121,6 +121,15 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.Duration(v * float64(time.Second)), nil
 }
 
+// Plural is "1 one" or the count with thousands separators and many:
+// Plural(1000, "rank", "ranks") is "1,000 ranks".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return Count(int64(n)) + " " + many
+}
+
 // Count formats n with thousands separators: "8,378", "-1,234,567".
 func Count(n int64) string {
 	s := strconv.FormatInt(n, 10)

@@ -59,3 +59,14 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 ranks"}, {1, "1 rank"}, {2, "2 ranks"}, {1000, "1,000 ranks"}} {
+		if got := Plural(c.n, "rank", "ranks"); got != c.want {
+			t.Errorf("Plural(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

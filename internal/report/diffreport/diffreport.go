@@ -129,10 +129,10 @@ func (d *Document) write(p *printer) error {
 	}{{"A", r.A}, {"B", r.B}} {
 		var what []string
 		if s.side.Devices > 0 {
-			what = append(what, plural(s.side.Devices, "snapshot device"))
+			what = append(what, units.Plural(s.side.Devices, "snapshot device", "snapshot devices"))
 		}
 		if s.side.Ranks > 0 {
-			what = append(what, plural(s.side.Ranks, "trace rank"))
+			what = append(what, units.Plural(s.side.Ranks, "trace rank", "trace ranks"))
 		}
 		suffix := " (" + strings.Join(what, ", ") + ")"
 		room := o.Width - 5 - len(suffix)
@@ -162,13 +162,6 @@ func (d *Document) write(p *printer) error {
 		p.table(t)
 	}
 	return p.Flush()
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
 }
 
 // Cells of a comparison row.

@@ -60,25 +60,18 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 	return bw.Flush()
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return units.Count(int64(n)) + " " + many
-}
-
 func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 	rep := d.Report
 	width := max(o.Width, 60)
 	line := func(s string) { fmt.Fprintln(w, report.CutEnd(s, width)) }
 	var kinds []string
 	if rep.Memory != nil {
-		kinds = append(kinds, plural(countInputs(rep.Memory), "snapshot", "snapshots"))
+		kinds = append(kinds, units.Plural(countInputs(rep.Memory), "snapshot", "snapshots"))
 	}
 	if rep.Time != nil {
-		kinds = append(kinds, plural(countTraces(rep.Time), "trace", "traces"))
+		kinds = append(kinds, units.Plural(countTraces(rep.Time), "trace", "traces"))
 	}
-	head := fmt.Sprintf("Fleet of %s", plural(rep.Ranks, "rank", "ranks"))
+	head := fmt.Sprintf("Fleet of %s", units.Plural(rep.Ranks, "rank", "ranks"))
 	if len(kinds) > 0 {
 		head += ": " + strings.Join(kinds, ", ")
 	}
@@ -168,13 +161,13 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 			if f.Example.At != nil && f.Example.At.Rank != nil {
 				ex = fmt.Sprintf("rank %d: ", *f.Example.At.Rank)
 			}
-			line(fmt.Sprintf("  %s %s on %s: %s%s", o.Severity(f.Severity), f.ID, plural(f.Ranks, "rank", "ranks"), ex, f.Example.Message))
+			line(fmt.Sprintf("  %s %s on %s: %s%s", o.Severity(f.Severity), f.ID, units.Plural(f.Ranks, "rank", "ranks"), ex, f.Example.Message))
 		}
 	}
 	d.writeRanks(w, o, width)
 	if len(rep.Errors) > 0 {
 		fmt.Fprintln(w)
-		line(o.Bold("Unreadable") + fmt.Sprintf(" (%s)", plural(len(rep.Errors), "input", "inputs")))
+		line(o.Bold("Unreadable") + fmt.Sprintf(" (%s)", units.Plural(len(rep.Errors), "input", "inputs")))
 		for i, e := range rep.Errors {
 			if i == 3 {
 				line(fmt.Sprintf("  ... %d more (--json: errors)", len(rep.Errors)-3))
@@ -193,7 +186,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 			names = append(names, filepath.Base(s.Path))
 		}
 		fmt.Fprintln(w)
-		line(fmt.Sprintf("Not ranks: %s without a rank in its name, folder or distributedInfo (%s)", plural(n, "input", "inputs"), strings.Join(names, ", ")))
+		line(fmt.Sprintf("Not ranks: %s without a rank in its name, folder or distributedInfo (%s)", units.Plural(n, "input", "inputs"), strings.Join(names, ", ")))
 	}
 }
 
@@ -459,7 +452,7 @@ func rankSet(ranks []int) string {
 		}
 		parts = append(parts, strconv.Itoa(r))
 	}
-	return fmt.Sprintf("%s (%s)", plural(len(ranks), "rank", "ranks"), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s (%s)", units.Plural(len(ranks), "rank", "ranks"), strings.Join(parts, ", "))
 }
 
 func countInputs(m *fleet.MemoryFleet) int {

@@ -91,7 +91,7 @@ func windowsLine(in *memory.Input, width int) string {
 			snaps[g.snapshot] = true
 		}
 	}
-	tail := "; " + plural(len(snaps), "snapshot")
+	tail := "; " + units.Plural(len(snaps), "snapshot", "snapshots")
 	if len(in.Devices) == 1 && in.Bundle != nil && in.Bundle.PeakSnapshot != "" {
 		d := in.Devices[0]
 		where := "in " + in.Bundle.PeakSnapshot + " (no trace)"
@@ -121,12 +121,4 @@ func windowsLine(in *memory.Input, width int) string {
 		}
 	}
 	return head + list + tail
-}
-
-// plural is "1 thing" or "n things".
-func plural(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return units.Count(int64(n)) + " " + thing + "s"
 }
