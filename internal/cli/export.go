@@ -164,10 +164,12 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	kind := file.Kind
 	runRank := -1 // a rank recorded in stack windows: its run's peak view
 	if kind == input.Bundle {
-		if r, ok := windowedRank(file.Path, f.rank); ok {
-			runRank = r
-		} else if file.Path, err = bundleSnapshot(file.Path, f.rank); err != nil {
+		var snap string
+		if snap, runRank, err = bundleTarget(file.Path, f.rank); err != nil {
 			return err
+		}
+		if runRank < 0 {
+			file.Path = snap
 		}
 		kind = input.Snapshot
 	} else if set["rank"] {
@@ -213,24 +215,37 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	return nil
 }
 
-// bundleSnapshot picks the snapshot of a bundle: the rank's last one
-// written (the end of the run, or its out-of-memory dump).
-func bundleSnapshot(dir string, rank int) (string, error) {
-	b, err := capture.ReadBundle(dir)
+// bundleTarget is what an export of a bundle reads, from the rank given
+// (rank < 0: the lowest with a snapshot), each rank folder read once: for a
+// rank recorded in stack windows, that rank (the run read as one, its peak
+// view); for any other, its last snapshot's path and rank -1.
+func bundleTarget(dir string, rank int) (string, int, error) {
+	b, err := capture.ListBundle(dir)
 	if err != nil {
-		return "", err
+		return "", -1, err
 	}
 	var ranks []int
-	for _, r := range b.Ranks {
-		ranks = append(ranks, r.Rank)
-		if (rank < 0 || r.Rank == rank) && len(r.Snapshots) > 0 {
-			return r.Snapshots[len(r.Snapshots)-1], nil
+	for _, lr := range b.Ranks {
+		ranks = append(ranks, lr.Rank)
+		if rank >= 0 && lr.Rank != rank {
+			continue
 		}
+		r, err := capture.ReadRank(lr.Dir, lr.Rank)
+		if err != nil {
+			return "", -1, err
+		}
+		if len(r.Snapshots) == 0 {
+			continue
+		}
+		if r.Info.Windowed() {
+			return dir, r.Rank, nil
+		}
+		return r.Snapshots[len(r.Snapshots)-1], -1, nil
 	}
 	if rank >= 0 {
-		return "", usagef("export: %s has no snapshot of rank %d (ranks %v)", dir, rank, ranks)
+		return "", -1, usagef("export: %s has no snapshot of rank %d (ranks %v)", dir, rank, ranks)
 	}
-	return "", usagef("export: %s holds no snapshot", dir)
+	return "", -1, usagef("export: %s holds no snapshot", dir)
 }
 
 func exportTrace(e *env, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
@@ -299,28 +314,6 @@ func parseSteps(s string) (int, int, error) {
 		return 0, 0, usagef("--steps: %q is not a step range (want A-B or N, A <= B)", s)
 	}
 	return x, y, nil
-}
-
-// windowedRank reports whether the rank of a bundle export picks (rank,
-// or the lowest with a snapshot) recorded its history in stack windows:
-// then the run read as one (its peak view) is exported, not its last
-// snapshot.
-func windowedRank(dir string, rank int) (int, bool) {
-	b, err := capture.ListBundle(dir)
-	if err != nil {
-		return 0, false
-	}
-	for _, lr := range b.Ranks {
-		if rank >= 0 && lr.Rank != rank {
-			continue
-		}
-		r, err := capture.ReadRank(lr.Dir, lr.Rank)
-		if err != nil || len(r.Snapshots) == 0 {
-			continue
-		}
-		return r.Rank, r.Info.Windowed()
-	}
-	return 0, false
 }
 
 // exportSnapshot exports the snapshot at path, or with runRank >= 0 (path
