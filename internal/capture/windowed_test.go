@@ -40,6 +40,11 @@ func TestFakeTorchHistoryWindows(t *testing.T) {
 		// always allows them (the default's 1% depends on timing)
 		{"periodic", "train", 50, DefaultRecordSteps(), "python", 1000,
 			[]win{{"setup", -1, -1, w0}, {"warmup", 0, 2, w0}, {"periodic", 16, 16, w1}, {"periodic", 32, 32, w2}}, false},
+		// the same run with a budget no window fits in: the periodic
+		// windows are skipped (the default's 1% of a short run's time
+		// does the same; windows cost a step and a snapshot's save)
+		{"over budget", "train", 50, DefaultRecordSteps(), "python", 1e-9,
+			[]win{{"setup", -1, -1, w0}, {"warmup", 0, 2, w0}}, false},
 		// a leak raises the peak from step 6 on: windows after it with a
 		// doubling gap, each saved on its own
 		{"peak", "leak", 24, DefaultRecordSteps(), "python", 0,

@@ -105,9 +105,9 @@ class Capture(PhasesMixin):
         rs = cfg.get("record_steps") or {}
         # history "windows": the allocator history only inside stack windows,
         # each saved as a snapshot of its own; "run": for the whole run
-        self.windowed = cfg.get("history", "windows") == "windows"
         self.windows = Windows(rs.get("mode", "auto"), rs.get("ranges") or (), rs.get("warmup", 3),
-                               int(cfg.get("max_entries", 100000)), windowed=self.windowed,
+                               int(cfg.get("max_entries", 100000)),
+                               windowed=cfg.get("history", "windows") == "windows",
                                budget=cfg.get("window_budget") or 0)
         self.hist_on = False  # mode "windows": the history is enabled now
         self.seg_first = 0  # mode "windows": the first entry of self.windows.windows the open history covers
@@ -180,6 +180,11 @@ class Capture(PhasesMixin):
         if ic is None:  # torch < 2.3
             ic = getattr(sys.modules.get("torch._dynamo"), "is_compiling", None)
         self.is_compiling = ic or (lambda: False)
+
+    @property
+    def windowed(self):
+        """History mode "windows" (self.windows decides; the legacy API falls back to "run")."""
+        return self.windows.windowed
 
     # ------------------------------------------------------------------ helpers
     def _guard(self, key, fn, *args):
@@ -432,7 +437,7 @@ class Capture(PhasesMixin):
                 log_once("stack windows", "this PyTorch clears its allocator history when stack recording is "
                          "switched, so stacks are recorded for every step (slower; --stacks none records none)")
         else:  # legacy boolean API
-            self.windowed = self.windows.windowed = False
+            self.windows.windowed = False
             f(True, record_context=stacks != "none", trace_alloc_max_entries=max_entries,
               trace_alloc_record_context=stacks != "none", record_context_cpp=stacks == "all")
             self.on_stacks = stacks != "none"
@@ -493,10 +498,8 @@ class Capture(PhasesMixin):
         if w.windows and w.windows[-1]["end_time_us"] is None:
             w.windows[-1]["end_time_us"] = now
         setup = any(x["reason"] == "setup" for x in w.windows[self.seg_first:])
-        name = self.snapshot("window%d" % self.window_snaps)
+        self._name_segment(self.snapshot("window%d" % self.window_snaps))
         self.window_snaps += 1
-        for x in w.windows[self.seg_first:]:
-            x["snapshot"] = name
         if w.windows[self.seg_first:]:
             w.windows[-1]["save_us"] = _now_us() - now  # what saving the window cost
         self.calls["history_switches"] += 1
@@ -508,6 +511,11 @@ class Capture(PhasesMixin):
         steps = max(1, self.seg_steps)
         dump = end - now
         w.closed(end - self.seg_start_us, (now - self.seg_start_us) // steps + dump, setup)
+
+    def _name_segment(self, name):
+        """The windows the open history covers are saved in snapshot name."""
+        for x in self.windows.windows[self.seg_first:]:
+            x["snapshot"] = name
 
     def _memory_limit(self):
         """The bytes this process may reserve: the device's total memory, times
@@ -730,8 +738,7 @@ class Capture(PhasesMixin):
         if "end" in (self.cfg.get("snapshot_at") or []):
             name = self.snapshot("end")
             if self.hist_on:  # the open window is saved in the end snapshot
-                for x in self.windows.windows[self.seg_first:]:
-                    x["snapshot"] = name
+                self._name_segment(name)
         elif self.hist_on:
             self._guard("stack window", self._close_window, _now_us())
         if not self.materialize():
