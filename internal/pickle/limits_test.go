@@ -280,6 +280,9 @@ func TestScannerAgreesWithDecoder(t *testing.T) {
 		{"zeros after a frame", append(append([]byte(nil), good...), 0, 0, 0, 0), "offset 19: opcode 0x00"},
 		{"a frame of zeros", append(append([]byte(nil), good...), frame(0, 0, 0, 0)...), "offset 28: opcode 0x00"},
 		{"a valid pickle, then zeros", append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop)...)...), 0, 0), ""},
+		// The decoder stops at a STOP anywhere in a frame: what follows it,
+		// in the frame and after it, is not the pickle's (found by fuzzing).
+		{"a STOP inside a frame, then garbage", append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop, 0xc3, 0xc3)...)...), 0xc3), ""},
 	} {
 		sc := NewScanner(Options{})
 		err := sc.Feed(c.in)

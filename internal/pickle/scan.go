@@ -70,8 +70,9 @@ func (s *Scanner) Feed(data []byte) error {
 		if err != nil {
 			if at == s.lastHi && s.lastLo >= 0 {
 				// Right after a frame walked over: the pickle may have
-				// ended inside it (a STOP), the rest being trailing bytes.
-				if p, ferr := s.scan(data, s.lastLo, s.lastHi, false); ferr == nil && p == s.lastHi && s.done {
+				// ended inside it (a STOP anywhere in it, as the decoder
+				// stops there), the rest being trailing bytes.
+				if _, ferr := s.scan(data, s.lastLo, s.lastHi, false); ferr == nil && s.done {
 					return nil
 				}
 				s.done = false
