@@ -17,8 +17,7 @@ relative to it (scripts/..., examples/...), one under a Python environment
 starts at site-packages/ (how analyze tells torch's and libraries' frames
 apart is unchanged), the companion's cache becomes ~/.cache/ptscope/, and
 the folders the bundle was written to are dropped. The snapshots are
-rewritten with Python's pickle (they are our own, plain data)."""
-import functools
+rewritten by scripts/scrub_paths.py's rules."""
 import io
 import json
 import lzma
@@ -26,6 +25,8 @@ import os
 import re
 import sys
 import tarfile
+
+from scrub_paths import scrub_pickle  # the same rules as for other test data
 
 
 def members(src):
@@ -42,41 +43,12 @@ def members(src):
                 yield os.path.basename(m.name)[:-len(".tar.gz")], t.extractfile(m).read()
 
 
-_SCRUB = [
-    (re.compile(r"^/\S*?/(?=(scripts/gpu/|examples/))"), ""),  # the working copy's root
-    (re.compile(r"^/\S*?/(site-packages|dist-packages)/"), r"\1/"),  # a Python environment
-    (re.compile(r"^/\S*?/\.cache/ptscope/"), "~/.cache/ptscope/"),  # the companion's cache
-]
-
-
-@functools.lru_cache(maxsize=None)  # one object per string: pickle shares it again
-def scrub_str(v):
-    for pat, to in _SCRUB:
-        v = pat.sub(to, v)
-    return v
-
-
-def scrub_obj(v):
-    """v with every string scrubbed (dicts, lists and tuples rebuilt)."""
-    if isinstance(v, str):
-        return scrub_str(v)
-    if isinstance(v, dict):
-        return {scrub_obj(k): scrub_obj(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [scrub_obj(x) for x in v]
-    if isinstance(v, tuple):
-        return tuple(scrub_obj(x) for x in v)
-    return v
-
-
 def scrub(files):
     """files: relative path -> bytes; the GPU machine's paths taken out."""
-    import pickle
-
     out = {}
     for p, data in files.items():
         if p.endswith(".pickle"):
-            data = pickle.dumps(scrub_obj(pickle.loads(data)), protocol=4)
+            data = scrub_pickle(data)
         elif p.endswith(".json") or p.endswith(".jsonl") or p.endswith(".log"):
             text = data.decode("utf-8", "replace")
             text = re.sub(r"/(?:tmp|root|home|work)/\S*?/(?=(rank\d+/|companion\.log))", "", text)
