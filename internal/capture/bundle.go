@@ -248,11 +248,35 @@ func ReadBundle(dir string) (*Bundle, error) {
 	return b, nil
 }
 
+// IsBundleRank reports whether dir is a rank folder of a bundle (its name
+// rankN or rankN_pidM, a manifest.json beside it and none inside).
+func IsBundleRank(dir string) bool {
+	_, ok := rankDirNumber(filepath.Base(filepath.Clean(dir)))
+	return ok && !IsBundle(dir) && IsBundle(filepath.Dir(filepath.Clean(dir)))
+}
+
 // ListBundle reads a bundle's manifest and lists its rank folders without
 // reading them: each of Ranks holds only Rank and Dir. A reader of many
 // ranks reads them one at a time with ReadRank, so that its memory does not
-// grow with the number of ranks.
+// grow with the number of ranks. dir may also be an --out folder (its
+// "latest" bundle is listed) or one rank folder of a bundle (the bundle is
+// listed with that rank alone).
 func ListBundle(dir string) (*Bundle, error) {
+	if IsBundleRank(dir) {
+		name := filepath.Base(filepath.Clean(dir))
+		b, err := ListBundle(filepath.Dir(filepath.Clean(dir)))
+		if err != nil {
+			return nil, err
+		}
+		ranks := b.Ranks[:0]
+		for _, r := range b.Ranks {
+			if filepath.Base(r.Dir) == name {
+				ranks = append(ranks, r)
+			}
+		}
+		b.Ranks = ranks
+		return b, nil
+	}
 	if !IsBundle(dir) && IsBundle(filepath.Join(dir, "latest")) {
 		dir = filepath.Join(dir, "latest")
 	}

@@ -125,3 +125,47 @@ func TestReadBundleWindows(t *testing.T) {
 		t.Errorf("snapshot order: %s", got)
 	}
 }
+
+// A rank folder named on its own is that rank of its bundle: ListBundle
+// lists the bundle with it alone (rank3 and rank3_pid7 are two folders).
+func TestListBundleRankFolder(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":1,"name":"x","ranks":[]}`)
+	for _, r := range []string{"rank0", "rank3", "rank3_pid7"} {
+		writeFile(t, filepath.Join(dir, r, "process.json"), `{}`)
+	}
+	writeFile(t, filepath.Join(dir, "other", "process.json"), `{}`)
+	for _, c := range []struct {
+		dir  string
+		rank bool
+		want string
+	}{
+		{"rank3", true, "rank3"},
+		{"rank3_pid7/", true, "rank3_pid7"},
+		{"rank0", true, "rank0"},
+		{".", false, "rank0 rank3 rank3_pid7"},
+		{"other", false, ""},
+	} {
+		p := filepath.Join(dir, c.dir)
+		if got := IsBundleRank(p); got != c.rank {
+			t.Errorf("IsBundleRank(%s) = %v", c.dir, got)
+		}
+		b, err := ListBundle(p)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("ListBundle(%s): no error", c.dir)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("ListBundle(%s): %v", c.dir, err)
+		}
+		var names []string
+		for _, r := range b.Ranks {
+			names = append(names, filepath.Base(r.Dir))
+		}
+		if got := strings.Join(names, " "); got != c.want || filepath.Clean(b.Dir) != filepath.Clean(dir) {
+			t.Errorf("ListBundle(%s): ranks %q in %s, want %q in the bundle", c.dir, got, b.Dir, c.want)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
+	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/pickle"
 )
 
@@ -216,7 +217,9 @@ type File struct {
 // Find expands paths (files or folders, searched recursively) into the inputs
 // they hold, sorted by path. Files whose content is of no known kind are
 // skipped inside folders and reported as errors when named directly. A folder
-// with a manifest.json is a bundle and is returned whole. "-" is the
+// with a manifest.json is a bundle and is returned whole; a rank folder of a
+// bundle named directly is a Bundle input too (capture.ListBundle lists the
+// bundle with that rank alone). "-" is the
 // standard input. Entries of a folder that cannot be read (a subfolder or a
 // file without permission) are skipped and summed up in one warning.
 func Find(paths []string, want ...Kind) ([]File, error) {
@@ -249,6 +252,10 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil, fmt.Errorf("%s: offset 0: not a snapshot, trace or bundle (expected a pickle or JSON document)", Name(p))
 			}
 			out = append(out, File{p, k})
+			continue
+		}
+		if capture.IsBundleRank(p) && ok(Bundle) {
+			out = append(out, File{p, Bundle}) // that rank of its bundle, read as the bundle reads it
 			continue
 		}
 		// A folder given through a symlink (OUT/latest) is walked where it points.

@@ -115,6 +115,24 @@ func TestFindThroughSymlink(t *testing.T) {
 	}
 }
 
+// A bundle's rank folder named on its own is a Bundle input (its bundle
+// reads it, with its phases and windows), unless bundles are not wanted.
+func TestFindBundleRankFolder(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("{}"), 0o644)
+	rank := filepath.Join(dir, "rank2")
+	os.MkdirAll(rank, 0o755)
+	os.WriteFile(filepath.Join(rank, "snapshot_end.pickle"), []byte("\x80\x04N."), 0o644)
+	files, err := Find([]string{rank})
+	if err != nil || len(files) != 1 || files[0] != (File{rank, Bundle}) {
+		t.Errorf("Find(rank2) = %v, %v", files, err)
+	}
+	files, err = Find([]string{rank}, Snapshot)
+	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
+		t.Errorf("Find(rank2, Snapshot) = %v, %v", files, err)
+	}
+}
+
 // TestStdinAndPipes reads "-" and a named pipe: Find tells their kind from
 // a buffered prefix and Open hands over the same stream, whole.
 func TestStdinAndPipes(t *testing.T) {

@@ -257,7 +257,7 @@ func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
 	}
 	var steps []*acc
 	at := map[int]*acc{}
-	run := &memory.Run{MaxAllocatedBytes: r.Info.MaxAllocatedBytes, MaxAllocatedStep: -1}
+	run := &memory.Run{MaxAllocatedBytes: r.Info.MaxAllocatedBytes, MaxAllocatedStep: -1, MaxReservedBytes: r.Info.MaxReservedBytes}
 	for _, ph := range r.Phases {
 		s := at[ph.Step]
 		if s == nil {
@@ -278,6 +278,7 @@ func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
 		s.optimizer = s.optimizer || ph.Name == "optimizer"
 		row.Partial = row.Partial || ph.Aborted
 		run.MaxAllocatedBytes = max(run.MaxAllocatedBytes, ph.MaxAllocatedAfterBytes)
+		run.MaxReservedBytes = max(run.MaxReservedBytes, ph.MaxReservedAfterBytes)
 	}
 	for i, s := range steps {
 		row := &s.row

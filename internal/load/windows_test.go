@@ -264,6 +264,11 @@ func TestRealWindowedRuns(t *testing.T) {
 			if r.Peak.ProcessMaxAllocatedBytes != facts.MaxMemoryAllocated {
 				t.Errorf("run peak %d, max_memory_allocated %d", r.Peak.ProcessMaxAllocatedBytes, facts.MaxMemoryAllocated)
 			}
+			// the most reserved is the run's too (the leak's windows saw
+			// 1.28 GiB of its 1.40 GiB), never below the end's
+			if r.Peak.ReservedBytes != facts.MaxMemoryReserved || r.End.ReservedBytes > r.Peak.ReservedBytes {
+				t.Errorf("most reserved %d (end %d), max_memory_reserved %d", r.Peak.ReservedBytes, r.End.ReservedBytes, facts.MaxMemoryReserved)
+			}
 			near := float64(r.Peak.AllocatedBytes) >= 0.999*float64(facts.MaxMemoryAllocated) && r.Peak.AllocatedBytes <= facts.MaxMemoryAllocated
 			if near == tc.outside || hasFinding(r, "peak-outside-windows") != tc.outside {
 				t.Errorf("peak view %d, run %d, peak-outside-windows %v", r.Peak.AllocatedBytes, facts.MaxMemoryAllocated, hasFinding(r, "peak-outside-windows"))
@@ -410,5 +415,29 @@ func TestWindowedOddRecords(t *testing.T) {
 				t.Errorf("text: %v\n%s", err, b.String())
 			}
 		})
+	}
+}
+
+// A windowed rank's folder named on its own is read as its bundle reads
+// it: one run, from its windows, with the same result.
+func TestWindowedRankFolder(t *testing.T) {
+	t.Parallel()
+	_, whole, _, dir := realWindowed(t, "leak")
+	set, err := Snapshots(context.Background(), []string{filepath.Join(dir, "rank0")}, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Report.Inputs) != 1 || len(set.Report.Inputs[0].Devices) != 1 || len(set.Report.Inputs[0].StackWindows) == 0 {
+		t.Fatalf("%d inputs, the first %+v", len(set.Report.Inputs), set.Report.Inputs[0])
+	}
+	r := set.Report.Inputs[0].Devices[0]
+	a, b := r.Peak, whole.Peak
+	if a.ProcessMaxStep == nil || b.ProcessMaxStep == nil || *a.ProcessMaxStep != *b.ProcessMaxStep {
+		t.Errorf("the run's peak in step %v, the bundle's in %v", a.ProcessMaxStep, b.ProcessMaxStep)
+	}
+	a.ProcessMaxStep, b.ProcessMaxStep = nil, nil
+	if a != b || len(r.Steps) != len(whole.Steps) || r.Pattern != whole.Pattern {
+		t.Errorf("rank folder: peak %+v, %d steps, %s; bundle: peak %+v, %d steps, %s",
+			r.Peak, len(r.Steps), r.Pattern, whole.Peak, len(whole.Steps), whole.Pattern)
 	}
 }

@@ -65,7 +65,7 @@ const MaxTopAllocations = 100
 // state at dump time).
 type Peak struct {
 	AllocatedBytes      int64 `json:"allocated_bytes"`
-	ReservedBytes       int64 `json:"reserved_bytes"`         // highest reserved over the trace
+	ReservedBytes       int64 `json:"reserved_bytes"`         // highest reserved over the trace (a run in stack windows: the run's)
 	ReservedAtPeakBytes int64 `json:"reserved_at_peak_bytes"` // reserved when allocated peaked
 	ActiveBytes         int64 `json:"active_bytes"`
 	RequestedBytes      int64 `json:"requested_bytes"`

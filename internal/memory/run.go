@@ -29,6 +29,9 @@ type Run struct {
 	// after the last step).
 	MaxAllocatedBytes int64
 	MaxAllocatedStep  int
+	// MaxReservedBytes is the process's max_memory_reserved at the end of
+	// the run (0 when unknown).
+	MaxReservedBytes int64
 	// Snapshot names the snapshot analysed, for the findings' words.
 	Snapshot string
 	// LeakStacks are the stacks of what accumulates, from the windows
@@ -57,8 +60,8 @@ type OOMRecord struct {
 	Step            int    // 0-based step of the run
 }
 
-// applyRun replaces the snapshot's own steps, pattern, process peak and
-// end state with the run's (Options.Run), and moves every step index of
+// applyRun replaces the snapshot's own steps, pattern, process peak, most
+// reserved and end state with the run's (Options.Run), and moves every step index of
 // the result (peak, phase statistics, OOMs) onto the run's steps.
 func (a *analyzer) applyRun() {
 	run, res := a.o.Run, a.res
@@ -130,6 +133,9 @@ func (a *analyzer) applyRun() {
 	if run.End != nil {
 		res.End = *run.End
 	}
+	// the most reserved is the run's, as its end is: a window's reserved
+	// is only what the windows saw
+	res.Peak.ReservedBytes = max(res.Peak.ReservedBytes, run.MaxReservedBytes, res.End.ReservedBytes)
 	if f := run.EndFragmentation; f != nil {
 		g := *f
 		g.EfficiencyAtPeak, g.CachedFreeAtPeakBytes = res.Fragmentation.EfficiencyAtPeak, res.Fragmentation.CachedFreeAtPeakBytes
