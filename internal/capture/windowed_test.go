@@ -4,9 +4,12 @@ package capture
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -194,5 +197,61 @@ print(json.dumps({"entries": len(s["device_traces"][0]), "calls": [c["enabled"] 
 				}
 			}
 		})
+	}
+}
+
+// A process killed after its windows (SIGKILL: no atexit, so no finish and
+// no end snapshot) leaves a process.json written as its last window was
+// saved: the history mode and the windows saved so far, each naming its
+// snapshot, and no end_time_us (the manifest says it did not finish).
+func TestFakeTorchKilledKeepsWindows(t *testing.T) {
+	py := needPython(t)
+	o := testOptions(t, fakeTorchEnv(t))
+	r := runIt(t, o, py, "testdata/faketrain.py", "24", "killed")
+	if r.res.Signal != syscall.SIGKILL {
+		t.Fatalf("exit %d, signal %v: %s", r.res.ExitCode, r.res.Signal, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := b.Ranks[0]
+	if !rk.Info.Windowed() || rk.Info.EndTimeUs != 0 {
+		t.Fatalf("history %+v, end time %d", rk.Info.History, rk.Info.EndTimeUs)
+	}
+	// the leak run's windows (TestFakeTorchHistoryWindows "peak"), all saved
+	want := []string{"setup -1..-1 snapshot_window0.pickle", "warmup 0..2 snapshot_window0.pickle",
+		"peak 7..8 snapshot_window1.pickle", "peak 10..10 snapshot_window2.pickle",
+		"peak 14..14 snapshot_window3.pickle", "peak 22..22 snapshot_window4.pickle"}
+	var got []string
+	for _, w := range rk.Info.StackWindows {
+		got = append(got, fmt.Sprintf("%s %d..%d %s", w.Reason, w.FirstStep, w.LastStep, w.Snapshot))
+		if _, err := os.Stat(filepath.Join(rk.Dir, w.Snapshot)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("windows\n got %v\nwant %v", got, want)
+	}
+	for _, s := range rk.Snapshots {
+		if filepath.Base(s) == "snapshot_end.pickle" {
+			t.Error("an end snapshot from a killed process")
+		}
+	}
+	// the counters as of the last window, and the phases of every step to
+	// it (flushed with process.json; the monitor flushes later ones)
+	last := -1
+	if len(rk.Phases) > 0 {
+		last = rk.Phases[len(rk.Phases)-1].Step
+	}
+	if rk.Info.MaxAllocatedBytes <= 0 || rk.Info.Steps != 23 || last < 22 {
+		t.Errorf("max allocated %d, %d steps, phases to step %d", rk.Info.MaxAllocatedBytes, rk.Info.Steps, last)
+	}
+	warned := false
+	for _, w := range b.Manifest.Warnings {
+		warned = warned || strings.Contains(w, "did not finish normally")
+	}
+	if !warned {
+		t.Errorf("manifest warnings %q", b.Manifest.Warnings)
 	}
 }

@@ -208,7 +208,7 @@ func realWindowed(t *testing.T, name string) (*memory.Input, *memory.Result, tes
 		t.Fatalf("%d inputs", len(set.Report.Inputs))
 	}
 	in := set.Report.Inputs[0]
-	if in.Error != "" || len(in.Devices) != 1 || in.Bundle == nil || in.Bundle.HistoryMode != "windows" || in.Path != filepath.Join(dir, "rank0") {
+	if in.Error != "" || len(in.Devices) != 1 || in.Bundle == nil || in.Bundle.HistoryMode != "windows" || in.Bundle.Unfinished || in.Path != filepath.Join(dir, "rank0") {
 		t.Fatalf("input %s %q, %d devices, bundle %+v", in.Path, in.Error, len(in.Devices), in.Bundle)
 	}
 	if m := set.Inputs[0]; m.Snapshot == nil || len(m.Devices) != 1 || m.Devices[0].Result != in.Devices[0] {
@@ -439,5 +439,55 @@ func TestWindowedRankFolder(t *testing.T) {
 	if a != b || len(r.Steps) != len(whole.Steps) || r.Pattern != whole.Pattern {
 		t.Errorf("rank folder: peak %+v, %d steps, %s; bundle: peak %+v, %d steps, %s",
 			r.Peak, len(r.Steps), r.Pattern, whole.Peak, len(whole.Steps), whole.Pattern)
+	}
+}
+
+// A windowed rank whose process was killed after its last window: no end
+// snapshot, and process.json as the companion writes it when it saves a
+// window (no end_time_us). It is still one run from its windows and
+// phases, and says it had not finished.
+func TestWindowedKilledRank(t *testing.T) {
+	t.Parallel()
+	_, whole, _, dir := realWindowed(t, "leak")
+	rank := filepath.Join(dir, "rank0")
+	if err := os.Remove(filepath.Join(rank, "snapshot_end.pickle")); err != nil {
+		t.Fatal(err)
+	}
+	var proc map[string]any
+	raw, err := os.ReadFile(filepath.Join(rank, "process.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &proc); err != nil {
+		t.Fatal(err)
+	}
+	proc["updated_time_us"] = proc["end_time_us"]
+	delete(proc, "end_time_us")
+	var snaps []any
+	for _, s := range proc["snapshots"].([]any) {
+		if s != "snapshot_end.pickle" {
+			snaps = append(snaps, s)
+		}
+	}
+	proc["snapshots"] = snaps
+	raw, _ = json.Marshal(proc)
+	if err := os.WriteFile(filepath.Join(rank, "process.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Report.Inputs) != 1 {
+		t.Fatalf("%d inputs", len(set.Report.Inputs))
+	}
+	in := set.Report.Inputs[0]
+	if in.Bundle == nil || !in.Bundle.Unfinished || in.Bundle.HistoryMode != "windows" || len(in.StackWindows) != 6 || len(in.Devices) != 1 {
+		t.Fatalf("input %s: bundle %+v, %d windows", in.Path, in.Bundle, len(in.StackWindows))
+	}
+	r := in.Devices[0]
+	if r.Pattern != memory.PatternLeak || len(r.Steps) != len(whole.Steps) || r.Peak.AllocatedBytes != whole.Peak.AllocatedBytes {
+		t.Errorf("pattern %s, %d steps, peak %d; finished: %s, %d steps, peak %d",
+			r.Pattern, len(r.Steps), r.Peak.AllocatedBytes, whole.Pattern, len(whole.Steps), whole.Peak.AllocatedBytes)
 	}
 }

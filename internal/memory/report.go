@@ -72,6 +72,12 @@ type BundleInfo struct {
 	// rank folder the view at the peak comes from: the window whose
 	// replay peaks highest, or the out-of-memory snapshot.
 	PeakSnapshot string `json:"peak_snapshot,omitempty"`
+	// Unfinished is set when the rank's process had not finished when the
+	// bundle was read (it was killed, or still runs): process.json has no
+	// end time, there is no end snapshot, and what it recorded after its
+	// last record (the last saved window, the last flush of its phases)
+	// is missing.
+	Unfinished bool `json:"unfinished,omitempty"`
 }
 
 // SkippedSnapshot is a snapshot of a bundle's rank that analyze left out

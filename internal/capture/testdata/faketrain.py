@@ -22,6 +22,8 @@ MODE:
   nograd    roots under torch.no_grad(), no optimizer: each iteration is a step
   ddp       the model wrapped in DistributedDataParallel
   leak      from step 5 on, each step keeps a 4 MiB tensor (the peak rises every step)
+  killed    leak, then the process kills itself with SIGKILL after its last step
+            (no atexit: the companion never finishes)
   fsdp      each attention module and the model under (fake) FSDP2's fully_shard
   limit     like train, under torch.cuda.set_per_process_memory_fraction(0.04)
             (a 41 MiB limit on the fake 1 GiB device, the steps reserve 38 MiB)
@@ -152,7 +154,7 @@ def train(opt):
         out.free()
         if mode == "sleep":
             time.sleep(0.05)
-        if mode == "leak" and i >= 5:
+        if mode in ("leak", "killed") and i >= 5:
             kept.append(torch.empty(4 << 20))
 
 
@@ -175,5 +177,11 @@ if mode == "scoped":
 else:
     train(opt)
 print("max_memory_allocated=%d" % torch.cuda.max_memory_allocated())
+if mode == "killed":
+    import os
+    import signal
+
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 # module calls on and off the fast path (faketorch's count, as _call_impl takes them)
 print("module_calls fast=%d slow=%d" % (torch._CALLS["fast"], torch._CALLS["slow"]))

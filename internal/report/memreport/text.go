@@ -146,6 +146,9 @@ func writeInput(p *printer, in *memory.Input) {
 	if in.Bundle != nil && in.Bundle.Simulation != "" {
 		p.wrap(in.Bundle.Simulation, "", "")
 	}
+	if in.Bundle != nil && in.Bundle.Unfinished {
+		p.wrap("The process had not finished (killed, or still running): nothing after its last record, no end snapshot.", "", "  ")
+	}
 	if len(in.StackWindows) > 0 {
 		p.wrap(windowsLine(in, o.Width), "", "  ")
 	}

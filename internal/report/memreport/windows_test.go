@@ -1,9 +1,11 @@
 package memreport
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/report"
 )
 
 func TestWindowsLine(t *testing.T) {
@@ -50,5 +52,21 @@ func TestWindowsLine(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
 			}
 		})
+	}
+}
+
+// A rank whose process had not finished says so under its header.
+func TestUnfinishedLine(t *testing.T) {
+	for _, unfinished := range []bool{false, true} {
+		rep := memory.NewReport()
+		rep.Inputs = append(rep.Inputs, &memory.Input{Path: "run/rank0", Format: "ptscope run bundle", Devices: []*memory.Result{},
+			Bundle: &memory.BundleInfo{Rank: 0, Unfinished: unfinished}})
+		var b strings.Builder
+		if err := WriteText(&b, rep, report.DefaultText()); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "The process had not finished (killed, or still running)"); got != unfinished {
+			t.Errorf("unfinished %v: %q", unfinished, b.String())
+		}
 	}
 }

@@ -350,9 +350,28 @@ class Capture(PhasesMixin):
             write_atomic(os.path.join(self.dir, "process.json"), json.dumps(self.facts, indent=1))
 
     def _write_final(self):
+        write_atomic(os.path.join(self.dir, "process.json"), json.dumps(self._record(True), indent=1))
+
+    def _write_progress(self):
+        """process.json as of now, written as a window is saved: a process
+        killed later (SIGKILL, the kernel's OOM killer, or a launcher's
+        SIGTERM after another rank failed) never runs finish, and its saved
+        windows would otherwise be snapshots without their steps. It has no
+        end_time_us, which marks a process that finished."""
+        if self.materialized:
+            if self.phases is not None:
+                self.phases.flush()  # the steps so far, with the windows (the monitor flushes every interval)
+            write_atomic(os.path.join(self.dir, "process.json"), json.dumps(self._record(False), indent=1))
+
+    def _record(self, final):
+        """process.json's record: at the end (final), or of the run so far."""
         rec = dict(self.facts)
         rec["features"] = self.features
-        rec["end_time_us"] = _now_us()
+        now = _now_us()
+        if final:
+            rec["end_time_us"] = now
+        else:
+            rec["updated_time_us"] = now
         rec["steps"] = self.step
         try:
             a, r, pa, pr = self._stats()
@@ -367,11 +386,11 @@ class Capture(PhasesMixin):
         wins = []
         for w in self.windows.windows:  # a window decided for a step that never ran is dropped
             w = dict(w)
-            if w["first_step"] >= self.step:
-                continue
+            if w["first_step"] >= self.step or not final and not w.get("snapshot"):
+                continue  # (so far: only the windows saved)
             w["last_step"] = min(w["last_step"], self.step - 1) if w["first_step"] >= 0 else w["last_step"]
             if w["end_time_us"] is None:
-                w["end_time_us"] = rec["end_time_us"]
+                w["end_time_us"] = now
             wins.append(w)
         rec["stack_windows"] = wins
         rec["module_hooks"] = {"calls": self.hook_calls, "global_steps": self.global_steps,
@@ -381,7 +400,7 @@ class Capture(PhasesMixin):
         rec["companion_calls"] = calls
         rec["traces"] = self.traces
         rec["oom"] = self.oom
-        write_atomic(os.path.join(self.dir, "process.json"), json.dumps(rec, indent=1))
+        return rec
 
     def _allocator_settings(self):
         # a snapshot taken before any history is recording is small and cheap
@@ -507,6 +526,7 @@ class Capture(PhasesMixin):
             self.hist_fn(enabled=None)
         finally:
             self.hist_on = False
+        self._guard("process.json", self._write_progress)  # part of the window's cost
         end = _now_us()
         steps = max(1, self.seg_steps)
         dump = end - now
