@@ -193,6 +193,19 @@ func TestWindowedPeakOutsideWindows(t *testing.T) {
 	}
 }
 
+// oneInput reads path, which must hold one input.
+func oneInput(t *testing.T, path string) (*SnapshotSet, *memory.Input) {
+	t.Helper()
+	set, err := Snapshots(context.Background(), []string{path}, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Report.Inputs) != 1 {
+		t.Fatalf("%s: %d inputs", path, len(set.Report.Inputs))
+	}
+	return set, set.Report.Inputs[0]
+}
+
 // realWindowed extracts testdata/bundles/windows/name.tar.xz and reads it.
 func realWindowed(t *testing.T, name string) (*memory.Input, *memory.Result, testfixture.Facts, string) {
 	t.Helper()
@@ -200,14 +213,7 @@ func realWindowed(t *testing.T, name string) (*memory.Input, *memory.Result, tes
 	if err := testfixture.ExtractBundle(testfixture.Testdata(t, "bundles", "windows", name+".tar.xz"), dir); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(set.Report.Inputs) != 1 {
-		t.Fatalf("%d inputs", len(set.Report.Inputs))
-	}
-	in := set.Report.Inputs[0]
+	set, in := oneInput(t, dir)
 	if in.Error != "" || len(in.Devices) != 1 || in.Bundle == nil || in.Bundle.HistoryMode != "windows" || in.Bundle.Unfinished || in.Path != filepath.Join(dir, "rank0") {
 		t.Fatalf("input %s %q, %d devices, bundle %+v", in.Path, in.Error, len(in.Devices), in.Bundle)
 	}
@@ -423,14 +429,11 @@ func TestWindowedOddRecords(t *testing.T) {
 func TestWindowedRankFolder(t *testing.T) {
 	t.Parallel()
 	_, whole, _, dir := realWindowed(t, "leak")
-	set, err := Snapshots(context.Background(), []string{filepath.Join(dir, "rank0")}, SnapshotOptions{})
-	if err != nil {
-		t.Fatal(err)
+	_, in := oneInput(t, filepath.Join(dir, "rank0"))
+	if len(in.Devices) != 1 || len(in.StackWindows) == 0 {
+		t.Fatalf("input %+v", in)
 	}
-	if len(set.Report.Inputs) != 1 || len(set.Report.Inputs[0].Devices) != 1 || len(set.Report.Inputs[0].StackWindows) == 0 {
-		t.Fatalf("%d inputs, the first %+v", len(set.Report.Inputs), set.Report.Inputs[0])
-	}
-	r := set.Report.Inputs[0].Devices[0]
+	r := in.Devices[0]
 	a, b := r.Peak, whole.Peak
 	if a.ProcessMaxStep == nil || b.ProcessMaxStep == nil || *a.ProcessMaxStep != *b.ProcessMaxStep {
 		t.Errorf("the run's peak in step %v, the bundle's in %v", a.ProcessMaxStep, b.ProcessMaxStep)
@@ -474,14 +477,7 @@ func TestWindowedKilledRank(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rank, "process.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(set.Report.Inputs) != 1 {
-		t.Fatalf("%d inputs", len(set.Report.Inputs))
-	}
-	in := set.Report.Inputs[0]
+	_, in := oneInput(t, dir)
 	if in.Bundle == nil || !in.Bundle.Unfinished || in.Bundle.HistoryMode != "windows" || len(in.StackWindows) != 6 || len(in.Devices) != 1 {
 		t.Fatalf("input %s: bundle %+v, %d windows", in.Path, in.Bundle, len(in.StackWindows))
 	}
