@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,5 +61,55 @@ func TestServeWindowedRun(t *testing.T) {
 	}
 	if strings.Join(linked, ",") != "step 18" {
 		t.Errorf("steps in the view's trace: %v", linked)
+	}
+}
+
+// While the run records (manifest status "running", the rank's process.json
+// without an end), each saved window is an input of its own, as it appears;
+// once the run has ended, the rank is served as one run. A rank whose
+// process was killed in a run that ended is one run too.
+func TestServeLiveWindowedRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := testfixture.ExtractBundle(filepath.Join(testfixture.Root(t), "testdata", "bundles", "windows", "leak.tar.xz"), dir); err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(name string, edit func(map[string]any)) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		raw, _ = json.Marshal(m)
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// as the companion writes it when it saves a window
+	rewrite("rank0/process.json", func(m map[string]any) { m["updated_time_us"] = m["end_time_us"]; delete(m, "end_time_us") })
+	for _, tc := range []struct {
+		status string
+		want   []string
+	}{
+		{"running", []string{"rank0/snapshot_end.pickle", "rank0/snapshot_window0.pickle", "rank0/snapshot_window1.pickle",
+			"rank0/snapshot_window2.pickle", "rank0/snapshot_window3.pickle"}},
+		{"finished", []string{"rank0"}},
+	} {
+		rewrite("manifest.json", func(m map[string]any) { m["status"] = tc.status })
+		s, _ := serveDir(t, dir)
+		var got []string
+		for _, in := range s.inputs.snapshot() {
+			rel, _ := filepath.Rel(dir, in.Path)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("status %s: inputs %v, want %v", tc.status, got, tc.want)
+		}
 	}
 }
