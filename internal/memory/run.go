@@ -61,8 +61,9 @@ type OOMRecord struct {
 }
 
 // applyRun replaces the snapshot's own steps, pattern, process peak, most
-// reserved and end state with the run's (Options.Run), and moves every step index of
-// the result (peak, phase statistics, OOMs) onto the run's steps.
+// reserved and end state with the run's (Options.Run), and moves every
+// step index of the result (peak, phase statistics, OOMs) onto the run's
+// steps.
 func (a *analyzer) applyRun() {
 	run, res := a.o.Run, a.res
 	own := res.Steps
