@@ -119,6 +119,7 @@ func sideKinds(path string) (sideKind, error) {
 	if err != nil {
 		return k, err
 	}
+	bundles := 0
 	for _, f := range files {
 		switch f.Kind {
 		case input.Snapshot:
@@ -126,6 +127,7 @@ func sideKinds(path string) (sideKind, error) {
 		case input.Trace:
 			k.trace = true
 		case input.Bundle:
+			bundles++
 			b, err := capture.ReadBundle(f.Path)
 			if err != nil {
 				return k, err
@@ -135,6 +137,9 @@ func sideKinds(path string) (sideKind, error) {
 				k.trace = k.trace || len(r.Traces) > 0
 			}
 		}
+	}
+	if !k.memory && !k.trace && bundles > 0 {
+		return k, usagef("diff: %s: the bundle holds no snapshot and no trace (phases only): nothing to compare", path)
 	}
 	if !k.memory && !k.trace {
 		return k, usagef("diff: %s holds no snapshot, trace or bundle", path)

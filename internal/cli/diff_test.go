@@ -173,6 +173,7 @@ func within(got, want int64) bool {
 func TestDiffBundlesAndFolders(t *testing.T) {
 	t.Parallel()
 	b := filepath.Join("..", "..", "testdata", "bundles", "lm_small_bf16")
+	phasesOnly := filepath.Join("..", "..", "testdata", "simulate", "real2")
 	code, out, errs := run(t, "diff", b, b)
 	if code != 0 || !strings.Contains(out, "Memory: rank 0, snapshot_end.pickle, device 0") || !strings.Contains(out, "Trace: rank 0") {
 		t.Fatalf("bundles: exit %d: %s\n%s", code, errs, out)
@@ -192,6 +193,8 @@ func TestDiffBundlesAndFolders(t *testing.T) {
 		{[]string{"diff", snap("validate_gpt2tiny_fp32.pickle.xz")}, "give two inputs"},
 		{[]string{"diff", snap("validate_gpt2tiny_fp32.pickle.xz"), bundleTracePath}, "diff compares snapshots with snapshots and traces with traces"},
 		{[]string{"diff", snap("validate_gpt2tiny_fp32.pickle.xz"), filepath.Join(dir, "nope.pickle")}, "nope.pickle"},
+		{[]string{"diff", phasesOnly, phasesOnly}, "the bundle holds no snapshot and no trace (phases only)"},
+		{[]string{"diff", filepath.Join(phasesOnly, "rank1"), b}, "the bundle holds no snapshot and no trace (phases only)"},
 		{[]string{"diff", "--top", "0", "a", "b"}, "--top must be at least 1, not 0"},
 		{[]string{"diff", "--top", "-1", "a", "b"}, "--top must be at least 1, not -1"},
 		{[]string{"check", "--baseline", snap("leak_gpt2_2l.pickle.xz"), snap("validate_gpt2tiny_fp32.pickle.xz")}, "--baseline needs"},
