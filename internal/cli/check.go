@@ -140,6 +140,12 @@ func checkCommand() command {
 			return err
 		}
 		for _, in := range set.Report.Inputs {
+			if len(in.Devices) == 0 {
+				// nothing silently passes: a bundle of phases alone is
+				// checked against torch's counters where they suffice
+				fails = append(fails, checkPhasesOnly(e, in, peak, reserved, eff >= 0, *noLeak, *noOOM)...)
+				continue
+			}
 			for _, d := range in.Devices {
 				where := fmt.Sprintf("%s device %d", in.Path, d.Device)
 				rank := -1
@@ -212,4 +218,63 @@ func parseRatio(flagName, v string) (float64, error) {
 		x /= 100
 	}
 	return x, nil
+}
+
+// checkPhasesOnly checks an input without a snapshot device: a bundle rank
+// recorded without allocator snapshots (ptscope run --memory=false, or
+// --no-gpu) has only the counters of its phases. The peaks are torch's
+// running maxima as the phases read them; efficiency, leaks and OOMs need a
+// snapshot, so asking for them fails, as does any threshold on an input
+// with no phases either. It returns the failures.
+func checkPhasesOnly(e *env, in *memory.Input, peak, reserved int64, eff, noLeak, noOOM bool) []string {
+	rank := -1
+	if in.Bundle != nil {
+		rank = in.Bundle.Rank
+	}
+	rec := func(metric string, v *float64, limit float64, ok bool) {
+		e.checks.add(in.Path, -1, rank, metric, v, limit, ok)
+	}
+	var fails []string
+	top, res := memory.PhasePeaks(in.Phases)
+	what := "no snapshot device and no phases"
+	if len(in.Phases) > 0 {
+		what = "phases only, no allocator snapshot"
+	}
+	cannot := func(metric, flag string) {
+		rec(metric, nil, 0, false)
+		fails = append(fails, fmt.Sprintf("%s: %s cannot be checked: %s", in.Path, flag, what))
+	}
+	if peak >= 0 {
+		if len(in.Phases) == 0 {
+			cannot("peak_allocated_bytes", "--max-peak")
+		} else {
+			rec("peak_allocated_bytes", num(top), float64(peak), top <= peak)
+			if top > peak {
+				fails = append(fails, fmt.Sprintf("%s: peak allocated %s > %s (from the phases)", in.Path, units.Bytes(top), units.Bytes(peak)))
+			}
+		}
+	}
+	if reserved >= 0 {
+		if len(in.Phases) == 0 {
+			cannot("peak_reserved_bytes", "--max-reserved")
+		} else {
+			rec("peak_reserved_bytes", num(res), float64(reserved), res <= reserved)
+			if res > reserved {
+				fails = append(fails, fmt.Sprintf("%s: peak reserved %s > %s (from the phases)", in.Path, units.Bytes(res), units.Bytes(reserved)))
+			}
+		}
+	}
+	if eff {
+		cannot("efficiency_at_peak_ratio", "--min-efficiency")
+	}
+	if noLeak {
+		cannot("leak_per_step_bytes", "--no-leak")
+	}
+	if noOOM {
+		cannot("oom_count", "--no-oom")
+	}
+	if len(in.Phases) > 0 {
+		fmt.Fprintf(e.stdout, "%s: peak allocated %s, reserved %s (from the phases: %s)\n", in.Path, units.Bytes(top), units.Bytes(res), what)
+	}
+	return fails
 }

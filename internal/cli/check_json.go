@@ -27,7 +27,9 @@ type checkRecord struct {
 	Rank   int    `json:"rank"`   // -1: no rank
 	Metric string `json:"metric"`
 	// Value is null for a baseline check of growth from nothing (the
-	// baseline had none of it): a change no limit allows.
+	// baseline had none of it): a change no limit allows; and for a
+	// threshold the input cannot be checked against (a phases-only bundle
+	// has no fragmentation, leak or OOM record).
 	Value  *float64 `json:"value"`
 	Limit  float64  `json:"limit"`
 	Passed bool     `json:"passed"`

@@ -1,7 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -47,5 +52,58 @@ func TestCheckJSON(t *testing.T) {
 	doc = checkDoc{}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || !doc.Passed || len(doc.Checks) != 1 || len(doc.Failures) != 0 {
 		t.Errorf("passing check: exit %d, %v, %+v", code, err, doc)
+	}
+}
+
+// A bundle recorded without allocator snapshots (phases only) never passes
+// silently: --max-peak is checked against torch's running maximum as its
+// phases read it (here against phases.jsonl itself), and thresholds that
+// need a snapshot fail, saying why.
+func TestCheckPhasesOnly(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "testdata", "simulate", "real2")
+	var top int64
+	for _, r := range []string{"rank0", "rank1"} {
+		f, err := os.Open(filepath.Join(dir, r, "phases.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var ph struct {
+				Before int64 `json:"max_allocated_before_bytes"`
+				After  int64 `json:"max_allocated_after_bytes"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &ph); err != nil {
+				t.Fatal(err)
+			}
+			top = max(top, ph.Before, ph.After)
+		}
+		f.Close()
+	}
+	for _, c := range []struct {
+		limit  int64
+		passed bool
+	}{{top, true}, {top - 1, false}} {
+		code, out, _ := run(t, "check", "--json", "--max-peak", strconv.FormatInt(c.limit, 10), dir)
+		var doc checkDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("exit %d: %v: %q", code, err, out)
+		}
+		var most int64
+		for _, r := range doc.Checks {
+			if r.Metric != "peak_allocated_bytes" || r.Value == nil || r.Device != -1 || r.Rank < 0 {
+				t.Errorf("%+v", r)
+				continue
+			}
+			most = max(most, int64(*r.Value))
+		}
+		if len(doc.Checks) != 2 || most != top || doc.Passed != c.passed || (code == 0) != c.passed {
+			t.Errorf("--max-peak %d: exit %d, passed %v, peak %d (phases %d), %d checks", c.limit, code, doc.Passed, most, top, len(doc.Checks))
+		}
+	}
+	code, _, errs := run(t, "check", "--no-leak", filepath.Join(dir, "rank0"))
+	if code != 1 || !strings.Contains(errs, "--no-leak cannot be checked: phases only, no allocator snapshot") {
+		t.Errorf("--no-leak: exit %d: %s", code, errs)
 	}
 }

@@ -308,14 +308,17 @@ func (f *fleetFlags) check(e *env, paths []string, mf *memoryFlags, l fleetLimit
 	return true, nil
 }
 
+// bad is a rank over a threshold: its value, and that value as the failure
+// line says it.
+type bad struct {
+	rank int
+	v    float64
+	text string
+}
+
 // fleetFailures applies check's thresholds to every rank: one failure per
 // threshold, naming the worst ranks first.
 func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
-	type bad struct {
-		rank int
-		v    float64
-		text string
-	}
 	var fails []string
 	add := func(what string, total int, bs []bad, worstFirst func(a, b float64) bool) {
 		if len(bs) == 0 {
@@ -335,9 +338,12 @@ func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 	higher := func(a, b float64) bool { return a > b }
 	lower := func(a, b float64) bool { return a < b }
 	if m := rep.Memory; m != nil {
-		var peak, res, eff, leak, oom []bad
+		var peak, res, eff, leak, oom, unchecked []bad
 		for _, r := range m.Ranks {
-			if r.Device < 0 {
+			if r.PhasesOnly {
+				fleetPhasesOnly(r, l, log, &peak, &res, &unchecked)
+			}
+			if r.Device < 0 { // unreadable ranks fail as rep.Errors
 				continue
 			}
 			// check --json: every rank's value of every threshold
@@ -382,6 +388,7 @@ func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 		add("efficiency at the peak < "+units.Percent(l.eff), n, eff, lower)
 		add("memory leaks", n, leak, higher)
 		add("out-of-memory events", n, oom, higher)
+		add("unchecked (no allocator snapshot)", len(m.Ranks), unchecked, func(a, b float64) bool { return false })
 	}
 	if t := rep.Time; t != nil && l.trace != nil {
 		var util, dl []bad
@@ -407,4 +414,40 @@ func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 		add("DataLoader share > "+units.Percent(l.trace.maxDL), n, dl, higher)
 	}
 	return fails
+}
+
+// fleetPhasesOnly applies the memory thresholds to rank r, recorded with
+// phases alone (r.PhasesOnly): --max-peak and --max-reserved against the
+// peaks of its phases; every threshold that needs a snapshot (efficiency,
+// leaks, OOMs) is added to unchecked, so that nothing passes unchecked.
+func fleetPhasesOnly(r fleet.RankMemory, l fleetLimits, log *checkLog, peak, res, unchecked *[]bad) {
+	var flags []string
+	cannot := func(metric, flag string) {
+		log.add(r.Path, -1, r.Rank, metric, nil, 0, false)
+		flags = append(flags, flag)
+	}
+	if l.peak >= 0 {
+		log.add(r.Path, -1, r.Rank, "peak_allocated_bytes", num(r.PeakAllocatedBytes), float64(l.peak), r.PeakAllocatedBytes <= l.peak)
+		if r.PeakAllocatedBytes > l.peak {
+			*peak = append(*peak, bad{r.Rank, float64(r.PeakAllocatedBytes), units.Bytes(r.PeakAllocatedBytes) + ", from its phases"})
+		}
+	}
+	if l.reserved >= 0 {
+		log.add(r.Path, -1, r.Rank, "peak_reserved_bytes", num(r.PeakReservedBytes), float64(l.reserved), r.PeakReservedBytes <= l.reserved)
+		if r.PeakReservedBytes > l.reserved {
+			*res = append(*res, bad{r.Rank, float64(r.PeakReservedBytes), units.Bytes(r.PeakReservedBytes) + ", from its phases"})
+		}
+	}
+	if l.eff >= 0 {
+		cannot("efficiency_at_peak_ratio", "--min-efficiency")
+	}
+	if l.noLeak {
+		cannot("leak_per_step_bytes", "--no-leak")
+	}
+	if l.noOOM {
+		cannot("oom_count", "--no-oom")
+	}
+	if len(flags) > 0 {
+		*unchecked = append(*unchecked, bad{r.Rank, 0, "phases only: " + strings.Join(flags, " ")})
+	}
 }

@@ -2,15 +2,18 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/ptscope/ptscope/internal/fleet/fleetgen"
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // writeFleet writes n ranks of a real snapshot (validate_gpt2tiny_fp32,
@@ -249,5 +252,72 @@ func TestExportParquet(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, %q", c.args, code, errs)
 		}
+	}
+}
+
+// A fleet recorded without allocator snapshots (phases only, as
+// --memory=false records) is checked against the peaks of its phases (here
+// read from phases.jsonl itself), never passes a threshold that needs a
+// snapshot, and its table says "phases only" rather than "unreadable".
+func TestCheckFleetPhasesOnly(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join("..", "..", "testdata", "simulate", "real2")
+	dir := t.TempDir()
+	copyFile := func(from, to string) {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(filepath.Join(src, "manifest.json"), filepath.Join(dir, "manifest.json"))
+	for i := range 10 {
+		for _, f := range []string{"process.json", "phases.jsonl"} {
+			copyFile(filepath.Join(src, "rank0", f), filepath.Join(dir, fmt.Sprintf("rank%d", i), f))
+		}
+	}
+	var top int64
+	data, err := os.ReadFile(filepath.Join(src, "rank0", "phases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ph struct {
+			Before int64 `json:"max_allocated_before_bytes"`
+			After  int64 `json:"max_allocated_after_bytes"`
+		}
+		if err := json.Unmarshal([]byte(line), &ph); err != nil {
+			t.Fatal(err)
+		}
+		top = max(top, ph.Before, ph.After)
+	}
+	lim := strconv.FormatInt(top, 10)
+	if code, out, errs := run(t, "check", "--max-peak", lim, dir); code != 0 || !strings.Contains(out, "check passed (10 ranks)") {
+		t.Errorf("--max-peak %s: exit %d\n%s\n%s", lim, code, out, errs)
+	}
+	below := strconv.FormatInt(top-1, 10)
+	code, _, errs := run(t, "check", "--max-peak", below, dir)
+	if code != 1 || !strings.Contains(errs, "on 10 of 10 ranks: rank 0 ("+units.Bytes(top)+", from its phases)") {
+		t.Errorf("--max-peak %s: exit %d\n%s", below, code, errs)
+	}
+	code, out, _ := run(t, "check", "--json", "--max-peak", lim, "--no-leak", dir)
+	var doc checkDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || doc.Passed || len(doc.Checks) != 20 ||
+		len(doc.Failures) != 1 || !strings.Contains(doc.Failures[0], "unchecked (no allocator snapshot) on 10 of 10 ranks: rank 0 (phases only: --no-leak)") {
+		t.Fatalf("--no-leak: exit %d, %v, %+v", code, err, doc)
+	}
+	for _, c := range doc.Checks {
+		if c.Device != -1 || (c.Metric == "peak_allocated_bytes") != (c.Value != nil) || (c.Metric == "peak_allocated_bytes") != c.Passed {
+			t.Errorf("%+v", c)
+		}
+	}
+	if code, out, errs := run(t, "analyze", dir); code != 0 || strings.Count(out, "phases only") < 5 || strings.Contains(out, "unreadable") {
+		t.Errorf("analyze: exit %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -329,6 +329,9 @@ func (p *Parquet) AddFleet(rep *fleet.Report) error {
 			if x.Error != "" {
 				row.Error = ptr(x.Error)
 			}
+			if x.PhasesOnly { // the peaks of its phases, nothing more
+				row.PeakAllocatedBytes, row.PeakReservedBytes = ptr(x.PeakAllocatedBytes), ptr(x.PeakReservedBytes)
+			}
 			if x.Device < 0 {
 				continue
 			}

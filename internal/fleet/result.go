@@ -103,7 +103,16 @@ type RankMemory struct {
 	// gathers them).
 	Findings []string `json:"findings"`
 	Error    string   `json:"error,omitempty"` // a snapshot could not be read
+	// PhasesOnly is set for a bundle rank recorded without allocator
+	// snapshots (ptscope run --memory=false, --no-gpu): Device is -1, the
+	// peaks are from its phases' counters (memory.PhasePeaks), and it has
+	// no efficiency, pattern or OOM count.
+	PhasesOnly bool `json:"phases_only,omitempty"`
 }
+
+// Measured reports whether the rank's peaks are known: from a snapshot
+// device, or from the phases of a rank without snapshots.
+func (r *RankMemory) Measured() bool { return r.Device >= 0 || r.PhasesOnly }
 
 // TimeFleet summarises the profiler traces of the ranks.
 type TimeFleet struct {

@@ -113,10 +113,19 @@ func (s *Summary) addMemory(l *Loaded) {
 	}
 	for _, in := range l.Memory.Inputs {
 		row.Inputs++
+		if len(in.Devices) == 0 && len(in.Phases) > 0 && row.Device < 0 {
+			alloc, res := memory.PhasePeaks(in.Phases)
+			row.Path, row.PhasesOnly = in.Path, true
+			row.PeakAllocatedBytes = max(row.PeakAllocatedBytes, alloc)
+			row.PeakReservedBytes = max(row.PeakReservedBytes, res)
+			if in.Bundle != nil {
+				row.DeviceTotalBytes = in.Bundle.DeviceTotalBytes
+			}
+		}
 		for _, d := range in.Devices {
 			row.Devices++
 			if peak := in.RunPeakAllocatedBytes(d); row.Device < 0 || peak > row.PeakAllocatedBytes {
-				row.Path, row.Device = in.Path, d.Device
+				row.Path, row.Device, row.PhasesOnly = in.Path, d.Device, false
 				row.PeakAllocatedBytes = peak
 				row.EndAllocatedBytes = d.End.AllocatedBytes
 				row.EfficiencyAtPeakRatio = d.Fragmentation.EfficiencyAtPeak
@@ -306,9 +315,11 @@ func (s *Summary) finishMemory() *MemoryFleet {
 	for _, r := range ranks {
 		row := s.mem[r]
 		m.Ranks = append(m.Ranks, *row)
-		if row.Device >= 0 {
+		if row.Measured() {
 			peak = append(peak, sample{r, float64(row.PeakAllocatedBytes)})
 			reserved = append(reserved, sample{r, float64(row.PeakReservedBytes)})
+		}
+		if row.Device >= 0 {
 			eff = append(eff, sample{r, row.EfficiencyAtPeakRatio})
 		}
 		if row.OOMs > 0 {

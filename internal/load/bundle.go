@@ -175,7 +175,9 @@ func phaseRows(r *capture.Rank, devs []*memory.Analysis, windows bool) []memory.
 	for _, ph := range r.Phases {
 		row := memory.PhaseRow{Phase: ph.Name, Rank: ph.Rank, Step: ph.Step, StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000,
 			AllocatedBeforeBytes: ph.AllocatedBeforeBytes, AllocatedAfterBytes: ph.AllocatedAfterBytes,
-			DeltaBytes: ph.AllocatedAfterBytes - ph.AllocatedBeforeBytes, PeakBytes: -1, ReservedAfterBytes: ph.ReservedAfterBytes}
+			DeltaBytes: ph.AllocatedAfterBytes - ph.AllocatedBeforeBytes, PeakBytes: -1, ReservedAfterBytes: ph.ReservedAfterBytes,
+			MaxAllocatedBytes: max(ph.MaxAllocatedBeforeBytes, ph.MaxAllocatedAfterBytes),
+			MaxReservedBytes:  max(ph.MaxReservedBeforeBytes, ph.MaxReservedAfterBytes)}
 		for _, d := range devs {
 			if res := d.Result; res.HasTime && (res.LastTimeNS < row.StartNS || res.FirstTimeNS > row.EndNS) {
 				continue // the phase is outside the snapshot's trace (another window's)

@@ -100,6 +100,24 @@ type PhaseRow struct {
 	DeltaBytes           int64  `json:"delta_bytes"`
 	PeakBytes            int64  `json:"peak_bytes"` // -1 when the snapshot does not cover the phase
 	ReservedAfterBytes   int64  `json:"reserved_after_bytes"`
+	// MaxAllocatedBytes and MaxReservedBytes are torch's running maxima
+	// (max_memory_allocated, max_memory_reserved) as the phase ended, or
+	// as it began where that was higher (a reset between phases).
+	MaxAllocatedBytes int64 `json:"max_allocated_bytes"`
+	MaxReservedBytes  int64 `json:"max_reserved_bytes"`
+}
+
+// PhasePeaks are the highest allocated and reserved memory that rows (one
+// rank's phases) saw: torch's running maxima as the phases read them, or
+// their own counters where higher (phases of bundles that predate the
+// maxima). For a bundle rank without allocator snapshots they are its
+// peaks.
+func PhasePeaks(rows []PhaseRow) (allocated, reserved int64) {
+	for _, ph := range rows {
+		allocated = max(allocated, ph.MaxAllocatedBytes, ph.PeakBytes, ph.AllocatedBeforeBytes, ph.AllocatedAfterBytes)
+		reserved = max(reserved, ph.MaxReservedBytes, ph.ReservedAfterBytes)
+	}
+	return allocated, reserved
 }
 
 // CompareRow is one device of one input in the comparison of several.

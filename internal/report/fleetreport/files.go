@@ -52,7 +52,7 @@ func Charts(rep *fleet.Report) []NamedChart {
 	if m := rep.Memory; m != nil && m.PeakAllocated.Ranks > 0 {
 		var x, alloc, res []float64
 		for _, r := range m.Ranks {
-			if r.Device < 0 {
+			if !r.Measured() {
 				continue
 			}
 			x = append(x, float64(r.Rank))

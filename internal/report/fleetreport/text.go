@@ -269,14 +269,24 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 				return f(r.mem)
 			}
 		}
+		peaks := func(f func(m *fleet.RankMemory) string) func(r *row) string { // phases-only ranks too
+			return func(r *row) string {
+				if r.mem == nil || !r.mem.Measured() {
+					return dash
+				}
+				return f(r.mem)
+			}
+		}
 		cols = append(cols,
-			column{"peak alloc", 0, mem(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakAllocatedBytes) })},
-			column{"reserved", 3, mem(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakReservedBytes) })},
+			column{"peak alloc", 0, peaks(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakAllocatedBytes) })},
+			column{"reserved", 3, peaks(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakReservedBytes) })},
 			column{"eff.", 4, mem(func(m *fleet.RankMemory) string { return units.Percent(m.EfficiencyAtPeakRatio) })},
 			column{"pattern", 2, func(r *row) string {
 				switch {
 				case r.mem == nil:
 					return dash
+				case r.mem.PhasesOnly:
+					return "phases only"
 				case r.mem.Device < 0:
 					return "unreadable"
 				}
