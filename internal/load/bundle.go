@@ -68,6 +68,7 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 	}
 	mo.Roles = rankRoles(r)
 	mo.PeakMarks = peakMarks(r)
+	mo.PhaseStarts = phaseStarts(r)
 	mo.StackWindows = stackWindows(r)
 	if x := r.OOM; x != nil && x.DeviceAllocatedBytes > 0 && (total == 0 || x.DeviceAllocatedBytes < total) {
 		// the OOM observer reports the process's own limit

@@ -23,6 +23,16 @@ func peakMarks(r *capture.Rank) []memory.PeakMark {
 	return out
 }
 
+// phaseStarts are the phases of a bundle rank with the allocated bytes each
+// began with.
+func phaseStarts(r *capture.Rank) []memory.PhaseStart {
+	out := make([]memory.PhaseStart, 0, len(r.Phases))
+	for _, ph := range r.Phases {
+		out = append(out, memory.PhaseStart{StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000, AllocatedBytes: ph.AllocatedBeforeBytes})
+	}
+	return out
+}
+
 // stackWindows are the spans whose allocations recorded a Python stack,
 // as the rank's process.json says (nil when it says nothing: an older
 // bundle, or stacks off).

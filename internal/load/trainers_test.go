@@ -442,6 +442,7 @@ func TestTrainerOOM(t *testing.T) {
 	if x.Phase != memory.PhaseForward || r.Steps[x.Step].Name != "step "+strconv.Itoa(tr.facts.OOMStep) {
 		t.Errorf("OOM in %s of %s, the process ran out in the forward of step %d", x.Phase, r.Steps[x.Step].Name, tr.facts.OOMStep)
 	}
+	checkOOMPhaseStart(t, x, filepath.Join(tr.dir, "rank0"), tr.facts.OOMStep)
 	var found, stacks bool
 	for _, f := range r.Findings {
 		found = found || f.ID == "oom-capacity" && strings.Contains(f.Message, "this process may use")

@@ -13,6 +13,7 @@ import (
 	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/report/memreport"
 	"github.com/ptscope/ptscope/internal/testfixture"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // windowedLMSmall lays the real lm_small_bf16 bundle out as a run recorded
@@ -351,7 +352,7 @@ func TestRealWindowedLeak(t *testing.T) {
 // capacity under the process's limit, as when the trace holds the error.
 func TestRealWindowedOOM(t *testing.T) {
 	t.Parallel()
-	_, r, facts, _ := realWindowed(t, "oom")
+	_, r, facts, dir := realWindowed(t, "oom")
 	if len(r.OOMs) != 1 {
 		t.Fatalf("%d OOMs", len(r.OOMs))
 	}
@@ -363,6 +364,7 @@ func TestRealWindowedOOM(t *testing.T) {
 	if !hasFinding(r, "oom-capacity") || !hasFinding(r, "no-history") {
 		t.Errorf("findings %v", r.Findings)
 	}
+	checkOOMPhaseStart(t, x, filepath.Join(dir, "rank0"), facts.OOMStep)
 	for _, f := range r.Findings {
 		if f.ID == "no-history" && !strings.Contains(f.Recommendation, "--record-steps 6") {
 			t.Errorf("no-history: %s", f.Recommendation)
@@ -485,5 +487,36 @@ func TestWindowedKilledRank(t *testing.T) {
 	if r.Pattern != memory.PatternLeak || len(r.Steps) != len(whole.Steps) || r.Peak.AllocatedBytes != whole.Peak.AllocatedBytes {
 		t.Errorf("pattern %s, %d steps, peak %d; finished: %s, %d steps, peak %d",
 			r.Pattern, len(r.Steps), r.Peak.AllocatedBytes, whole.Pattern, len(whole.Steps), whole.Peak.AllocatedBytes)
+	}
+}
+
+// checkOOMPhaseStart: the OOM reports what its phase began with, as the
+// process recorded it (the aborted forward of the step in phases.jsonl),
+// and its finding says what that forward allocated.
+func checkOOMPhaseStart(t *testing.T, x memory.OOM, rank string, step int) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(rank, "phases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64 = -1
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ph struct {
+			Phase  string `json:"phase"`
+			Step   int    `json:"step"`
+			Before int64  `json:"allocated_before_bytes"`
+		}
+		if err := json.Unmarshal([]byte(line), &ph); err != nil {
+			t.Fatal(err)
+		}
+		if ph.Phase == "forward" && ph.Step == step {
+			want = ph.Before
+		}
+	}
+	if want <= 0 || x.PhaseStartAllocatedBytes != want {
+		t.Errorf("the OOM's phase began with %d allocated; the forward of step %d began with %d", x.PhaseStartAllocatedBytes, step, want)
+	}
+	if got := memory.OOMPhaseGrowth(&x, []memory.StepRow{}); !strings.HasPrefix(got, "The forward allocated "+units.Bytes(x.AllocatedBytes-want)+" of the ") {
+		t.Errorf("growth %q", got)
 	}
 }

@@ -28,6 +28,10 @@ type Options struct {
 	// (a bundle's phase boundaries and exit); the last one at or before the
 	// trace's last entry is reported with the peak and checked against it.
 	PeakMarks []PeakMark
+	// PhaseStarts are the phases of a ptscope run bundle (phases.jsonl)
+	// with what was allocated as each began: an out-of-memory error inside
+	// one reports what that phase allocated before it failed.
+	PhaseStarts []PhaseStart
 	// Roles are what allocations were, from a record that knows the
 	// program's tensors (a ptscope run bundle's inventories); they override
 	// the categories guessed from stacks and phases.
@@ -53,6 +57,13 @@ func (a *analyzer) stacked(al *Alloc) bool {
 		}
 	}
 	return false
+}
+
+// PhaseStart is one phase of a run (Unix ns, its end included) and the
+// allocated bytes it began with.
+type PhaseStart struct {
+	StartNS, EndNS int64
+	AllocatedBytes int64
 }
 
 // PeakMark is the process's max_memory_allocated at a time (Unix ns).

@@ -102,21 +102,26 @@ func (a *analyzer) findings() []finding.Finding {
 		nums := finding.Numbers{"requested_bytes": float64(x.RequestedBytes), "device_free_bytes": float64(x.DeviceFreeBytes),
 			"cached_free_bytes": float64(x.CachedFreeBytes), "allocated_bytes": float64(x.AllocatedBytes), "reserved_bytes": float64(x.ReservedBytes)}
 		nums["allowed_bytes"] = float64(x.AllowedBytes)
+		grew := ""
+		if s := OOMPhaseGrowth(&x, res.Steps); s != "" {
+			grew = " " + s + "."
+			nums["phase_start_allocated_bytes"] = float64(x.PhaseStartAllocatedBytes)
+		}
 		switch {
 		case x.Verdict == VerdictCapacity && x.Limited:
 			add(finding.New("oom-capacity", finding.Critical, nums,
-				fmt.Sprintf("Out of memory asking for %s with %s of tensors in the %s this process may use (its per-process memory fraction; %s was free on the device): it does not fit under that limit.",
-					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.AllowedBytes), B(x.DeviceFreeBytes)),
+				fmt.Sprintf("Out of memory asking for %s with %s of tensors in the %s this process may use (its per-process memory fraction; %s was free on the device): it does not fit under that limit.%s",
+					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.AllowedBytes), B(x.DeviceFreeBytes), grew),
 				"Raise torch.cuda.set_per_process_memory_fraction, or cut memory: a smaller batch or sequence, activation checkpointing, mixed precision, sharding (FSDP/ZeRO)."), ref)
 		case x.Verdict == VerdictCapacity:
 			add(finding.New("oom-capacity", finding.Critical, nums,
-				fmt.Sprintf("Out of memory asking for %s with %s of tensors, %s free on the device and %s cached: it does not fit.",
-					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
+				fmt.Sprintf("Out of memory asking for %s with %s of tensors, %s free on the device and %s cached: it does not fit.%s",
+					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes), grew),
 				"Reduce the batch or sequence length, use activation checkpointing or mixed precision, or shard (FSDP/ZeRO)."), ref)
 		default:
 			add(finding.New("oom-fragmentation", finding.Critical, nums,
-				fmt.Sprintf("Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation.",
-					B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes)),
+				fmt.Sprintf("Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation.%s",
+					B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes), grew),
 				"Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free large tensors earlier."), ref)
 		}
 	}

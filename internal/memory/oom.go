@@ -1,8 +1,11 @@
 package memory
 
 import (
+	"fmt"
+
 	"github.com/ptscope/ptscope/internal/snapshot"
 	"github.com/ptscope/ptscope/internal/spillmem"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // OOM explains one out-of-memory event of the trace.
@@ -24,7 +27,11 @@ type OOM struct {
 	Phase        Phase           `json:"phase"`
 	Step         int             `json:"step"`      // index into Steps; -1 outside any step
 	Filled       []CategoryGroup `json:"filled_by"` // categories alive at the OOM
-	Stack                        // where the failing allocation came from
+	// PhaseStartAllocatedBytes is what was allocated as the phase the
+	// error came in began (a ptscope run bundle's phases; 0: unknown):
+	// AllocatedBytes minus it is what that phase allocated before failing.
+	PhaseStartAllocatedBytes int64 `json:"phase_start_allocated_bytes,omitempty"`
+	Stack                          // where the failing allocation came from
 }
 
 // ooms explains every oom entry of the device.
@@ -74,6 +81,9 @@ func (a *analyzer) ooms() []OOM {
 // could have held (the process's own limit where one is set), the verdict,
 // and what the allocations alive at the error were, by category.
 func (a *analyzer) judgeOOM(x *OOM, live []*Alloc) {
+	if x.TimeNS > 0 {
+		x.PhaseStartAllocatedBytes = phaseStartAt(a.o.PhaseStarts, x.TimeNS)
+	}
 	x.AllowedBytes = x.ReservedBytes + x.DeviceFreeBytes
 	if l := a.o.AllowedBytes; l > 0 && l < x.AllowedBytes {
 		x.AllowedBytes, x.Limited = l, true
@@ -127,4 +137,41 @@ func sortCategories(g []CategoryGroup) {
 			g[j], g[j-1] = g[j-1], g[j]
 		}
 	}
+}
+
+// phaseStartAt is the allocated bytes the innermost phase holding time t
+// began with (the latest to start of those whose span holds t), 0 when no
+// phase holds it.
+func phaseStartAt(phases []PhaseStart, t int64) int64 {
+	var best *PhaseStart
+	for i := range phases {
+		p := &phases[i]
+		if p.StartNS <= t && t <= p.EndNS && (best == nil || p.StartNS >= best.StartNS) {
+			best = p
+		}
+	}
+	if best == nil {
+		return 0
+	}
+	return best.AllocatedBytes
+}
+
+// OOMPhaseGrowth says what the phase an out-of-memory error came in had
+// allocated before it failed ("The forward of step 6 allocated 5.16 GiB of
+// the 5.81 GiB, from 665 MiB as it began"), for a bundle whose phases say; "" when
+// unknown or when the phase freed more than it allocated. steps are the
+// result's, which x.Step indexes.
+func OOMPhaseGrowth(x *OOM, steps []StepRow) string {
+	start := x.PhaseStartAllocatedBytes
+	if start <= 0 || x.AllocatedBytes <= start {
+		return ""
+	}
+	what := "The phase"
+	if x.Phase != PhaseUnknown {
+		what = "The " + x.Phase.String()
+	}
+	if x.Step >= 0 && x.Step < len(steps) {
+		what += " of " + steps[x.Step].Name
+	}
+	return fmt.Sprintf("%s allocated %s of the %s, from %s as it began", what, units.Bytes(x.AllocatedBytes-start), units.Bytes(x.AllocatedBytes), units.Bytes(start))
 }

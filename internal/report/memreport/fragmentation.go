@@ -143,6 +143,9 @@ func writeOOMs(p *printer, d *memory.Result) {
 			parts = append(parts, g.Category.String()+" "+units.Bytes(g.Bytes))
 		}
 		p.wrap(strings.Join(parts, ", "), "  memory then: ", "    ")
+		if s := memory.OOMPhaseGrowth(&x, d.Steps); s != "" {
+			p.wrap(s, "  ", "    ")
+		}
 		lines := stackLines(&x.Stack, p.o.Stacks == report.StacksFull)
 		p.line(report.CutMiddle("  failing allocation: "+lines[0], p.o.Width))
 		for _, l := range lines[1:] {
