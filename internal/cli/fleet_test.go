@@ -13,6 +13,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/fleet/fleetgen"
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/testfixture"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
@@ -263,23 +264,10 @@ func TestCheckFleetPhasesOnly(t *testing.T) {
 	t.Parallel()
 	src := filepath.Join("..", "..", "testdata", "simulate", "real2")
 	dir := t.TempDir()
-	copyFile := func(from, to string) {
-		t.Helper()
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile(filepath.Join(src, "manifest.json"), filepath.Join(dir, "manifest.json"))
+	testfixture.CopyFile(t, filepath.Join(src, "manifest.json"), filepath.Join(dir, "manifest.json"))
 	for i := range 10 {
 		for _, f := range []string{"process.json", "phases.jsonl"} {
-			copyFile(filepath.Join(src, "rank0", f), filepath.Join(dir, fmt.Sprintf("rank%d", i), f))
+			testfixture.CopyFile(t, filepath.Join(src, "rank0", f), filepath.Join(dir, fmt.Sprintf("rank%d", i), f))
 		}
 	}
 	var top int64

@@ -37,20 +37,6 @@ func TestRankOfPath(t *testing.T) {
 	}
 }
 
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // copyDir copies a folder tree (a committed bundle).
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
@@ -59,7 +45,7 @@ func copyDir(t *testing.T, src, dst string) {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
-		copyFile(t, p, filepath.Join(dst, rel))
+		testfixture.CopyFile(t, p, filepath.Join(dst, rel))
 		return nil
 	})
 	if err != nil {
@@ -71,14 +57,14 @@ func copyDir(t *testing.T, src, dst string) {
 func TestFind(t *testing.T) {
 	dir := t.TempDir()
 	snap := testfixture.Testdata(t, "snapshots", "oom_capacity.pickle.xz")
-	copyFile(t, snap, filepath.Join(dir, "rank3", "snapshot.pickle.xz"))
-	copyFile(t, snap, filepath.Join(dir, "oom_rank5.pickle.xz"))
-	copyFile(t, snap, filepath.Join(dir, "baseline.pickle.xz")) // no rank: not one
+	testfixture.CopyFile(t, snap, filepath.Join(dir, "rank3", "snapshot.pickle.xz"))
+	testfixture.CopyFile(t, snap, filepath.Join(dir, "oom_rank5.pickle.xz"))
+	testfixture.CopyFile(t, snap, filepath.Join(dir, "baseline.pickle.xz")) // no rank: not one
 	os.WriteFile(filepath.Join(dir, "rank4_notes.txt"), []byte("not an artifact"), 0o644)
 	// a trace named by tensorboard_trace_handler's default worker_name:
 	// its rank is in distributedInfo
-	copyFile(t, testfixture.Testdata(t, "traces", "fsdp", "rank1.pt.trace.json.gz"), filepath.Join(dir, "traces", "host_4242.1790000000000.pt.trace.json.gz"))
-	copyFile(t, testfixture.Testdata(t, "traces", "dataloader.pt.trace.json.gz"), filepath.Join(dir, "traces", "worker.pt.trace.json.gz"))
+	testfixture.CopyFile(t, testfixture.Testdata(t, "traces", "fsdp", "rank1.pt.trace.json.gz"), filepath.Join(dir, "traces", "host_4242.1790000000000.pt.trace.json.gz"))
+	testfixture.CopyFile(t, testfixture.Testdata(t, "traces", "dataloader.pt.trace.json.gz"), filepath.Join(dir, "traces", "worker.pt.trace.json.gz"))
 	copyDir(t, testfixture.Testdata(t, "bundles", "lm_small_bf16"), filepath.Join(dir, "bundle"))
 
 	in, err := Find([]string{dir}, input.Snapshot, input.Trace)

@@ -26,21 +26,9 @@ func windowedLMSmall(t *testing.T, edit func(p map[string]any, phases []map[stri
 	t.Helper()
 	src := testfixture.Testdata(t, "bundles", "lm_small_bf16")
 	dir := t.TempDir()
-	copyFile := func(from, to string) {
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile(filepath.Join(src, "manifest.json"), filepath.Join(dir, "manifest.json"))
-	copyFile(filepath.Join(src, "rank0", "snapshot_end.pickle"), filepath.Join(dir, "rank0", "snapshot_window0.pickle"))
-	copyFile(filepath.Join("testdata", "lm_small_bf16_end_state.pickle.xz"), filepath.Join(dir, "rank0", "snapshot_end.pickle"))
+	testfixture.CopyFile(t, filepath.Join(src, "manifest.json"), filepath.Join(dir, "manifest.json"))
+	testfixture.CopyFile(t, filepath.Join(src, "rank0", "snapshot_end.pickle"), filepath.Join(dir, "rank0", "snapshot_window0.pickle"))
+	testfixture.CopyFile(t, filepath.Join("testdata", "lm_small_bf16_end_state.pickle.xz"), filepath.Join(dir, "rank0", "snapshot_end.pickle"))
 	var p map[string]any
 	data, err := os.ReadFile(filepath.Join(src, "rank0", "process.json"))
 	if err != nil {
