@@ -143,7 +143,7 @@ func checkCommand() command {
 			if len(in.Devices) == 0 {
 				// nothing silently passes: a bundle of phases alone is
 				// checked against torch's counters where they suffice
-				fails = append(fails, checkPhasesOnly(e, in, peak, reserved, eff >= 0, *noLeak, *noOOM)...)
+				fails = append(fails, checkPhasesOnly(e, in, fleetLimits{peak: peak, reserved: reserved, eff: eff, noLeak: *noLeak, noOOM: *noOOM})...)
 				continue
 			}
 			for _, d := range in.Devices {
@@ -222,59 +222,79 @@ func parseRatio(flagName, v string) (float64, error) {
 
 // checkPhasesOnly checks an input without a snapshot device: a bundle rank
 // recorded without allocator snapshots (ptscope run --memory=false, or
-// --no-gpu) has only the counters of its phases. The peaks are torch's
-// running maxima as the phases read them; efficiency, leaks and OOMs need a
-// snapshot, so asking for them fails, as does any threshold on an input
-// with no phases either. It returns the failures.
-func checkPhasesOnly(e *env, in *memory.Input, peak, reserved int64, eff, noLeak, noOOM bool) []string {
+// --no-gpu) has only the counters of its phases (phasesOnly). It returns
+// the failures.
+func checkPhasesOnly(e *env, in *memory.Input, l fleetLimits) []string {
 	rank := -1
 	if in.Bundle != nil {
 		rank = in.Bundle.Rank
 	}
-	rec := func(metric string, v *float64, limit float64, ok bool) {
-		e.checks.add(in.Path, -1, rank, metric, v, limit, ok)
-	}
-	var fails []string
 	top, res := memory.PhasePeaks(in.Phases)
 	what := "no snapshot device and no phases"
 	if len(in.Phases) > 0 {
 		what = "phases only, no allocator snapshot"
 	}
-	cannot := func(metric, flag string) {
-		rec(metric, nil, 0, false)
-		fails = append(fails, fmt.Sprintf("%s: %s cannot be checked: %s", in.Path, flag, what))
-	}
-	if peak >= 0 {
-		if len(in.Phases) == 0 {
-			cannot("peak_allocated_bytes", "--max-peak")
-		} else {
-			rec("peak_allocated_bytes", num(top), float64(peak), top <= peak)
-			if top > peak {
-				fails = append(fails, fmt.Sprintf("%s: peak allocated %s > %s (from the phases)", in.Path, units.Bytes(top), units.Bytes(peak)))
-			}
+	var fails []string
+	for _, t := range phasesOnly(l, top, res, len(in.Phases) > 0) {
+		e.checks.add(in.Path, -1, rank, t.metric, t.value, t.limit, t.ok)
+		switch {
+		case t.value == nil:
+			fails = append(fails, fmt.Sprintf("%s: %s cannot be checked: %s", in.Path, t.flag, what))
+		case !t.ok:
+			fails = append(fails, fmt.Sprintf("%s: %s %s > %s (from the phases)", in.Path, t.what, units.Bytes(int64(*t.value)), units.Bytes(int64(t.limit))))
 		}
-	}
-	if reserved >= 0 {
-		if len(in.Phases) == 0 {
-			cannot("peak_reserved_bytes", "--max-reserved")
-		} else {
-			rec("peak_reserved_bytes", num(res), float64(reserved), res <= reserved)
-			if res > reserved {
-				fails = append(fails, fmt.Sprintf("%s: peak reserved %s > %s (from the phases)", in.Path, units.Bytes(res), units.Bytes(reserved)))
-			}
-		}
-	}
-	if eff {
-		cannot("efficiency_at_peak_ratio", "--min-efficiency")
-	}
-	if noLeak {
-		cannot("leak_per_step_bytes", "--no-leak")
-	}
-	if noOOM {
-		cannot("oom_count", "--no-oom")
 	}
 	if len(in.Phases) > 0 {
 		fmt.Fprintf(e.stdout, "%s: peak allocated %s, reserved %s (from the phases: %s)\n", in.Path, units.Bytes(top), units.Bytes(res), what)
 	}
 	return fails
+}
+
+// phaseCheck is one memory threshold applied to a rank without a snapshot
+// device.
+type phaseCheck struct {
+	metric, flag, what string
+	value              *float64 // nil: it cannot be checked without a snapshot
+	limit              float64
+	ok                 bool
+}
+
+// phasesOnly applies the memory thresholds of l to a rank without a
+// snapshot device whose phases (when it has any) peaked at allocated and
+// reserved bytes, torch's running maxima as they read them (memory.
+// PhasePeaks): --max-peak and --max-reserved against those; efficiency,
+// leaks and OOMs need a snapshot, so they cannot be checked, and fail,
+// as every threshold does on a rank with no phases either. One rank and a
+// fleet's ranks are checked by it alike.
+func phasesOnly(l fleetLimits, allocated, reserved int64, phases bool) []phaseCheck {
+	var out []phaseCheck
+	for _, c := range []struct {
+		on                 bool
+		metric, flag, what string
+		v, limit           int64
+	}{
+		{l.peak >= 0, "peak_allocated_bytes", "--max-peak", "peak allocated", allocated, l.peak},
+		{l.reserved >= 0, "peak_reserved_bytes", "--max-reserved", "peak reserved", reserved, l.reserved},
+	} {
+		switch {
+		case !c.on:
+		case phases:
+			out = append(out, phaseCheck{c.metric, c.flag, c.what, num(c.v), float64(c.limit), c.v <= c.limit})
+		default:
+			out = append(out, phaseCheck{metric: c.metric, flag: c.flag, what: c.what})
+		}
+	}
+	for _, c := range []struct {
+		on                 bool
+		metric, flag, what string
+	}{
+		{l.eff >= 0, "efficiency_at_peak_ratio", "--min-efficiency", "efficiency at the peak"},
+		{l.noLeak, "leak_per_step_bytes", "--no-leak", "leak"},
+		{l.noOOM, "oom_count", "--no-oom", "out-of-memory events"},
+	} {
+		if c.on {
+			out = append(out, phaseCheck{metric: c.metric, flag: c.flag, what: c.what})
+		}
+	}
+	return out
 }

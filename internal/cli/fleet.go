@@ -417,35 +417,23 @@ func fleetFailures(rep *fleet.Report, l fleetLimits, log *checkLog) []string {
 }
 
 // fleetPhasesOnly applies the memory thresholds to rank r, recorded with
-// phases alone (r.PhasesOnly): --max-peak and --max-reserved against the
-// peaks of its phases; every threshold that needs a snapshot (efficiency,
-// leaks, OOMs) is added to unchecked, so that nothing passes unchecked.
+// phases alone (r.PhasesOnly), as check does to one such rank
+// (phasesOnly): the peaks it exceeds join peak and res, and the thresholds
+// it cannot be checked against join unchecked, so that nothing passes
+// unchecked.
 func fleetPhasesOnly(r fleet.RankMemory, l fleetLimits, log *checkLog, peak, res, unchecked *[]bad) {
 	var flags []string
-	cannot := func(metric, flag string) {
-		log.add(r.Path, -1, r.Rank, metric, nil, 0, false)
-		flags = append(flags, flag)
-	}
-	if l.peak >= 0 {
-		log.add(r.Path, -1, r.Rank, "peak_allocated_bytes", num(r.PeakAllocatedBytes), float64(l.peak), r.PeakAllocatedBytes <= l.peak)
-		if r.PeakAllocatedBytes > l.peak {
-			*peak = append(*peak, bad{r.Rank, float64(r.PeakAllocatedBytes), units.Bytes(r.PeakAllocatedBytes) + ", from its phases"})
+	for _, t := range phasesOnly(l, r.PeakAllocatedBytes, r.PeakReservedBytes, true) {
+		log.add(r.Path, -1, r.Rank, t.metric, t.value, t.limit, t.ok)
+		switch {
+		case t.value == nil:
+			flags = append(flags, t.flag)
+		case t.ok:
+		case t.metric == "peak_allocated_bytes":
+			*peak = append(*peak, bad{r.Rank, *t.value, units.Bytes(int64(*t.value)) + ", from its phases"})
+		default:
+			*res = append(*res, bad{r.Rank, *t.value, units.Bytes(int64(*t.value)) + ", from its phases"})
 		}
-	}
-	if l.reserved >= 0 {
-		log.add(r.Path, -1, r.Rank, "peak_reserved_bytes", num(r.PeakReservedBytes), float64(l.reserved), r.PeakReservedBytes <= l.reserved)
-		if r.PeakReservedBytes > l.reserved {
-			*res = append(*res, bad{r.Rank, float64(r.PeakReservedBytes), units.Bytes(r.PeakReservedBytes) + ", from its phases"})
-		}
-	}
-	if l.eff >= 0 {
-		cannot("efficiency_at_peak_ratio", "--min-efficiency")
-	}
-	if l.noLeak {
-		cannot("leak_per_step_bytes", "--no-leak")
-	}
-	if l.noOOM {
-		cannot("oom_count", "--no-oom")
 	}
 	if len(flags) > 0 {
 		*unchecked = append(*unchecked, bad{r.Rank, 0, "phases only: " + strings.Join(flags, " ")})
