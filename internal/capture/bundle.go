@@ -26,7 +26,7 @@ type Manifest struct {
 	StartTime              time.Time       `json:"start_time"`
 	EndTime                *time.Time      `json:"end_time,omitempty"`
 	DurationNs             int64           `json:"duration_ns"`
-	Status                 string          `json:"status"` // running | finished | failed_to_start
+	Status                 string          `json:"status"` // StatusRunning, StatusFinished or StatusFailedToStart
 	ExitCode               int             `json:"exit_code"`
 	Signal                 string          `json:"signal,omitempty"`
 	Signals                []SignalRecord  `json:"signals"` // what ptscope received while the command ran
@@ -112,6 +112,19 @@ const (
 	HistoryRun     = "run"
 	HistoryWindows = "windows"
 )
+
+// Manifest.Status: the command runs, it ended, or it never started.
+const (
+	StatusRunning       = "running"
+	StatusFinished      = "finished"
+	StatusFailedToStart = "failed_to_start"
+)
+
+// Unfinished reports whether the rank's process had not finished when its
+// process.json was read: it started and wrote no end (it was killed, or
+// still runs). Its end snapshot is missing, and what it did after its last
+// record (the last saved stack window) is unknown.
+func (r *RankInfo) Unfinished() bool { return r.StartTimeUs != 0 && r.EndTimeUs == 0 }
 
 // Windowed reports whether the rank recorded its allocator history only
 // inside stack windows, a snapshot per window.

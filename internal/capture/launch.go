@@ -86,7 +86,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	start := time.Now()
 	m := Manifest{
 		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv,
-		StartTime: start.UTC(), Status: "running", Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []SignalRecord{},
+		StartTime: start.UTC(), Status: StatusRunning, Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []SignalRecord{},
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
 		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
 	}
@@ -127,7 +127,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		if dir != "" {
 			end := time.Now()
 			m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
-			m.Status, m.ExitCode = "failed_to_start", se.Code
+			m.Status, m.ExitCode = StatusFailedToStart, se.Code
 			m.Warnings = append(m.Warnings, se.Error())
 			if err := writeManifest(dir, &m); err != nil {
 				fmt.Fprintf(status, "ptscope: warning: %v\n", err)
@@ -163,7 +163,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	end := time.Now()
 	m.EndTime = ptr(end.UTC())
 	m.DurationNs = end.Sub(start).Nanoseconds()
-	m.Status = "finished"
+	m.Status = StatusFinished
 	m.ExitCode = res.ExitCode
 	if res.Signal != 0 {
 		m.Signal = res.Signal.String()

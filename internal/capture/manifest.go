@@ -106,7 +106,7 @@ func finishManifest(dir string, m *Manifest, ranks []int) {
 		} else {
 			m.Warnings = append(m.Warnings, err.Error())
 		}
-		if info.EndTimeUs == 0 && info.StartTimeUs != 0 {
+		if info.Unfinished() {
 			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process did not finish normally; no end snapshot", e.Name()))
 		}
 		m.Ranks = append(m.Ranks, info)

@@ -83,7 +83,7 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 	info := func() *memory.BundleInfo {
 		return &memory.BundleInfo{Dir: b.Dir, Rank: r.Rank, GPU: gpu, DeviceTotalBytes: total,
 			Simulated: b.Manifest.Simulated, Mode: b.Manifest.Mode, Simulation: b.Manifest.SimulationSummary(),
-			Unfinished: r.Info.StartTimeUs != 0 && r.Info.EndTimeUs == 0}
+			Unfinished: r.Info.Unfinished()}
 	}
 	if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
 		// No allocator snapshot (--no-gpu runs, or memory history off):

@@ -306,7 +306,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 			for k := range b.Ranks {
 				r := &b.Ranks[k]
 				part := load.WindowParts(r) // a rank recorded in stack windows: one run
-				if part != nil && b.Manifest.Status == "running" && r.Info.EndTimeUs == 0 {
+				if part != nil && b.Manifest.Status == capture.StatusRunning && r.Info.Unfinished() {
 					// a rank still recording: its windows one by one as they
 					// are saved (an input of the run would keep the windows of
 					// the scan that found it); the run once it has ended
