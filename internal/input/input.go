@@ -276,7 +276,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if d.IsDir() {
-				if _, err := os.Stat(filepath.Join(path, "manifest.json")); err == nil && ok(Bundle) {
+				if capture.IsBundle(path) && ok(Bundle) {
 					out = append(out, File{path, Bundle})
 					return fs.SkipDir
 				}
