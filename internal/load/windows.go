@@ -146,14 +146,12 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 	}
 	// each steady window's survivors, witnessed by the next snapshot
 	held := make([]func(uint64, int64) bool, len(steady))
-	survivors := make([][]memory.Survivor, len(steady))
 	for i, a := range steady {
-		survivors[i] = a.Survivors()
 		if next := nextAfter(windows, a, end); next != nil {
 			held[i] = next.HeldThroughout()
 		}
 	}
-	run.LeakStacks = memory.WindowLeak(steady, survivors, held)
+	run.LeakStacks = memory.WindowLeak(steady, held)
 
 	b0 := dev(base)
 	bo := mo

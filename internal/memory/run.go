@@ -200,9 +200,9 @@ func (an *Analysis) Survivors() []Survivor {
 }
 
 // WindowLeak groups by stack what the steady-state windows of a run left
-// behind and the run still held later: survivors[k] are the Survivors of
-// windows[k] (steady-state windows only, in time order), and held[k], when
-// set, reports whether a block (address, size) was still held by the next
+// behind and the run still held later: the Survivors of each of windows
+// (steady-state windows only, in time order), where held[k], when set,
+// reports whether a block (address, size) was still held by the next
 // snapshot after window k, alive from before its recording to its end
 // (HeldThroughout of the next window's snapshot, or of the end snapshot
 // after the last; nil: unknown, every survivor counts). A tensor each step
@@ -214,7 +214,7 @@ func (an *Analysis) Survivors() []Survivor {
 // what one step left. Groups are by stack frames and category across the
 // windows, largest first; Count is the allocations seen in windows, not in
 // every step.
-func WindowLeak(windows []*Analysis, survivors [][]Survivor, held []func(addr uint64, size int64) bool) []StackGroup {
+func WindowLeak(windows []*Analysis, held []func(addr uint64, size int64) bool) []StackGroup {
 	type acc struct {
 		g       StackGroup
 		largest int64
@@ -224,7 +224,7 @@ func WindowLeak(windows []*Analysis, survivors [][]Survivor, held []func(addr ui
 	var keys []string
 	for w, an := range windows {
 		var a *analyzer
-		for _, sv := range survivors[w] {
+		for _, sv := range an.Survivors() {
 			if w < len(held) && held[w] != nil && !held[w](sv.Address, sv.Bytes) {
 				continue
 			}

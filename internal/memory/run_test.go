@@ -82,7 +82,7 @@ func TestWindowLeak(t *testing.T) {
 		{"no witness", nil, "grad:2097152:2 keep:2097152:2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := WindowLeak([]*Analysis{a, b}, [][]Survivor{a.Survivors(), b.Survivors()}, tc.held)
+			got := WindowLeak([]*Analysis{a, b}, tc.held)
 			var parts []string
 			for _, g := range got {
 				parts = append(parts, fmt.Sprintf("%s:%d:%d", g.Frames[0].Name, g.Bytes, g.Count))
@@ -96,7 +96,7 @@ func TestWindowLeak(t *testing.T) {
 		})
 	}
 	// one window alone: nothing recurs
-	if got := WindowLeak([]*Analysis{b}, [][]Survivor{b.Survivors()}, nil); len(got) != 0 {
+	if got := WindowLeak([]*Analysis{b}, nil); len(got) != 0 {
 		t.Errorf("one window: %+v", got)
 	}
 }
