@@ -52,8 +52,41 @@ func BundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o Snaps
 	return set, err
 }
 
-// addBundleRank analyses the snapshots of one rank of b.
-func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions) error {
+// BundleSnapshot analyses one snapshot file of rank r of b (b may come
+// from capture.ReadBundle) as Snapshots does inside the bundle: with the
+// rank's device capacity and limit, precision, inventories, counters and
+// phases, which a bare read of the file does not have; for a server that
+// loads a bundle's snapshots one by one.
+func BundleSnapshot(ctx context.Context, b *capture.Bundle, r *capture.Rank, path string, o SnapshotOptions) (*SnapshotSet, error) {
+	set := &SnapshotSet{Report: memory.NewReport()}
+	if err := ctx.Err(); err != nil {
+		return set, err
+	}
+	mo, info := rankOptions(b, r, o)
+	err := set.addRankFile(path, o, mo, b, r, info, nil)
+	set.Report.Compare()
+	return set, err
+}
+
+// addRankFile analyses snapshot path of rank r of b with the rank's
+// options mo and bundle info (skipped: the rank's snapshots left out).
+func (set *SnapshotSet) addRankFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank,
+	info func() *memory.BundleInfo, skipped []memory.SkippedSnapshot) error {
+	err := set.addFile(path, o, mo, b, r)
+	k := len(set.Report.Inputs) - 1
+	in := set.Report.Inputs[k]
+	in.Bundle = info()
+	in.Bundle.SkippedSnapshots = skipped
+	if err != nil {
+		return err
+	}
+	in.Phases = phaseRows(r, set.Inputs[k].Devices, false)
+	return nil
+}
+
+// rankOptions are the analysis options of rank r of b (o's, completed by
+// what the rank recorded) and its bundle information.
+func rankOptions(b *capture.Bundle, r *capture.Rank, o SnapshotOptions) (memory.Options, func() *memory.BundleInfo) {
 	total := r.Info.DeviceTotalMemoryBytes
 	if total == 0 {
 		total = b.Manifest.DeviceTotalMemoryBytes
@@ -85,6 +118,12 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 			Simulated: b.Manifest.Simulated, Mode: b.Manifest.Mode, Simulation: b.Manifest.SimulationSummary(),
 			Unfinished: r.Info.Unfinished()}
 	}
+	return mo, info
+}
+
+// addBundleRank analyses the snapshots of one rank of b.
+func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions) error {
+	mo, info := rankOptions(b, r, o)
 	if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
 		// No allocator snapshot (--no-gpu runs, or memory history off):
 		// the phases the companion measured are the result.
@@ -113,15 +152,9 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := set.addFile(path, o, mo, b, r)
-		k := len(set.Report.Inputs) - 1
-		in := set.Report.Inputs[k]
-		in.Bundle = info()
-		in.Bundle.SkippedSnapshots = skipped
-		if err != nil {
+		if err := set.addRankFile(path, o, mo, b, r, info, skipped); err != nil {
 			return err
 		}
-		in.Phases = phaseRows(r, set.Inputs[k].Devices, false)
 	}
 	return nil
 }

@@ -181,7 +181,16 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 	if it.rank != nil && it.bundle != nil && it.Path == it.rank.Dir {
 		return in.loadRun(ctx, it)
 	}
-	set, err := load.Snapshots(ctx, []string{it.Path}, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead})
+	o := load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead}
+	var set *load.SnapshotSet
+	var err error
+	if it.rank != nil && it.bundle != nil {
+		// a bundle's snapshot, read with what its rank recorded (the
+		// process's memory limit, inventories, phases), as analyze reads it
+		set, err = load.BundleSnapshot(ctx, it.bundle, it.rank, it.Path, o)
+	} else {
+		set, err = load.Snapshots(ctx, []string{it.Path}, o)
+	}
 	if err != nil {
 		return err
 	}
@@ -214,12 +223,8 @@ func (in *inputs) setSnapshot(it *Input, set *load.SnapshotSet, k int) error {
 	var devs []*memDevice
 	var infos []DeviceInfo
 	for _, a := range m.Devices {
-		md := &memDevice{result: a.Result, tl: timeline.NewMemory(m.Snapshot, a.Result.Device, a.Replay, a.Phases)}
-		if run {
-			md.phases = set.Report.Inputs[k].Phases // from every window
-		} else if it.rank != nil {
-			md.phases = load.PhaseRows(it.rank, []*memory.Analysis{a})
-		}
+		md := &memDevice{result: a.Result, tl: timeline.NewMemory(m.Snapshot, a.Result.Device, a.Replay, a.Phases),
+			phases: set.Report.Inputs[k].Phases} // a bundle's (of every window of a run); none for a bare snapshot
 		devs = append(devs, md)
 		infos = append(infos, DeviceInfo{Device: a.Result.Device, Entries: a.Result.Entries, Peak: a.Result.Peak.AllocatedBytes})
 	}
