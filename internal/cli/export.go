@@ -162,14 +162,13 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	}
 	file := files[0]
 	kind := file.Kind
-	runRank := -1 // a rank recorded in stack windows: its run's peak view
+	var target *rankTarget // a bundle's rank
 	if kind == input.Bundle {
-		var snap string
-		if snap, runRank, err = bundleTarget(file.Path, f.rank); err != nil {
+		if target, err = bundleTarget(file.Path, f.rank); err != nil {
 			return err
 		}
-		if runRank < 0 {
-			file.Path = snap
+		if target.snap != "" {
+			file.Path = target.snap
 		}
 		kind = input.Snapshot
 	} else if set["rank"] {
@@ -202,7 +201,7 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	if kind == input.Trace {
 		summary, err = exportTrace(e, file.Path, out, f, set)
 	} else {
-		summary, err = exportSnapshot(e, format, file.Path, out, f, set, runRank)
+		summary, err = exportSnapshot(e, format, file.Path, out, f, set, target)
 	}
 	if err != nil {
 		out.abort()
@@ -215,14 +214,23 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	return nil
 }
 
+// rankTarget is what an export of a bundle reads: rank r of b, its run
+// read as one (a rank recorded in stack windows: snap is "", the run's peak
+// view) or its snapshot snap, with what the rank recorded either way.
+type rankTarget struct {
+	b    *capture.Bundle
+	r    *capture.Rank
+	snap string
+}
+
 // bundleTarget is what an export of a bundle reads, from the rank given
 // (rank < 0: the lowest with a snapshot), each rank folder read once: for a
-// rank recorded in stack windows, that rank (the run read as one, its peak
-// view); for any other, its last snapshot's path and rank -1.
-func bundleTarget(dir string, rank int) (string, int, error) {
+// rank recorded in stack windows, its run; for any other, its last
+// snapshot.
+func bundleTarget(dir string, rank int) (*rankTarget, error) {
 	b, err := capture.ListBundle(dir)
 	if err != nil {
-		return "", -1, err
+		return nil, err
 	}
 	var ranks []int
 	for _, lr := range b.Ranks {
@@ -232,20 +240,20 @@ func bundleTarget(dir string, rank int) (string, int, error) {
 		}
 		r, err := capture.ReadRank(lr.Dir, lr.Rank)
 		if err != nil {
-			return "", -1, err
+			return nil, err
 		}
 		if len(r.Snapshots) == 0 {
 			continue
 		}
 		if r.Info.Windowed() {
-			return dir, r.Rank, nil
+			return &rankTarget{b, r, ""}, nil
 		}
-		return r.Snapshots[len(r.Snapshots)-1], -1, nil
+		return &rankTarget{b, r, r.Snapshots[len(r.Snapshots)-1]}, nil
 	}
 	if rank >= 0 {
-		return "", -1, usagef("export: %s has no snapshot of rank %d (ranks %v)", dir, rank, ranks)
+		return nil, usagef("export: %s has no snapshot of rank %d (ranks %v)", dir, rank, ranks)
 	}
-	return "", -1, usagef("export: %s holds no snapshot", dir)
+	return nil, usagef("export: %s holds no snapshot", dir)
 }
 
 func exportTrace(e *env, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
@@ -316,19 +324,25 @@ func parseSteps(s string) (int, int, error) {
 	return x, y, nil
 }
 
-// exportSnapshot exports the snapshot at path, or with runRank >= 0 (path
-// a bundle) that rank's run recorded in stack windows.
-func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool, runRank int) (string, error) {
+// exportSnapshot exports the snapshot at path; with a target (a bundle's
+// rank), read as the bundle reads it: its run, or its snapshot at path.
+func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool, target *rankTarget) (string, error) {
 	tuneGC()
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
 	o := load.SnapshotOptions{AfterRead: runtime.GC}
-	if runRank >= 0 {
-		o.Ranks = []int{runRank}
-	}
 	if f.device >= 0 {
 		o.Devices = []int{f.device}
 	}
-	loaded, err := load.Snapshots(e.ctx, []string{path}, o)
+	var loaded *load.SnapshotSet
+	var err error
+	switch {
+	case target == nil:
+		loaded, err = load.Snapshots(e.ctx, []string{path}, o)
+	case target.snap == "":
+		loaded, err = load.BundleRank(e.ctx, target.b, target.r, o)
+	default:
+		loaded, err = load.BundleSnapshot(e.ctx, target.b, target.r, target.snap, o)
+	}
 	p.Stop()
 	if err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/ptscope/ptscope/internal/load"
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // validateSnap is a committed real GPT-2 tiny training snapshot recorded
@@ -228,5 +232,49 @@ func TestExportNoHistory(t *testing.T) {
 	code, out, errs := exportRun(t, "folded", snap("legacy_list_history.pickle.xz"))
 	if code != 0 || out == "" || !strings.Contains(errs, "at the dump (no trace recorded, 413 MiB allocated)") {
 		t.Errorf("exit %d: %s", code, errs)
+	}
+}
+
+// A bundle's snapshot exports with what its rank recorded, as analyze
+// reads it: the real FSDP2 trainer's inventory names its sharded
+// parameters, which the snapshot alone would not (their stacks are
+// FSDP's). The pprof's in-use parameter bytes equal analyze's.
+func TestExportBundleRoles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := testfixture.ExtractTrainerBundle(testfixture.Root(t), "fsdp2", dir); err != nil {
+		t.Fatal(err)
+	}
+	set, err := load.Snapshots(context.Background(), []string{dir}, load.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for _, c := range set.Report.Inputs[len(set.Report.Inputs)-1].Devices[0].Categories {
+		if c.Category == memory.CatParameter {
+			want = c.Bytes
+		}
+	}
+	pb := filepath.Join(t.TempDir(), "mem.pb.gz")
+	if code, _, errs := exportRun(t, "pprof", "-o", pb, dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	f, err := os.Open(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	for _, s := range p.Sample {
+		if len(s.Label["category"]) > 0 && s.Label["category"][0] == "parameter" {
+			got += s.Value[1]
+		}
+	}
+	if want <= 0 || got != want {
+		t.Errorf("pprof parameters %d B in use, analyze %d B", got, want)
 	}
 }
