@@ -483,13 +483,18 @@ class Capture(PhasesMixin):
             return
         if not self.toggle_ok:
             on, reason = self.on_stacks, w.mode
-        w.begin(self.step, on, reason, entries, _now_us())
+        w.begin(self.step, on, reason, entries, now)
         if on != self.on_stacks and self.toggle_ok:
             kw = dict(self.hist_kw)
             kw["context"] = self.hist_ctx_default() if on else None
             self.calls["history_switches"] += 1
             self.hist_fn(**kw)
             self.hist_ctx = kw["context"]
+        self._set_stacks(on)
+
+    def _set_stacks(self, on):
+        """Whether the step about to run records allocation stacks, and with
+        them backward module attribution."""
         self.on_stacks = on
         self.bw_attr = on and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
 
@@ -508,8 +513,7 @@ class Capture(PhasesMixin):
         w.begin(self.step, on, reason, entries, now)
         if on:
             self.seg_steps += 1
-        self.on_stacks = on and self.hist_ctx is not None
-        self.bw_attr = self.on_stacks and self.set_metadata is not None and bool(self.features.get("backward_module_metadata"))
+        self._set_stacks(on and self.hist_ctx is not None)
 
     def _close_window(self, now):
         """Save the open window as a snapshot of its own and disable the history."""
