@@ -134,19 +134,20 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 		set.Inputs = append(set.Inputs, &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r})
 		return nil
 	}
-	snaps, skipped := rankSnapshots(r)
-	if r.Info.Windowed() && len(r.Snapshots) > 0 {
+	var snaps []string
+	var skipped []memory.SkippedSnapshot
+	if part := WindowParts(r); part != nil {
 		// one run; other snapshots (--snapshot-at) stay inputs of their own
-		if err := set.addWindowedRank(ctx, b, r, o, mo, info()); err != nil {
+		if err := set.addWindowedRank(ctx, b, r, o, mo, info(), part); err != nil {
 			return err
 		}
-		part := windowParts(r)
-		snaps, skipped = nil, nil
 		for _, p := range r.Snapshots {
 			if !part[filepath.Base(p)] {
 				snaps = append(snaps, p)
 			}
 		}
+	} else {
+		snaps, skipped = rankSnapshots(r)
 	}
 	for _, path := range snaps {
 		if err := ctx.Err(); err != nil {

@@ -13,7 +13,8 @@ import (
 )
 
 // addWindowedRank reads a rank whose allocator history was recorded only in
-// stack windows, a snapshot each (capture.RankInfo.Windowed), as one run:
+// stack windows, a snapshot each (capture.RankInfo.Windowed), as one run
+// from the snapshots named in part (WindowParts):
 // one Input whose device result is the analysis of the snapshot that holds
 // the highest peak (the out-of-memory snapshot when the rank ran out),
 // given the run (memory.Run) measured by the phases' counters over every
@@ -22,12 +23,11 @@ import (
 // snapshot of the rank (--snapshot-at) is, as in a rank of history mode
 // "run". Data flows one way: this reads and picks; memory analyses.
 func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions,
-	mo memory.Options, info *memory.BundleInfo) error {
+	mo memory.Options, info *memory.BundleInfo, part map[string]bool) error {
 	oomName := ""
 	if r.OOM != nil {
 		oomName = r.OOM.Snapshot
 	}
-	part := windowParts(r)
 	// every snapshot of the run, analysed on its own first
 	sub := &SnapshotSet{Report: memory.NewReport()}
 	defer func() { set.arenas = append(set.arenas, sub.arenas...) }()
