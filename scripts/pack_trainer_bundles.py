@@ -26,7 +26,7 @@ import re
 import sys
 import tarfile
 
-from scrub_paths import scrub_pickle  # the same rules as for other test data
+from scrub_paths import scrub_pickle, scrub_text  # the same rules as for other test data
 
 
 def members(src):
@@ -51,9 +51,9 @@ def scrub(files):
             data = scrub_pickle(data)
         elif p.endswith(".json") or p.endswith(".jsonl") or p.endswith(".log"):
             text = data.decode("utf-8", "replace")
+            # the folders the bundle was written to, then the machine's paths
             text = re.sub(r"/(?:tmp|root|home|work)/\S*?/(?=(rank\d+/|companion\.log))", "", text)
-            text = re.sub(r'/\S*?/(?=(scripts/gpu/|examples/))', "", text)
-            data = text.encode()
+            data = scrub_text(text).encode()
         out[p] = data
     return out
 
