@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -91,4 +92,67 @@ func readAll(p string) ([]byte, error) {
 	var b bytes.Buffer
 	_, err = io.Copy(&b, io.LimitReader(r, 256<<20))
 	return b.Bytes(), err
+}
+
+// scripts/scrub_paths.py rewrites a real snapshot's machine paths and only
+// them: on the built-in sample with a venv and a working-copy prefix put
+// back in front of its frames, the result is the sample itself, byte for
+// byte (the same protocol, the same objects shared), and a file with
+// nothing to scrub is left as it was.
+func TestScrubPaths(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	root := Root(t)
+	sample, err := readAll(filepath.Join(root, "internal", "cli", "sample", "gpt2s_train_fp32_b4_ctx512.pickle.xz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	orig, dirty := filepath.Join(dir, "orig.pickle"), filepath.Join(dir, "dirty.pickle")
+	if err := os.WriteFile(orig, sample, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// the paths as the GPU machine recorded them (scrub_paths' rules undone)
+	undo := `import pickle, sys
+def f(v, memo):
+    if id(v) in memo: return memo[id(v)][1]
+    if isinstance(v, str):
+        w = v
+        if v.startswith("site-packages/"): w = "/opt/venv/lib/python3.12/" + v
+        elif v.startswith("scripts/gpu/") or v.startswith("examples/"): w = "/home/u/repo/" + v
+        out = v if w == v else w
+    elif isinstance(v, dict):
+        out = {}; memo[id(v)] = (v, out)
+        for k, x in v.items(): out[f(k, memo)] = f(x, memo)
+        return out
+    elif isinstance(v, list):
+        out = []; memo[id(v)] = (v, out); out.extend(f(x, memo) for x in v); return out
+    elif isinstance(v, tuple): out = tuple(f(x, memo) for x in v)
+    else: return v
+    memo[id(v)] = (v, out)
+    return out
+d = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(pickle.dumps(f(pickle.loads(d), {}), protocol=d[1]))
+`
+	if out, err := exec.Command(py, "-c", undo, orig, dirty).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	before, _ := os.ReadFile(dirty)
+	if !machinePath.Match(before) {
+		t.Fatal("the dirtied sample holds no machine path")
+	}
+	script := filepath.Join(root, "scripts", "scrub_paths.py")
+	out, err := exec.Command(py, script, dirty, orig).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "scrubbed "+dirty) || !strings.Contains(string(out), "unchanged "+orig) {
+		t.Fatalf("%v: %s", err, out)
+	}
+	after, _ := os.ReadFile(dirty)
+	if !bytes.Equal(after, sample) {
+		t.Errorf("scrubbed: %d bytes, the sample %d; not the same bytes", len(after), len(sample))
+	}
+	if kept, _ := os.ReadFile(orig); !bytes.Equal(kept, sample) {
+		t.Error("a file with nothing to scrub was rewritten")
+	}
 }
