@@ -40,15 +40,7 @@ func TestExportFormats(t *testing.T) {
 	if code != 0 || out != "" || !strings.HasPrefix(errs, "wrote "+pb+": pprof heap profile, 1.32 GiB in use") {
 		t.Fatalf("pprof: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	f, err := os.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := readPprof(t, pb)
 	var inuse int64
 	for _, s := range p.Sample {
 		inuse += s.Value[1]
@@ -259,15 +251,7 @@ func TestExportBundleRoles(t *testing.T) {
 	if code, _, errs := exportRun(t, "pprof", "-o", pb, dir); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	f, err := os.Open(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.Parse(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := readPprof(t, pb)
 	var got int64
 	for _, s := range p.Sample {
 		if len(s.Label["category"]) > 0 && s.Label["category"][0] == "parameter" {
@@ -277,4 +261,19 @@ func TestExportBundleRoles(t *testing.T) {
 	if want <= 0 || got != want {
 		t.Errorf("pprof parameters %d B in use, analyze %d B", got, want)
 	}
+}
+
+// readPprof parses the pprof profile at path.
+func readPprof(t *testing.T, path string) *profile.Profile {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -27,14 +27,12 @@ func TestServeBundleSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{} // path -> what analyze says of its OOMs and categories
+	want := map[string]string{} // path -> what analyze says of its OOMs, categories and phases
 	for _, in := range set.Report.Inputs {
 		for _, d := range in.Devices {
-			b, _ := json.Marshal(struct {
-				O, C any
-				P    int
-			}{d.OOMs, d.Categories, len(in.Phases)})
-			want[in.Path] = string(b)
+			o, _ := json.Marshal(d.OOMs)
+			c, _ := json.Marshal(d.Categories)
+			want[in.Path] = analysed(o, c, len(in.Phases))
 		}
 	}
 	s, ts := serveDir(t, dir)
@@ -50,42 +48,40 @@ func TestServeBundleSnapshot(t *testing.T) {
 		}
 		var sum struct {
 			Result struct {
-				OOMs       any `json:"ooms"`
-				Categories any `json:"categories_at_peak"`
+				OOMs       json.RawMessage `json:"ooms"`
+				Categories json.RawMessage `json:"categories_at_peak"`
 			} `json:"result"`
-			PhaseRows []any `json:"phase_rows"`
+			PhaseRows []json.RawMessage `json:"phase_rows"`
+		}
+		var ooms []struct {
+			Allowed    int64 `json:"allowed_bytes"`
+			Limited    bool  `json:"limited"`
+			PhaseStart int64 `json:"phase_start_allocated_bytes"`
 		}
 		if err := json.Unmarshal(body, &sum); err != nil {
 			t.Fatal(err)
 		}
-		var x struct {
-			Result struct {
-				OOMs []struct {
-					Allowed    int64 `json:"allowed_bytes"`
-					Limited    bool  `json:"limited"`
-					PhaseStart int64 `json:"phase_start_allocated_bytes"`
-				} `json:"ooms"`
-			} `json:"result"`
-		}
-		if err := json.Unmarshal(body, &x); err != nil {
+		if err := json.Unmarshal(sum.Result.OOMs, &ooms); err != nil {
 			t.Fatal(err)
 		}
-		if len(x.Result.OOMs) != 1 || !x.Result.OOMs[0].Limited || x.Result.OOMs[0].Allowed != facts.MemoryCapBytes || x.Result.OOMs[0].PhaseStart <= 0 {
-			t.Errorf("served OOMs %+v; the process's limit was %d", x.Result.OOMs, facts.MemoryCapBytes)
+		if len(ooms) != 1 || !ooms[0].Limited || ooms[0].Allowed != facts.MemoryCapBytes || ooms[0].PhaseStart <= 0 {
+			t.Errorf("served OOMs %+v; the process's limit was %d", ooms, facts.MemoryCapBytes)
 		}
-		b, _ := json.Marshal(struct {
-			O, C any
-			P    int
-		}{sum.Result.OOMs, sum.Result.Categories, len(sum.PhaseRows)})
-		var got, exp any
-		json.Unmarshal(b, &got)
-		json.Unmarshal([]byte(want[oom]), &exp)
-		if fmt.Sprint(got) != fmt.Sprint(exp) {
-			t.Errorf("served\n%v\nanalyze\n%v", got, exp)
+		if got := analysed(sum.Result.OOMs, sum.Result.Categories, len(sum.PhaseRows)); got != want[oom] {
+			t.Errorf("served\n%s\nanalyze\n%s", got, want[oom])
 		}
 		checked = true
 	}
 	if !checked {
 		t.Fatalf("%s not served", oom)
 	}
+}
+
+// analysed is a comparable form of a result's OOMs and categories (JSON)
+// and its number of phase rows.
+func analysed(ooms, categories []byte, phases int) string {
+	var o, c any
+	json.Unmarshal(ooms, &o)
+	json.Unmarshal(categories, &c)
+	return fmt.Sprint(o, c, phases)
 }
