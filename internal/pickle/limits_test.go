@@ -283,6 +283,10 @@ func TestScannerAgreesWithDecoder(t *testing.T) {
 		// The decoder stops at a STOP anywhere in a frame: what follows it,
 		// in the frame and after it, is not the pickle's (found by fuzzing).
 		{"a STOP inside a frame, then garbage", append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop, 0xc3, 0xc3)...)...), 0xc3), ""},
+		// ... and a STOP in any frame walked over, whatever follows it.
+		{"a STOP inside a frame, then a frame of garbage", append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop)...)...), frame(0x37, 0x37)...), ""},
+		{"a STOP inside a frame, a frame, then garbage", append(append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop)...)...), good[2:]...), 0x37), ""},
+		{"no STOP, a frame, then garbage", append(append(append([]byte{opProto, 4}, good[2:]...), good[2:]...), 0x37), "offset 36: opcode 0x37"},
 	} {
 		sc := NewScanner(Options{})
 		err := sc.Feed(c.in)

@@ -53,7 +53,7 @@ func (s *Scanner) Feed(data []byte) error {
 			if n > 0 && n <= maxFrameJump {
 				if lo < len(data) {
 					if _, ok := scanLen(data[lo]); !ok {
-						return s.errf(lo, data[lo], "unknown opcode 0x%02x (not a pickle, or corrupt)", data[lo])
+						return s.refuse(data, s.errf(lo, data[lo], "unknown opcode 0x%02x (not a pickle, or corrupt)", data[lo]))
 					}
 				}
 				if uint64(len(data)-lo) < n {
@@ -68,22 +68,34 @@ func (s *Scanner) Feed(data []byte) error {
 		pos, err := s.scan(data, s.pos, len(data), true)
 		s.pos = pos
 		if err != nil {
-			if at == s.lastHi && s.lastLo >= 0 {
-				// Right after a frame walked over: the pickle may have
-				// ended inside it (a STOP anywhere in it, as the decoder
-				// stops there), the rest being trailing bytes.
-				if _, ferr := s.scan(data, s.lastLo, s.lastHi, false); ferr == nil && s.done {
-					return nil
-				}
-				s.done = false
-			}
-			return err
+			return s.refuse(data, err)
 		}
 		if pos == at {
 			return nil // the opcode is not whole yet
 		}
 	}
 	return nil
+}
+
+// refuse returns err, found where frames were walked over, unless the
+// pickle ended before it: the decoder stops at the first STOP, which may lie
+// inside any frame walked over, and what follows it, frames or garbage, is
+// not the pickle's. Only then are the frames' opcodes read one by one, from
+// the start, as the decoder reads them.
+func (s *Scanner) refuse(data []byte, err error) error {
+	if s.lastLo < 0 {
+		return err // no frame was walked over: every opcode was checked
+	}
+	full := Scanner{opts: s.opts, lastLo: -1}
+	pos, ferr := full.scan(data, 0, len(data), false)
+	if ferr == nil && full.done {
+		s.pos, s.done = pos, true
+		return nil
+	}
+	if ferr != nil {
+		return ferr // the first bad opcode, as the decoder meets it
+	}
+	return err
 }
 
 // scan checks the opcodes of data[pos:end] until one is not whole (after
