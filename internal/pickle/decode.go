@@ -266,10 +266,10 @@ func (d *decoder) takeLarge(n int) ([]byte, error) {
 
 func (d *decoder) line() ([]byte, error) {
 	for i := 0; ; i++ {
+		if i > 1<<20 { // wherever the input's end lies, as the Scanner does
+			return nil, d.errf("line longer than 1 MiB")
+		}
 		if d.pos+i >= len(d.buf) {
-			if i > 1<<20 {
-				return nil, d.errf("line longer than 1 MiB")
-			}
 			if err := d.fill(i + 1); err != nil {
 				return nil, d.errf("expected a newline-terminated argument")
 			}

@@ -255,6 +255,7 @@ func TestScannerAgreesWithDecoder(t *testing.T) {
 		{append([]byte{opProto, 2, opLong}, bytes.Repeat([]byte{'1'}, 5000)...), ""},                                     // no newline yet: wait
 		{append(append([]byte{opProto, 2, opLong}, bytes.Repeat([]byte{'1'}, 5000)...), '\n'), "integer of 5000 digits"}, // refused
 		{append([]byte{opProto, 2, opGlobal}, bytes.Repeat([]byte{'m'}, 2<<20)...), "line longer than 1 MiB"},
+		{append(append([]byte{opProto, 2, opGlobal}, bytes.Repeat([]byte{'m'}, 2<<20)...), "\nf\n."...), "line longer than 1 MiB"}, // whole: the decoder refuses it too
 	} {
 		err := NewScanner(Options{}).Feed(c.in)
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
@@ -286,12 +287,20 @@ func TestScannerAgreesWithDecoder(t *testing.T) {
 		// ... and a STOP in any frame walked over, whatever follows it.
 		{"a STOP inside a frame, then a frame of garbage", append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop)...)...), frame(0x37, 0x37)...), ""},
 		{"a STOP inside a frame, a frame, then garbage", append(append(append([]byte{opProto, 4}, frame(append(append([]byte(nil), good[11:]...), opStop)...)...), good[2:]...), 0x37), ""},
+		// The decoder does not hold opcodes to frames: one may run over a
+		// frame's end, and the scanner then goes on opcode by opcode.
+		{"an opcode over a frame's end", append(append([]byte{opProto, 4}, frame(opShortBinunicode, 3, 0x37)...), 0x37, 0x37, opStop), ""},
+		{"an opcode over a frame's end, the rest to come", append(append([]byte{opProto, 4}, frame(opShortBinunicode, 3, 0x37)...), 0x37, 0x37), ""},
+		{"an opcode over a frame's end, then garbage", append(append([]byte{opProto, 4}, frame(opShortBinunicode, 3, 0x37)...), 0x37, 0x37, 0x37), "offset 16: opcode 0x37"},
 		{"no STOP, a frame, then garbage", append(append(append([]byte{opProto, 4}, good[2:]...), good[2:]...), 0x37), "offset 36: opcode 0x37"},
 	} {
 		sc := NewScanner(Options{})
 		err := sc.Feed(c.in)
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if _, derr := DecodeBytes(c.in, Options{}); err != nil && derr == nil {
+			t.Errorf("%s: the decoder accepts what the scanner refused", c.name)
 		}
 	}
 	// Bytes after STOP are not part of the pickle.

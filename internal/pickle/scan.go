@@ -23,8 +23,8 @@ type Scanner struct {
 	opts   Options
 	pos    int  // offset of the next opcode (or frame header) to check
 	done   bool // saw STOP: the pickle ends there
-	lastLo int  // the last frame walked over: its opcodes are [lastLo, lastHi)
-	lastHi int
+	walked bool // a frame was walked over: its opcodes were not all checked
+	exact  bool // frames are no longer walked over: every opcode is checked
 }
 
 // maxFrameJump is the longest frame walked over without looking inside:
@@ -35,7 +35,7 @@ const maxFrameJump = 1 << 20
 // NewScanner returns a scanner with opts' limits (hooks are ignored).
 func NewScanner(opts Options) *Scanner {
 	d := newDecoder(nil, opts) // for the defaults
-	return &Scanner{opts: d.opts, lastLo: -1}
+	return &Scanner{opts: d.opts}
 }
 
 // Done reports whether the scanner saw STOP: the bytes after it are not
@@ -46,6 +46,11 @@ func (s *Scanner) Done() bool { return s.done }
 // from its first byte and grows between calls. It returns an *Error at the
 // first opcode that is not valid.
 func (s *Scanner) Feed(data []byte) error {
+	if s.exact {
+		pos, err := s.scan(data, s.pos, len(data), false)
+		s.pos = pos
+		return err
+	}
 	for s.pos < len(data) && !s.done {
 		if data[s.pos] == opFrame && s.pos+9 <= len(data) {
 			n := binary.LittleEndian.Uint64(data[s.pos+1:])
@@ -59,8 +64,8 @@ func (s *Scanner) Feed(data []byte) error {
 				if uint64(len(data)-lo) < n {
 					return nil // wait for the rest of the frame
 				}
-				s.lastLo, s.lastHi = lo, lo+int(n)
-				s.pos = s.lastHi
+				s.walked = true
+				s.pos = lo + int(n)
 				continue
 			}
 		}
@@ -77,25 +82,27 @@ func (s *Scanner) Feed(data []byte) error {
 	return nil
 }
 
-// refuse returns err, found where frames were walked over, unless the
-// pickle ended before it: the decoder stops at the first STOP, which may lie
-// inside any frame walked over, and what follows it, frames or garbage, is
-// not the pickle's. Only then are the frames' opcodes read one by one, from
-// the start, as the decoder reads them.
+// refuse returns err, found where frames were walked over, if the decoder
+// meets it too: the frames' opcodes are then read one by one, from the
+// start, as the decoder reads them. The pickle may have ended before err
+// (the decoder stops at the first STOP, which may lie inside any frame
+// walked over, and what follows it, frames or garbage, is not the
+// pickle's), or err may lie inside an opcode that ran over a frame's end.
 func (s *Scanner) refuse(data []byte, err error) error {
-	if s.lastLo < 0 {
+	if !s.walked {
 		return err // no frame was walked over: every opcode was checked
 	}
-	full := Scanner{opts: s.opts, lastLo: -1}
+	full := Scanner{opts: s.opts}
 	pos, ferr := full.scan(data, 0, len(data), false)
-	if ferr == nil && full.done {
-		s.pos, s.done = pos, true
-		return nil
-	}
 	if ferr != nil {
 		return ferr // the first bad opcode, as the decoder meets it
 	}
-	return err
+	// A STOP, or no error at all: an opcode ran over a frame's end (the
+	// decoder does not hold opcodes to frames), so the walk lost step. The
+	// rest is checked opcode by opcode: walking on could lose step again,
+	// and rescanning each time would cost the input's length each time.
+	s.pos, s.done, s.exact = pos, full.done, true
+	return nil
 }
 
 // scan checks the opcodes of data[pos:end] until one is not whole (after
