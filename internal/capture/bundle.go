@@ -171,7 +171,26 @@ type OOM struct {
 	TimeUs               int64  `json:"time_us"`
 	Step                 int    `json:"step"`
 	Phase                string `json:"phase"`
-	Snapshot             string `json:"snapshot"`
+	// Snapshot is the file name of the snapshot taken at the error, ""
+	// when it could not be written.
+	Snapshot string `json:"snapshot"`
+	// Count is how many times the process ran out of memory (0: once,
+	// from a bundle that predates it). The record describes the first;
+	// the program caught those before its last (a batch-size finder, a
+	// loop that skips the batch).
+	Count int `json:"count,omitempty"`
+}
+
+// warning is the manifest's line for the OOM of rank n, in rank folder dir.
+func (o *OOM) warning(n int, dir string) string {
+	s := fmt.Sprintf("rank %d ran out of GPU memory at step %d (requested %d bytes)", n, o.Step, o.RequestedBytes)
+	if o.Count > 1 {
+		s = fmt.Sprintf("rank %d ran out of GPU memory %d times, first at step %d (requested %d bytes)", n, o.Count, o.Step, o.RequestedBytes)
+	}
+	if o.Snapshot == "" {
+		return s + "; its snapshot could not be written"
+	}
+	return s + "; see " + filepath.Join(dir, o.Snapshot)
 }
 
 // Phase is one line of phases.jsonl: a forward, backward or optimizer phase

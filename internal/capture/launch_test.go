@@ -314,6 +314,32 @@ print(ann["ptscope:forward"], ann["ptscope:backward"], ann["ptscope:optimizer"],
 	}
 }
 
+// TestFakeTorchOOMCaught: a program that catches its out-of-memory errors
+// and goes on keeps the first's record, which its snapshot and inventory
+// describe, and the count of all.
+func TestFakeTorchOOMCaught(t *testing.T) {
+	py := needPython(t)
+	r := runIt(t, testOptions(t, fakeTorchEnv(t)), py, "testdata/faketrain.py", "5", "retry")
+	if r.res.ExitCode != 0 {
+		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
+	}
+	b, err := ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := b.Ranks[0]
+	if o := rk.OOM; o == nil || o.RequestedBytes != 2<<30 || o.Step != 1 || o.Phase != "forward" || o.Count != 2 || o.Snapshot != "snapshot_oom.pickle" {
+		t.Fatalf("oom = %+v, want the first of two (step 1, 2 GiB)", rk.OOM)
+	}
+	if len(rk.Phases) == 0 || rk.Phases[len(rk.Phases)-1].Step != 4 {
+		t.Errorf("phases end %+v, want the run's last step 4", rk.Phases[len(rk.Phases)-1:])
+	}
+	joined := strings.Join(b.Manifest.Warnings, "\n")
+	if want := "rank 0 ran out of GPU memory 2 times, first at step 1 (requested 2147483648 bytes); see " + filepath.Join("rank0", "snapshot_oom.pickle"); !strings.Contains(joined, want) {
+		t.Errorf("warnings %q, want %q", joined, want)
+	}
+}
+
 func TestFakeTorchOOM(t *testing.T) {
 	py := needPython(t)
 	o := testOptions(t, fakeTorchEnv(t))

@@ -126,7 +126,7 @@ func finishManifest(dir string, m *Manifest, ranks []int) {
 			m.WorldSize = *r.WorldSize
 		}
 		if r.OOM != nil {
-			m.Warnings = append(m.Warnings, fmt.Sprintf("rank %d ran out of GPU memory at step %d (requested %d bytes); see %s/%s", r.Rank, r.OOM.Step, r.OOM.RequestedBytes, r.Dir, r.OOM.Snapshot))
+			m.Warnings = append(m.Warnings, r.OOM.warning(r.Rank, r.Dir))
 		}
 	}
 	if m.WorldSize == 0 && len(m.Ranks) > 0 {

@@ -15,6 +15,8 @@ MODE:
   accum     2 micro-batches per optimizer step
   forward   forward only (grad enabled, no backward): each call is a step
   oom       runs out of memory in the forward of step 1
+  retry     runs out of memory in the forwards of steps 1 and 3, catches it
+            each time and goes on (as a batch-size finder does)
   sleep     sleeps 50 ms after each step
   roots     like Lightning's training_step: the loop calls three submodules
             of an unused parent module directly, then one backward and step
@@ -145,6 +147,11 @@ def train(opt):
         out = forward()
         if mode == "oom" and i == 1:
             torch.empty(2 << 30)
+        if mode == "retry" and i in (1, 3):
+            try:
+                torch.empty((i + 1) << 30)
+            except RuntimeError:
+                pass
         if mode != "forward":
             torch.autograd.backward(out)
             if mode == "fsdp":

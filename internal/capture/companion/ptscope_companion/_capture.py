@@ -138,6 +138,7 @@ class Capture(PhasesMixin):
         self.snapshots = []
         self.traces = []
         self.oom = None
+        self.last_oom_step = None  # the step of the latest OOM (self.oom is the first's)
         self.signal_requests = 0
         self.trigger_seen = 0
         self.stop_evt = threading.Event()
@@ -655,16 +656,24 @@ class Capture(PhasesMixin):
         try:
             if not self.materialize():
                 return
-            first = self.oom is None
+            self.last_oom_step = self.step
+            if self.oom is not None:
+                # a later one (the program caught the first: a batch-size
+                # finder, a loop that skips the batch): the record stays the
+                # first's, which its snapshot and inventory describe
+                self.oom["count"] = self.oom.get("count", 1) + 1
+                return
             self.oom = {"device": int(device), "requested_bytes": int(alloc), "device_allocated_bytes": int(device_alloc),
                         "device_free_bytes": int(device_free), "time_us": _now_us(), "step": self.step,
-                        "phase": self.phase.name if self.phase else None}
-            if first:
-                self._guard("tensor inventory", self._inventory, "oom")
-                name = self.snapshot("oom", force=True)
-                self.oom["snapshot"] = name
-                write_atomic(os.path.join(self.dir, "oom.json"), json.dumps(self.oom))
-                log_once("oom", "CUDA out of memory at step %d (requested %d bytes); snapshot written to %s" % (self.step, alloc, os.path.join(self.dir, name or "?")))
+                        "phase": self.phase.name if self.phase else None, "count": 1}
+            self._guard("tensor inventory", self._inventory, "oom")
+            name = self.snapshot("oom", force=True)
+            self.oom["snapshot"] = name
+            write_atomic(os.path.join(self.dir, "oom.json"), json.dumps(self.oom))
+            if name:
+                log_once("oom", "CUDA out of memory at step %d (requested %d bytes); snapshot written to %s" % (self.step, alloc, os.path.join(self.dir, name)))
+            else:
+                log_once("oom", "CUDA out of memory at step %d (requested %d bytes); its snapshot could not be written" % (self.step, alloc))
         except Exception as err:
             log_once("oom handler", "OOM snapshot failed (%r)" % (err,))
 
@@ -746,7 +755,7 @@ class Capture(PhasesMixin):
                 self.disabled = True
                 return
         top = self.phase
-        if not (top is not None and top.pending and self.oom is not None and self.oom.get("step") == top.step):
+        if not (top is not None and top.pending and self.last_oom_step == top.step):
             # a forward that ran out of memory after its root call (in the
             # loss) is closed below as aborted; any other ended with its root
             self._guard("phase end", self._close_pending, True)
