@@ -66,9 +66,12 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 		return nil
 	}
 
-	// the snapshot of the view at the peak
+	// the snapshot of the view at the peak: the one taken at the error when
+	// the run died of it; when the program caught it and went on, the run's
+	// peak is where it is
+	caught := r.OOM != nil && ranOn(r)
 	base := ""
-	if a := dev(oomName); a != nil {
+	if a := dev(oomName); a != nil && !caught {
 		base = oomName
 	} else {
 		var best int64 = -1
@@ -135,9 +138,26 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 
 	run := runOf(r, windows)
 	run.Snapshot = base
-	if x := r.OOM; x != nil && base == oomName {
-		run.OOM = &memory.OOMRecord{RequestedBytes: x.RequestedBytes, DeviceFreeBytes: x.DeviceFreeBytes,
+	if x := r.OOM; x != nil {
+		rec := memory.OOMRecord{RequestedBytes: x.RequestedBytes, DeviceFreeBytes: x.DeviceFreeBytes,
 			TimeNS: x.TimeUs * 1000, Phase: x.Phase, Step: x.Step}
+		if base == oomName {
+			run.OOM = &rec
+		} else {
+			n := &memory.OOMNote{OOMRecord: rec, Count: max(x.Count, 1), Caught: caught, Snapshot: oomName, Path: filepath.Join(r.Dir, oomName)}
+			k, read := byName[oomName]
+			switch {
+			case oomName == "":
+				n.SnapshotError = "could not be written"
+			case !read:
+				n.SnapshotError = "is missing (" + oomName + ")"
+			case sub.Report.Inputs[k].Error != "":
+				n.SnapshotError = "could not be read: " + sub.Report.Inputs[k].Error
+			case !caught:
+				n.SnapshotError = "holds no allocator state"
+			}
+			run.OOMElsewhere = n
+		}
 	}
 	end := dev(endSnapshot)
 	if end != nil && base != endSnapshot && base != oomName {
@@ -175,6 +195,17 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 	in.Devices = []*memory.Result{a.Result}
 	m.Snapshot, m.Devices = a.Snapshot, []*memory.Analysis{a}
 	return errors.Join(errs...)
+}
+
+// ranOn reports whether rank r went on after its (first) out-of-memory
+// error: a phase began after it, so the program caught the error.
+func ranOn(r *capture.Rank) bool {
+	for _, p := range r.Phases {
+		if p.StartTimeUs > r.OOM.TimeUs {
+			return true
+		}
+	}
+	return false
 }
 
 // nextAfter is the snapshot after window a: the next of windows (in time

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
@@ -90,6 +91,9 @@ func (a *analyzer) findings() []finding.Finding {
 				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)),
 			"Call torch.cuda.memory._record_memory_history(max_entries=100000) before the code to study (ptscope run does), then dump the snapshot."),
 			&finding.Ref{View: "state", Device: dev})
+	}
+	if n := a.o.Run; n != nil && n.OOMElsewhere != nil && len(res.OOMs) == 0 {
+		add(oomElsewhere(res, n, a.o.AllowedBytes))
 	}
 	if fd, ref, ok := invalidFinding(a.s, res.Device); ok {
 		add(fd, ref)
@@ -317,4 +321,54 @@ func outsideWindows(res *Result, run *Run) (finding.Finding, bool) {
 	return finding.New("peak-outside-windows", finding.Warning, nums,
 		fmt.Sprintf("The run peaked at %s%s (torch's max_memory_allocated), outside the steps ptscope run recorded: the highest window, %s, peaks at %s (%s less), so what was alive at the run's peak is not in any snapshot.",
 			B(pm), when, run.Snapshot, B(got), units.Percent(short)), rec), true
+}
+
+// oomElsewhere is the finding of a run recorded in windows that ran out of
+// memory where the view at the peak is another snapshot (Run.OOMElsewhere):
+// the program caught the error and went on, or the snapshot taken at the
+// error could not be written or read. limit is the process's own limit
+// (Options.AllowedBytes), 0 when it set none.
+func oomElsewhere(res *Result, run *Run, limit int64) (finding.Finding, *finding.Ref) {
+	B, x := units.Bytes, run.OOMElsewhere
+	nums := finding.Numbers{"requested_bytes": float64(x.RequestedBytes), "device_free_bytes": float64(x.DeviceFreeBytes),
+		"count": float64(x.Count)}
+	ref := &finding.Ref{View: "timeline", Device: finding.Int(res.Device)}
+	where, n := "", strconv.Itoa(x.Step)
+	for i, st := range res.Steps {
+		if st.Name == "step "+n {
+			where = " in step " + n
+			if x.Phase != "" && x.Phase != PhaseUnknown.String() {
+				where = " in the " + x.Phase + " of step " + n
+			}
+			nums["step"] = float64(i)
+			ref.Step = finding.Int(i)
+			break
+		}
+	}
+	what := fmt.Sprintf("asking %s with %s free on the device", B(x.RequestedBytes), B(x.DeviceFreeBytes))
+	if limit > 0 {
+		what = fmt.Sprintf("asking %s under the process's limit of %s", B(x.RequestedBytes), B(limit))
+		nums["allowed_bytes"] = float64(limit)
+	}
+	if x.Caught {
+		times := "ran out of GPU memory"
+		if x.Count > 1 {
+			times = fmt.Sprintf("ran out of GPU memory %d times", x.Count)
+		}
+		state := fmt.Sprintf("%s holds the state at that error", x.Snapshot)
+		rec := fmt.Sprintf("ptscope analyze %s shows what was alive when it ran out.", x.Path)
+		if x.SnapshotError != "" {
+			state, rec = "the state at that error is unknown ("+x.SnapshotError+")", ""
+		}
+		return finding.New("oom-caught", finding.Info, nums,
+			fmt.Sprintf("The program %s and went on (it caught the error, as a batch-size finder does): the first%s, %s. The view is the run's peak, in %s; %s.",
+				times, where, what, run.Snapshot, state), rec), ref
+	}
+	rec := "Rerun with --record-steps all to record the step that runs out of memory with its history and stacks."
+	if _, ok := nums["step"]; ok {
+		rec = fmt.Sprintf("Rerun with --record-steps %s to record the step that runs out of memory with its history and stacks.", n)
+	}
+	return finding.New("oom-no-snapshot", finding.Warning, nums,
+		fmt.Sprintf("The run ran out of GPU memory%s, %s, but the snapshot taken at the error %s: the state it failed in is unknown. The view is the highest window's, %s.",
+			where, what, x.SnapshotError, run.Snapshot), rec), ref
 }

@@ -48,6 +48,24 @@ type Run struct {
 	// record and the allocator's state at the error (the snapshot's
 	// segments).
 	OOM *OOMRecord
+	// OOMElsewhere, when set, is the first out-of-memory error of a run
+	// whose view at the peak is not the snapshot taken at the error: the
+	// program caught it and went on, or that snapshot could not be written
+	// or read. A finding tells of it (oom-caught, oom-no-snapshot).
+	OOMElsewhere *OOMNote
+}
+
+// OOMNote is an out-of-memory error of a run recorded in windows, told of
+// beside the view rather than explained from it (Run.OOMElsewhere).
+type OOMNote struct {
+	OOMRecord
+	Count  int  // how many times the process ran out of memory (>= 1)
+	Caught bool // the program went on after it: a phase began after the error
+	// Snapshot is the file name of the snapshot taken at the error, Path
+	// its path; when SnapshotError is set it could not be written ("") or
+	// read.
+	Snapshot, Path string
+	SnapshotError  string
 }
 
 // OOMRecord is an out-of-memory error as ptscope run's OOM observer

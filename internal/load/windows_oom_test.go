@@ -1,0 +1,137 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/testfixture"
+)
+
+// editProcess rewrites the process.json of rank folder dir through edit.
+func editProcess(t *testing.T, dir string, edit func(p map[string]any)) {
+	t.Helper()
+	path := filepath.Join(dir, "process.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	edit(p)
+	if data, err = json.Marshal(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func findingOf(r *memory.Result, id string) *finding.Finding {
+	for i := range r.Findings {
+		if r.Findings[i].ID == id {
+			return &r.Findings[i]
+		}
+	}
+	return nil
+}
+
+// The real run that died of an OOM outside its windows, when the snapshot
+// taken at the error is missing, was never written or cannot be read: the
+// view is the window's, and a warning tells of the OOM from the observer's
+// record (step 6's forward, 48 MiB asked) and the step to record.
+func TestRealWindowedOOMWithoutSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name, err string
+		edit      func(t *testing.T, rank string)
+	}{
+		{"missing", "is missing (snapshot_oom.pickle)", func(t *testing.T, rank string) {
+			if err := os.Remove(filepath.Join(rank, "snapshot_oom.pickle")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"never written", "could not be written", func(t *testing.T, rank string) {
+			if err := os.Remove(filepath.Join(rank, "snapshot_oom.pickle")); err != nil {
+				t.Fatal(err)
+			}
+			editProcess(t, rank, func(p map[string]any) { p["oom"].(map[string]any)["snapshot"] = nil })
+		}},
+		{"unreadable", "could not be read: ", func(t *testing.T, rank string) {
+			if err := os.WriteFile(filepath.Join(rank, "snapshot_oom.pickle"), []byte("\x80\x04garbage"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := testfixture.ExtractBundle(testfixture.Testdata(t, "bundles", "windows", "oom.tar.xz"), dir); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(t, filepath.Join(dir, "rank0"))
+			set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+			if (err != nil) != (tc.name == "unreadable") || set == nil || len(set.Report.Inputs) != 1 {
+				t.Fatalf("err %v, set %v", err, set)
+			}
+			in := set.Report.Inputs[0]
+			if len(in.Devices) != 1 || in.Bundle.PeakSnapshot != "snapshot_window0.pickle" {
+				t.Fatalf("input %q: %d devices, view %q", in.Error, len(in.Devices), in.Bundle.PeakSnapshot)
+			}
+			r := in.Devices[0]
+			f := findingOf(r, "oom-no-snapshot")
+			if len(r.OOMs) != 0 || f == nil {
+				t.Fatalf("%d OOMs, findings %v", len(r.OOMs), r.Findings)
+			}
+			if f.Severity != finding.Warning || !strings.Contains(f.Message, "in the forward of step 6, asking 48.0 MiB under the process's limit of 6.00 GiB") ||
+				!strings.Contains(f.Message, "taken at the error "+tc.err) || !strings.Contains(f.Message, "The view is the highest window's, snapshot_window0.pickle.") ||
+				!strings.Contains(f.Recommendation, "--record-steps 6 ") || f.At == nil || f.At.Step == nil || r.Steps[*f.At.Step].Name != "step 6" {
+				t.Errorf("finding %+v", f)
+			}
+		})
+	}
+}
+
+// A program that caught its out-of-memory errors and went on (a phase
+// began after the first): the view is the run's peak, in its window, not
+// the snapshot taken at the error, which is no input of its own; an info
+// finding tells of the errors. One that did not go on is explained from
+// the snapshot at the error, as before.
+func TestWindowedOOMCaught(t *testing.T) {
+	for _, caught := range []bool{true, false} {
+		dir := windowedLMSmall(t, func(p map[string]any, phases []map[string]any) {
+			at := phases[3]["start_time_us"].(float64) - 1
+			if !caught {
+				at = p["end_time_us"].(float64)
+			}
+			p["oom"] = map[string]any{"device": 0, "requested_bytes": 1 << 30, "device_free_bytes": 1 << 29, "time_us": at,
+				"step": phases[3]["step"], "phase": "forward", "snapshot": "snapshot_oom.pickle", "count": 3}
+			p["snapshots"] = append(p["snapshots"].([]string), "snapshot_oom.pickle")
+		})
+		testfixture.CopyFile(t, filepath.Join("testdata", "lm_small_bf16_end_state.pickle.xz"), filepath.Join(dir, "rank0", "snapshot_oom.pickle"))
+		_, in := oneInput(t, dir)
+		r := in.Devices[0]
+		f := findingOf(r, "oom-caught")
+		if !caught {
+			if in.Bundle.PeakSnapshot != "snapshot_oom.pickle" || len(r.OOMs) != 1 || f != nil {
+				t.Errorf("died of it: view %q, %d OOMs, finding %v", in.Bundle.PeakSnapshot, len(r.OOMs), f)
+			}
+			continue
+		}
+		if in.Bundle.PeakSnapshot != "snapshot_window0.pickle" || len(r.OOMs) != 0 || f == nil {
+			t.Fatalf("caught: view %q, %d OOMs, findings %v", in.Bundle.PeakSnapshot, len(r.OOMs), r.Findings)
+		}
+		if f.Severity != finding.Info || !strings.Contains(f.Message, "ran out of GPU memory 3 times and went on") ||
+			!strings.Contains(f.Message, "asking 1.00 GiB with 512 MiB free") || !strings.Contains(f.Message, "snapshot_oom.pickle holds the state at that error") ||
+			f.Recommendation != "ptscope analyze "+filepath.Join(dir, "rank0", "snapshot_oom.pickle")+" shows what was alive when it ran out." ||
+			f.Numbers["count"] != 3 || f.At == nil || f.At.Step == nil {
+			t.Errorf("finding %+v", f)
+		}
+	}
+}
