@@ -176,12 +176,7 @@ func rankSnapshots(r *capture.Rank) ([]string, []memory.SkippedSnapshot) {
 		oom = oom || filepath.Base(p) == x.Snapshot
 		end = end || filepath.Base(p) == endSnapshot
 	}
-	for _, ph := range r.Phases {
-		if ph.StartTimeUs > x.TimeUs {
-			return r.Snapshots, nil
-		}
-	}
-	if !oom || !end {
+	if !oom || !end || ranOn(r) {
 		return r.Snapshots, nil
 	}
 	var keep []string

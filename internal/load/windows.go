@@ -197,8 +197,9 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 	return errors.Join(errs...)
 }
 
-// ranOn reports whether rank r went on after its (first) out-of-memory
-// error: a phase began after it, so the program caught the error.
+// ranOn reports whether rank r, which ran out of memory (r.OOM), went on
+// after its first error: a phase began after it, so the program caught
+// the error.
 func ranOn(r *capture.Rank) bool {
 	for _, p := range r.Phases {
 		if p.StartTimeUs > r.OOM.TimeUs {
