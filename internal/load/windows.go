@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/memory"
@@ -98,8 +99,18 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 			warm[w.Snapshot] = true
 		}
 	}
-	rows := make([]memory.StackWindow, 0, len(r.Info.StackWindows))
-	for _, w := range r.Info.StackWindows {
+	listed := r.Info.StackWindows
+	for _, path := range r.Snapshots {
+		// a window saved as the process was killed, before process.json
+		// listed it (windowParts): its steps are those its trace holds
+		if name := filepath.Base(path); part[name] && unlistedWindow(r, name) {
+			if a := dev(name); a != nil {
+				listed = append(listed, unlisted(a, name))
+			}
+		}
+	}
+	rows := make([]memory.StackWindow, 0, len(listed))
+	for _, w := range listed {
 		row := memory.StackWindow{FirstStep: w.FirstStep, LastStep: w.LastStep, Reason: w.Reason, Snapshot: w.Snapshot,
 			StartNS: w.StartTimeUs * 1000, EndNS: w.EndTimeUs * 1000, View: w.Snapshot != "" && w.Snapshot == base}
 		if k, ok := byName[w.Snapshot]; ok && sub.Report.Inputs[k].Error != "" {
@@ -224,7 +235,8 @@ func nextAfter(windows []*memory.Analysis, a, end *memory.Analysis) *memory.Anal
 }
 
 // windowParts are the file names of the snapshots a windowed rank's run is
-// read from: its windows', the end and the OOM snapshot.
+// read from: its windows' (with one saved as the process was killed,
+// before process.json listed it), the end and the OOM snapshot.
 func windowParts(r *capture.Rank) map[string]bool {
 	part := map[string]bool{endSnapshot: true}
 	if r.OOM != nil && r.OOM.Snapshot != "" {
@@ -235,7 +247,54 @@ func windowParts(r *capture.Rank) map[string]bool {
 			part[w.Snapshot] = true
 		}
 	}
+	for _, path := range r.Snapshots {
+		if name := filepath.Base(path); unlistedWindow(r, name) {
+			part[name] = true
+		}
+	}
 	return part
+}
+
+// unlistedWindow reports whether snapshot name of rank r is a window
+// snapshot (snapshot_windowN.pickle, as the companion names them) that
+// none of r's stack windows names, in a rank whose process did not finish:
+// saved in the moment between its snapshot and the process.json that
+// would have listed it, when the process was killed.
+func unlistedWindow(r *capture.Rank, name string) bool {
+	n, pre := strings.CutPrefix(name, "snapshot_window")
+	n, suf := strings.CutSuffix(n, ".pickle")
+	if !pre || !suf || !r.Info.Unfinished() {
+		return false
+	}
+	if _, err := strconv.ParseUint(n, 10, 31); err != nil {
+		return false
+	}
+	for _, w := range r.Info.StackWindows {
+		if w.Snapshot == name {
+			return false
+		}
+	}
+	return true
+}
+
+// unlisted is the stack window record of an unlisted window snapshot
+// (unlistedWindow) analysed as a: the steps its trace holds, reason
+// "unlisted".
+func unlisted(a *memory.Analysis, name string) capture.StackWindow {
+	w := capture.StackWindow{FirstStep: -1, LastStep: -1, Reason: "unlisted", Snapshot: name}
+	first := true
+	for _, st := range a.Result.Steps {
+		n, ok := strings.CutPrefix(st.Name, "step ")
+		k, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		if first {
+			w.FirstStep, w.StartTimeUs, first = k, st.StartNS/1000, false
+		}
+		w.LastStep, w.EndTimeUs = max(w.LastStep, k), st.EndNS/1000
+	}
+	return w
 }
 
 // WindowParts are, for a bundle rank recorded in stack windows that wrote

@@ -476,6 +476,36 @@ func TestWindowedKilledRank(t *testing.T) {
 		t.Errorf("pattern %s, %d steps, peak %d; finished: %s, %d steps, peak %d",
 			r.Pattern, len(r.Steps), r.Peak.AllocatedBytes, whole.Pattern, len(whole.Steps), whole.Peak.AllocatedBytes)
 	}
+
+	// Killed after the last window's snapshot, before process.json listed
+	// it: that window is still the run's (step 18, from its trace), not an
+	// input of its own, and the run reads as before.
+	last := in.StackWindows[len(in.StackWindows)-1]
+	var kept []any
+	for _, w := range proc["stack_windows"].([]any) {
+		if w.(map[string]any)["snapshot"] != last.Snapshot {
+			kept = append(kept, w)
+		}
+	}
+	proc["stack_windows"] = kept
+	raw, _ = json.Marshal(proc)
+	if err := os.WriteFile(filepath.Join(rank, "process.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, in2 := oneInput(t, dir)
+	if len(in2.StackWindows) != len(in.StackWindows) || len(in2.Devices) != 1 {
+		t.Fatalf("unlisted: %d windows, %d devices", len(in2.StackWindows), len(in2.Devices))
+	}
+	w := in2.StackWindows[len(in2.StackWindows)-1]
+	if w.Reason != "unlisted" || w.Snapshot != last.Snapshot || w.FirstStep != last.FirstStep || w.LastStep != last.LastStep ||
+		w.PeakAllocatedBytes != last.PeakAllocatedBytes || w.StartNS <= 0 || w.EndNS < w.StartNS {
+		t.Errorf("unlisted window %+v, listed %+v", w, last)
+	}
+	r2 := in2.Devices[0]
+	if r2.Pattern != memory.PatternLeak || r2.Peak.AllocatedBytes != r.Peak.AllocatedBytes || len(r2.Leak.Stacks) != len(r.Leak.Stacks) {
+		t.Errorf("unlisted: pattern %s, peak %d, %d leak stacks; listed: %d, %d", r2.Pattern, r2.Peak.AllocatedBytes, len(r2.Leak.Stacks),
+			r.Peak.AllocatedBytes, len(r.Leak.Stacks))
+	}
 }
 
 // checkOOMPhaseStart: the OOM reports what its phase began with, as the

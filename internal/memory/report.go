@@ -37,7 +37,7 @@ type Input struct {
 type StackWindow struct {
 	FirstStep int    `json:"first_step"` // 0-based; -1: the set-up before step 0
 	LastStep  int    `json:"last_step"`
-	Reason    string `json:"reason"` // setup, warmup, periodic, peak, capacity, requested, all
+	Reason    string `json:"reason"` // setup, warmup, periodic, peak, capacity, requested, all, unlisted
 	// Snapshot is the file of the rank folder holding the window's trace;
 	// "" when it was not written (over --max-snapshot-size).
 	Snapshot string `json:"snapshot,omitempty"`
