@@ -54,8 +54,10 @@ class Tensor:
     def __init__(self, nbytes, dt=None):
         limit = int(_A["capacity"] * _A.get("fraction", 1.0))
         if _A["alloc"] + nbytes > limit:
+            # as the caching allocator calls them: the process's limit when
+            # it set a fraction, else the device's total; the device's free
             for ob in list(_A["observers"]):
-                ob(0, nbytes, _A["alloc"], limit - _A["alloc"])
+                ob(0, nbytes, limit, cuda.mem_get_info()[0])
             raise RuntimeError("CUDA out of memory. Tried to allocate %d bytes" % nbytes)
         self.nbytes = nbytes
         self.dtype = dt or float32
