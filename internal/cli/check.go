@@ -42,7 +42,7 @@ func checkCommand() command {
 		maxReserved := fs.String("max-reserved", "", "highest allowed peak reserved memory")
 		minEff := fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
 		noLeak := fs.Bool("no-leak", false, "fail when the step pattern is a leak")
-		noOOM := fs.Bool("no-oom", false, "fail when the trace holds an out-of-memory event")
+		noOOM := fs.Bool("no-oom", false, "fail when the run ran out of memory (an OOM in the trace, or one ptscope run recorded)")
 		var tc traceChecks
 		tc.register(fs)
 		var bc baselineChecks
@@ -185,10 +185,10 @@ func checkCommand() command {
 					}
 					rec("leak_per_step_bytes", num(leak), 0, leak == 0)
 				}
-				if *noOOM {
-					rec("oom_count", num(len(d.OOMs)), 0, len(d.OOMs) == 0)
-					if len(d.OOMs) > 0 {
-						fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, len(d.OOMs)))
+				if n := d.OOMCount(); *noOOM {
+					rec("oom_count", num(n), 0, n == 0)
+					if n > 0 {
+						fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, n))
 					}
 				}
 				fmt.Fprintf(e.stdout, "%s: peak allocated %s, reserved %s, efficiency %s, pattern %s\n", where,

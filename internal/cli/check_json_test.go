@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // TestCheckJSON: check --json is one document on stdout with every
@@ -105,5 +107,23 @@ func TestCheckPhasesOnly(t *testing.T) {
 	code, _, errs := run(t, "check", "--no-leak", filepath.Join(dir, "rank0"))
 	if code != 1 || !strings.Contains(errs, "--no-leak cannot be checked: phases only, no allocator snapshot") {
 		t.Errorf("--no-leak: exit %d: %s", code, errs)
+	}
+}
+
+// --no-oom fails a run recorded in windows that ran out of memory even
+// when the view holds no OOM: its snapshot at the error missing (the real
+// oom bundle without it), the OOM observer's record counts.
+func TestCheckNoOOMRecorded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := testfixture.ExtractBundle(testfixture.Testdata(t, "bundles", "windows", "oom.tar.xz"), dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "rank0", "snapshot_oom.pickle")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := run(t, "check", "--no-oom", dir)
+	if code != 1 || !strings.Contains(out+errs, "1 out-of-memory events") {
+		t.Errorf("exit %d: %s%s", code, out, errs)
 	}
 }

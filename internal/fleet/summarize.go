@@ -149,7 +149,7 @@ func (s *Summary) addMemory(l *Loaded) {
 			if d.Pattern == memory.PatternLeak && d.Leak != nil {
 				row.LeakPerStepBytes = max(row.LeakPerStepBytes, d.Leak.PerStepBytes)
 			}
-			row.OOMs = max(row.OOMs, len(d.OOMs))
+			row.OOMs = max(row.OOMs, d.OOMCount())
 			row.Truncated = row.Truncated || d.Truncated
 			for _, f := range d.Findings {
 				if !contains(row.Findings, f.ID) {

@@ -323,6 +323,21 @@ func outsideWindows(res *Result, run *Run) (finding.Finding, bool) {
 			B(pm), when, run.Snapshot, B(got), units.Percent(short)), rec), true
 }
 
+// OOMCount is how many out-of-memory errors r tells of: its OOMs, or, in
+// a run recorded in windows whose view holds none, those the OOM observer
+// recorded (findings oom-caught and oom-no-snapshot).
+func (r *Result) OOMCount() int {
+	if len(r.OOMs) > 0 {
+		return len(r.OOMs)
+	}
+	for _, f := range r.Findings {
+		if f.ID == "oom-caught" || f.ID == "oom-no-snapshot" {
+			return max(int(f.Numbers["count"]), 1)
+		}
+	}
+	return 0
+}
+
 // oomElsewhere is the finding of a run recorded in windows that ran out of
 // memory where the view at the peak is another snapshot (Run.OOMElsewhere):
 // the program caught the error and went on, or the snapshot taken at the
