@@ -234,7 +234,7 @@ func compareMemory(p memPair) MemoryDiff {
 		MedianStepTime:   durationOf(medianStep(a, func(s memory.StepRow) int64 { return s.DurationNS }), medianStep(b, func(s memory.StepRow) int64 { return s.DurationNS })),
 		Pattern:          PatternDiff{a.Pattern, b.Pattern},
 		LeakPerStep:      bytesOf(leakPerStep(a), leakPerStep(b)),
-		OOMs:             countOf(float64(len(a.OOMs)), float64(len(b.OOMs))),
+		OOMs:             countOf(float64(a.OOMCount()), float64(b.OOMCount())),
 	}
 	d.Categories = groups(catGroups(a.Categories), catGroups(b.Categories))
 	d.Groups = groups(a.Groups, b.Groups)

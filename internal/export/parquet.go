@@ -189,7 +189,7 @@ func (p *Parquet) AddSnapshots(rank int, rep *memory.Report) error {
 				PeakReservedBytes: d.Peak.ReservedBytes, ReservedAtPeakBytes: d.Peak.ReservedAtPeakBytes, PeakTimeNS: d.Peak.TimeNS,
 				PeakPhase: d.Peak.Phase.String(), PeakStep: int32(d.Peak.Step), EndAllocatedBytes: d.End.AllocatedBytes,
 				EndReservedBytes: d.End.ReservedBytes, EfficiencyAtPeakRatio: d.Fragmentation.EfficiencyAtPeak, Pattern: d.Pattern.String(),
-				Steps: int32(len(d.Steps)), OOMs: int32(len(d.OOMs)), Truncated: d.Truncated}
+				Steps: int32(len(d.Steps)), OOMs: int32(d.OOMCount()), Truncated: d.Truncated}
 			if d.Leak != nil {
 				row.LeakPerStepBytes = d.Leak.PerStepBytes
 			}

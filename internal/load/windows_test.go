@@ -212,14 +212,7 @@ func realWindowed(t *testing.T, name string) (*memory.Input, *memory.Result, tes
 	return in, in.Devices[0], testfixture.ReadFacts(t, dir), dir
 }
 
-func hasFinding(r *memory.Result, id string) bool {
-	for _, f := range r.Findings {
-		if f.ID == id {
-			return true
-		}
-	}
-	return false
-}
+func hasFinding(r *memory.Result, id string) bool { return findingOf(r, id) != nil }
 
 // Real runs recorded in windows, read as one run and checked against what
 // their processes measured: every optimizer step a full step from the

@@ -144,7 +144,7 @@ func (rep *Report) Compare() {
 		for _, d := range x.Devices {
 			r := CompareRow{Input: x.Path, Device: d.Device, PeakAllocatedBytes: d.Peak.AllocatedBytes,
 				PeakReservedBytes: d.Peak.ReservedBytes, EndAllocatedBytes: d.End.AllocatedBytes,
-				EfficiencyAtPeakRatio: d.Fragmentation.EfficiencyAtPeak, Pattern: d.Pattern, Steps: len(d.Steps), OOMs: len(d.OOMs)}
+				EfficiencyAtPeakRatio: d.Fragmentation.EfficiencyAtPeak, Pattern: d.Pattern, Steps: len(d.Steps), OOMs: d.OOMCount()}
 			if len(d.Categories) > 0 {
 				r.TopCategory = d.Categories[0].Category
 			}
