@@ -2,7 +2,6 @@ package load
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,27 +11,6 @@ import (
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
-
-// editProcess rewrites the process.json of rank folder dir through edit.
-func editProcess(t *testing.T, dir string, edit func(p map[string]any)) {
-	t.Helper()
-	path := filepath.Join(dir, "process.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p map[string]any
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatal(err)
-	}
-	edit(p)
-	if data, err = json.Marshal(p); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func findingOf(r *memory.Result, id string) *finding.Finding {
 	for i := range r.Findings {
@@ -61,7 +39,7 @@ func TestRealWindowedOOMWithoutSnapshot(t *testing.T) {
 			if err := os.Remove(filepath.Join(rank, "snapshot_oom.pickle")); err != nil {
 				t.Fatal(err)
 			}
-			editProcess(t, rank, func(p map[string]any) { p["oom"].(map[string]any)["snapshot"] = nil })
+			testfixture.EditJSON(t, filepath.Join(rank, "process.json"), func(p map[string]any) { p["oom"].(map[string]any)["snapshot"] = nil })
 		}},
 		{"unreadable", "could not be read: ", func(t *testing.T, rank string) {
 			if err := os.WriteFile(filepath.Join(rank, "snapshot_oom.pickle"), []byte("\x80\x04garbage"), 0o644); err != nil {

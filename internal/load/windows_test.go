@@ -439,27 +439,19 @@ func TestWindowedKilledRank(t *testing.T) {
 	if err := os.Remove(filepath.Join(rank, "snapshot_end.pickle")); err != nil {
 		t.Fatal(err)
 	}
-	var proc map[string]any
-	raw, err := os.ReadFile(filepath.Join(rank, "process.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &proc); err != nil {
-		t.Fatal(err)
-	}
-	proc["updated_time_us"] = proc["end_time_us"]
-	delete(proc, "end_time_us")
-	var snaps []any
-	for _, s := range proc["snapshots"].([]any) {
-		if s != "snapshot_end.pickle" {
-			snaps = append(snaps, s)
+	var listed []any
+	testfixture.EditJSON(t, filepath.Join(rank, "process.json"), func(proc map[string]any) {
+		proc["updated_time_us"] = proc["end_time_us"]
+		delete(proc, "end_time_us")
+		var snaps []any
+		for _, s := range proc["snapshots"].([]any) {
+			if s != "snapshot_end.pickle" {
+				snaps = append(snaps, s)
+			}
 		}
-	}
-	proc["snapshots"] = snaps
-	raw, _ = json.Marshal(proc)
-	if err := os.WriteFile(filepath.Join(rank, "process.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		proc["snapshots"] = snaps
+		listed = proc["stack_windows"].([]any)
+	})
 	_, in := oneInput(t, dir)
 	if in.Bundle == nil || !in.Bundle.Unfinished || in.Bundle.HistoryMode != "windows" || len(in.StackWindows) != 6 || len(in.Devices) != 1 {
 		t.Fatalf("input %s: bundle %+v, %d windows", in.Path, in.Bundle, len(in.StackWindows))
@@ -474,17 +466,15 @@ func TestWindowedKilledRank(t *testing.T) {
 	// it: that window is still the run's (step 18, from its trace), not an
 	// input of its own, and the run reads as before.
 	last := in.StackWindows[len(in.StackWindows)-1]
-	var kept []any
-	for _, w := range proc["stack_windows"].([]any) {
-		if w.(map[string]any)["snapshot"] != last.Snapshot {
-			kept = append(kept, w)
+	testfixture.EditJSON(t, filepath.Join(rank, "process.json"), func(proc map[string]any) {
+		var kept []any
+		for _, w := range listed {
+			if w.(map[string]any)["snapshot"] != last.Snapshot {
+				kept = append(kept, w)
+			}
 		}
-	}
-	proc["stack_windows"] = kept
-	raw, _ = json.Marshal(proc)
-	if err := os.WriteFile(filepath.Join(rank, "process.json"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		proc["stack_windows"] = kept
+	})
 	_, in2 := oneInput(t, dir)
 	if len(in2.StackWindows) != len(in.StackWindows) || len(in2.Devices) != 1 {
 		t.Fatalf("unlisted: %d windows, %d devices", len(in2.StackWindows), len(in2.Devices))

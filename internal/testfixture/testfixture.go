@@ -211,3 +211,24 @@ func CopyFile(t testing.TB, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// EditJSON rewrites the JSON object in file path through edit (a
+// process.json, a manifest).
+func EditJSON(t testing.TB, path string, edit func(m map[string]any)) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	edit(m)
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

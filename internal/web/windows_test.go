@@ -2,7 +2,6 @@ package web
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,25 +73,8 @@ func TestServeLiveWindowedRun(t *testing.T) {
 	if err := testfixture.ExtractBundle(filepath.Join(testfixture.Root(t), "testdata", "bundles", "windows", "leak.tar.xz"), dir); err != nil {
 		t.Fatal(err)
 	}
-	rewrite := func(name string, edit func(map[string]any)) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Fatal(err)
-		}
-		edit(m)
-		raw, _ = json.Marshal(m)
-		if err := os.WriteFile(p, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// as the companion writes it when it saves a window
-	rewrite("rank0/process.json", func(m map[string]any) { m["updated_time_us"] = m["end_time_us"]; delete(m, "end_time_us") })
+	testfixture.EditJSON(t, filepath.Join(dir, "rank0", "process.json"), func(m map[string]any) { m["updated_time_us"] = m["end_time_us"]; delete(m, "end_time_us") })
 	for _, tc := range []struct {
 		status string
 		want   []string
@@ -101,7 +83,7 @@ func TestServeLiveWindowedRun(t *testing.T) {
 			"rank0/snapshot_window2.pickle", "rank0/snapshot_window3.pickle"}},
 		{"finished", []string{"rank0"}},
 	} {
-		rewrite("manifest.json", func(m map[string]any) { m["status"] = tc.status })
+		testfixture.EditJSON(t, filepath.Join(dir, "manifest.json"), func(m map[string]any) { m["status"] = tc.status })
 		s, _ := serveDir(t, dir)
 		var got []string
 		for _, in := range s.inputs.snapshot() {
