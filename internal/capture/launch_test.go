@@ -334,6 +334,9 @@ func TestFakeTorchOOMCaught(t *testing.T) {
 	if len(rk.Phases) == 0 || rk.Phases[len(rk.Phases)-1].Step != 4 {
 		t.Errorf("phases end %+v, want the run's last step 4", rk.Phases[len(rk.Phases)-1:])
 	}
+	if !strings.Contains(r.status, "step 1 (first of 2)") {
+		t.Errorf("status:\n%s", r.status)
+	}
 	joined := strings.Join(b.Manifest.Warnings, "\n")
 	if want := "rank 0 ran out of GPU memory 2 times, first at step 1 (requested 2147483648 bytes); see " + filepath.Join("rank0", "snapshot_oom.pickle"); !strings.Contains(joined, want) {
 		t.Errorf("warnings %q, want %q", joined, want)

@@ -65,6 +65,9 @@ func writeSummary(w io.Writer, res *Result, t *tailer) {
 		oom := "-"
 		if r.OOM != nil {
 			oom = fmt.Sprintf("step %d", r.OOM.Step)
+			if r.OOM.Count > 1 {
+				oom += fmt.Sprintf(" (first of %d)", r.OOM.Count)
+			}
 		}
 		name := r.DeviceName
 		if name == "" {
