@@ -2,6 +2,8 @@ package load
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,5 +113,56 @@ func TestWindowedOOMCaught(t *testing.T) {
 			f.Numbers["count"] != 3 || f.At == nil || f.At.Step == nil {
 			t.Errorf("finding %+v", f)
 		}
+	}
+}
+
+// The real OOM trainer (history over the run), given one more phase after
+// its error as a program that caught it would have: the OOM is explained
+// as before, marked caught, and its finding is a warning that says so; the
+// end snapshot, with steps after the error, is analysed too.
+func TestTrainerOOMCaught(t *testing.T) {
+	t.Parallel()
+	dir := testfixture.TrainerBundle(t, "oom")
+	rank := filepath.Join(dir, "rank0")
+	data, err := os.ReadFile(filepath.Join(rank, "oom.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		TimeUs int64 `json:"time_us"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil || rec.TimeUs <= 0 {
+		t.Fatalf("oom.json: %v %s", err, data)
+	}
+	oomUs := rec.TimeUs
+	f, err := os.OpenFile(filepath.Join(rank, "phases.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, `{"phase": "forward", "rank": 0, "step": 7, "start_time_us": %d, "end_time_us": %d}`+"\n", oomUs+1000, oomUs+2000)
+	f.Close()
+
+	set, err := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+	if err != nil || len(set.Report.Inputs) != 2 {
+		t.Fatalf("%v: %d inputs, want the OOM and the end snapshots", err, len(set.Report.Inputs))
+	}
+	var r *memory.Result
+	for _, in := range set.Report.Inputs {
+		if filepath.Base(in.Path) == "snapshot_oom.pickle" && len(in.Devices) == 1 {
+			r = in.Devices[0]
+		}
+	}
+	if r == nil || len(r.OOMs) != 1 || !r.OOMs[0].Caught || r.OOMs[0].Verdict != memory.VerdictCapacity {
+		t.Fatalf("OOM snapshot: %+v", r)
+	}
+	fd := findingOf(r, "oom-capacity")
+	if fd == nil || fd.Severity != finding.Warning || !strings.Contains(fd.Message, "The program caught the error and went on") {
+		t.Errorf("finding %+v", fd)
+	}
+	// as recorded, the run died of it: not caught, critical
+	tr := analyzeTrainer(t, "oom")
+	x := tr.result(t, "snapshot_oom.pickle")
+	if x.OOMs[0].Caught || findingOf(x, "oom-capacity").Severity != finding.Critical {
+		t.Errorf("died of it: caught %v, %+v", x.OOMs[0].Caught, findingOf(x, "oom-capacity"))
 	}
 }

@@ -111,19 +111,24 @@ func (a *analyzer) findings() []finding.Finding {
 			grew = " " + s + "."
 			nums["phase_start_allocated_bytes"] = float64(x.PhaseStartAllocatedBytes)
 		}
+		sev := finding.Critical
+		if x.Caught {
+			// the run went on: what failed was a try (a batch-size finder's)
+			sev, grew = finding.Warning, grew+" The program caught the error and went on (as a batch-size finder does)."
+		}
 		switch {
 		case x.Verdict == VerdictCapacity && x.Limited:
-			add(finding.New("oom-capacity", finding.Critical, nums,
+			add(finding.New("oom-capacity", sev, nums,
 				fmt.Sprintf("Out of memory asking for %s with %s of tensors in the %s this process may use (its per-process memory fraction; %s was free on the device): it does not fit under that limit.%s",
 					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.AllowedBytes), B(x.DeviceFreeBytes), grew),
 				"Raise torch.cuda.set_per_process_memory_fraction, or cut memory: a smaller batch or sequence, activation checkpointing, mixed precision, sharding (FSDP/ZeRO)."), ref)
 		case x.Verdict == VerdictCapacity:
-			add(finding.New("oom-capacity", finding.Critical, nums,
+			add(finding.New("oom-capacity", sev, nums,
 				fmt.Sprintf("Out of memory asking for %s with %s of tensors, %s free on the device and %s cached: it does not fit.%s",
 					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes), grew),
 				"Reduce the batch or sequence length, use activation checkpointing or mixed precision, or shard (FSDP/ZeRO)."), ref)
 		default:
-			add(finding.New("oom-fragmentation", finding.Critical, nums,
+			add(finding.New("oom-fragmentation", sev, nums,
 				fmt.Sprintf("Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation.%s",
 					B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes), grew),
 				"Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free large tensors earlier."), ref)

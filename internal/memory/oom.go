@@ -31,7 +31,11 @@ type OOM struct {
 	// error came in began (a ptscope run bundle's phases; 0: unknown):
 	// AllocatedBytes minus it is what that phase allocated before failing.
 	PhaseStartAllocatedBytes int64 `json:"phase_start_allocated_bytes,omitempty"`
-	Stack                          // where the failing allocation came from
+	// Caught is set when the program went on after the error (a ptscope
+	// run bundle's phase began after it): it caught the error, as a
+	// batch-size finder or a loop that skips the batch does.
+	Caught bool `json:"caught,omitempty"`
+	Stack       // where the failing allocation came from
 }
 
 // ooms explains every oom entry of the device.
@@ -83,6 +87,9 @@ func (a *analyzer) ooms() []OOM {
 func (a *analyzer) judgeOOM(x *OOM, live []*Alloc) {
 	if x.TimeNS > 0 {
 		x.PhaseStartAllocatedBytes = phaseStartAt(a.o.PhaseStarts, x.TimeNS)
+		for _, p := range a.o.PhaseStarts {
+			x.Caught = x.Caught || p.StartNS > x.TimeNS
+		}
 	}
 	x.AllowedBytes = x.ReservedBytes + x.DeviceFreeBytes
 	if l := a.o.AllowedBytes; l > 0 && l < x.AllowedBytes {

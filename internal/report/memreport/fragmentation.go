@@ -138,6 +138,9 @@ func writeOOMs(p *printer, d *memory.Result) {
 			units.Bytes(x.RequestedBytes), units.Bytes(x.DeviceFreeBytes), units.Bytes(x.AllocatedBytes),
 			units.Bytes(x.ReservedBytes), units.Bytes(x.CachedFreeBytes), lf), at, "    ")
 		p.wrap(strings.ToUpper(x.Verdict.String())+": "+verdictText(&x), "  verdict: ", "    ")
+		if x.Caught {
+			p.line("  caught: the program went on after it (as a batch-size finder does)")
+		}
 		var parts []string
 		for _, g := range x.Filled {
 			parts = append(parts, g.Category.String()+" "+units.Bytes(g.Bytes))
