@@ -9,7 +9,7 @@
 #   GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -o bin/ptscope-linux-amd64 ./cmd/ptscope
 #   scripts/gpu/trainers.sh [NAME...]      (default: all of them, in this order)
 # NAMEs: hf_trainer accelerate lightning_roots lightning_manual ddp fsdp2 fsdp2_sim2
-#        plain_accum_ckpt compiled oom leak
+#        plain_accum_ckpt compiled oom oom_caught leak
 # Environment: PTSCOPE (default bin/ptscope-linux-amd64, else bin/ptscope), PYTHON
 # (python3), WORK (/tmp/ptscope-trainers), OUT ($WORK/out).
 # $OUT gets trainers.log and trainers_N.tar (each at most 15 MB, holding one
@@ -67,7 +67,7 @@ trainer() {
 
 TORCHRUN="$PYTHON -m torch.distributed.run --standalone --nproc-per-node 1"
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=(hf_trainer accelerate lightning_roots lightning_manual ddp fsdp2 fsdp2_sim2 plain_accum_ckpt compiled oom leak)
+[ ${#names[@]} -eq 0 ] && names=(hf_trainer accelerate lightning_roots lightning_manual ddp fsdp2 fsdp2_sim2 plain_accum_ckpt compiled oom oom_caught leak)
 for n in "${names[@]}"; do
   case $n in
     hf_trainer) trainer $n 0 150 --trace --schedule wait=1,warmup=1,active=2,repeat=1 -- $PYTHON $T/hf_trainer.py ;;
@@ -80,6 +80,7 @@ for n in "${names[@]}"; do
     plain_accum_ckpt) trainer $n 0 90 -- $PYTHON $T/plain_accum_ckpt.py ;;
     compiled) trainer $n 0 180 -- $PYTHON $T/compiled.py ;;
     oom) trainer $n 1 90 -- $PYTHON $T/oom.py ;;
+    oom_caught) trainer $n 0 90 -- $PYTHON $T/oom_caught.py ;;
     leak) trainer $n 0 90 -- $PYTHON $T/leak.py ;;
     *) say "FAIL $n: unknown trainer" ;;
   esac

@@ -18,12 +18,14 @@ recorded), each against a number read inside the process:
             was freed, when it was freed before exit; Lightning: the largest)
   windows   stack windows: the set-up and the warm-up were stacked
   snapshot  an end snapshot (an OOM snapshot for the oom trainer)
-and per trainer: DDP's bucket region, the leak's peak windows, the OOM step.
+and per trainer: DDP's bucket region, the leak's peak windows, the OOM step,
+the caught OOMs' record (oom_caught: the first's, with the count).
 FSDP2: the forward_end inventories name the shards (the process's parameter
 bytes) and flag unsharded parameters. With ANALYZE_JSON (ptscope analyze
 --json of the bundle): analyze_steps (complete steps = optimizer steps),
 analyze_peak (= max_memory_allocated within 0.1%), analyze_leak or
-analyze_no_leak, analyze_oom (capacity under the process's limit), and INFO
+analyze_no_leak, analyze_oom (capacity under the process's limit),
+analyze_oom_caught (the caught OOMs told, none critical), and INFO
 lines with categories, groups and modules next to the facts."""
 import json
 import os
@@ -90,6 +92,16 @@ def analysis_checks(name, doc, facts, check):
                                                                       facts["leaked_bytes_per_step"], stacks[0]["source"] if stacks else None))
     else:
         check("analyze_no_leak", d.get("pattern") != "leak", "pattern %s" % d.get("pattern"))
+    if name == "oom_caught":
+        # the view holds the caught OOMs (a window's trace holds them), or a
+        # finding tells of them; none is critical: the run went on
+        told = [f for f in d.get("findings", []) if f.get("id") == "oom-caught"]
+        ooms = d.get("ooms") or []
+        crit = [f["id"] for f in d.get("findings", []) if f.get("id", "").startswith("oom-") and f.get("severity") == "critical"]
+        check("analyze_oom_caught", (ooms and all(o.get("caught") for o in ooms) or
+                                     told and told[0].get("numbers", {}).get("count") == facts.get("oom_count")) and not crit,
+              "%d OOMs (caught %s), oom-caught %s, critical %s; the process caught %s" % (
+                  len(ooms), [o.get("caught") for o in ooms], [f.get("numbers") for f in told], crit, facts.get("oom_count")))
     if name == "oom":
         o = (d.get("ooms") or [{}])[0]
         check("analyze_oom", o.get("verdict") == "capacity" and o.get("limited") and o.get("allowed_bytes") == facts.get("memory_cap_bytes"),
@@ -237,6 +249,13 @@ def main():
         check("oom", oom is not None and oom.get("step") == facts.get("oom_step"),
               "oom.json %s, the process ran out at step %s requesting %s" % (oom, facts.get("oom_step"), facts.get("oom_requested")))
         check("oom_inventory", any(i["at"] == "oom" for i in invs), "inventories %s" % [i["at"] for i in invs])
+
+    if name == "oom_caught":
+        oom = proc.get("oom") or {}
+        check("oom_caught", facts.get("oom_count", 0) > 0 and oom.get("count") == facts.get("oom_count") and oom.get("step") == 0
+              and oom.get("snapshot") == "snapshot_oom.pickle" and "snapshot_oom.pickle" in snaps,
+              "process.json oom %s; the process caught %s OOMs (the first at batch %s, %s fit)" % (
+                  oom, facts.get("oom_count"), facts.get("oom_first_batch"), facts.get("fit_batch")))
 
     if name == "fsdp2" or name == "fsdp2_sim2":
         fe = [i for i in invs if i["at"] == "forward_end"]
