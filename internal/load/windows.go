@@ -85,6 +85,9 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 		if base == "" && dev(endSnapshot) != nil {
 			base = endSnapshot
 		}
+		if base == "" && dev(oomName) != nil {
+			base = oomName // caught, but nothing else of the run could be read
+		}
 	}
 
 	// The analysed window snapshots, each once, in time order (contiguous

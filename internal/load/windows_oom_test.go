@@ -113,6 +113,18 @@ func TestWindowedOOMCaught(t *testing.T) {
 			f.Numbers["count"] != 3 || f.At == nil || f.At.Step == nil {
 			t.Errorf("finding %+v", f)
 		}
+		// with nothing else of the run readable, the view falls back to
+		// the snapshot at the error, its OOM explained and caught
+		for _, n := range []string{"snapshot_window0.pickle", "snapshot_end.pickle"} {
+			if err := os.Remove(filepath.Join(dir, "rank0", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set, _ := Snapshots(context.Background(), []string{dir}, SnapshotOptions{})
+		if in := set.Report.Inputs[0]; len(set.Report.Inputs) != 1 || in.Bundle.PeakSnapshot != "snapshot_oom.pickle" ||
+			len(in.Devices) != 1 || len(in.Devices[0].OOMs) != 1 || !in.Devices[0].OOMs[0].Caught {
+			t.Errorf("only the OOM snapshot: %d inputs, view %q, %+v", len(set.Report.Inputs), in.Bundle.PeakSnapshot, in.Devices)
+		}
 	}
 }
 
