@@ -25,6 +25,34 @@ def transformer_lm():
     return transformer_lm
 
 
+def capped_lm(cap, seq, vocab):
+    """examples/transformer_lm.py's model (d_model 768, 6 layers) on the GPU
+    under a cap of cap bytes (torch.cuda.set_per_process_memory_fraction),
+    seeded: the OOM trainers' set-up."""
+    lm = transformer_lm()
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total))
+    torch.manual_seed(0)
+    return lm.TransformerLM(768, 3072, 6, 12, max_positions=seq, vocab=vocab).cuda().train()
+
+
+def lm_step(model, opt, batch, seq, vocab, before_zero_grad=None):
+    """One training step on random tokens: bf16 autocast forward, fp32
+    cross-entropy, backward, optimizer step, before_zero_grad() when given
+    (the gradients are still there), zero_grad."""
+    import torch.nn.functional as F
+
+    x = torch.randint(0, vocab, (batch, seq), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, vocab).float(), x.view(-1))
+    loss.backward()
+    opt.step()
+    if before_zero_grad is not None:
+        before_zero_grad()
+    opt.zero_grad(set_to_none=True)
+
+
 def local(t):
     return getattr(t, "_local_tensor", t)
 

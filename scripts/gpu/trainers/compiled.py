@@ -7,10 +7,9 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import StepCounter, grad_bytes, opt_state_bytes, param_bytes, transformer_lm, write_facts  # noqa: E402
+from _common import StepCounter, grad_bytes, lm_step, opt_state_bytes, param_bytes, transformer_lm, write_facts  # noqa: E402
 
 STEPS, BATCH, SEQ, VOCAB = 8, 8, 256, 8000
 
@@ -22,18 +21,11 @@ def main():
     model = lm.TransformerLM(512, 2048, 4, 8, max_positions=SEQ, vocab=VOCAB).cuda().train()
     cmodel = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    gbytes = 0
+    gbytes = [0]
     for _ in range(STEPS):
-        x = torch.randint(0, VOCAB, (BATCH, SEQ), device="cuda")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = cmodel(x)
-            loss = F.cross_entropy(logits.view(-1, VOCAB).float(), x.view(-1))
-        loss.backward()
-        opt.step()
-        gbytes = grad_bytes(model)
-        opt.zero_grad(set_to_none=True)
+        lm_step(cmodel, opt, BATCH, SEQ, VOCAB, before_zero_grad=lambda: gbytes.__setitem__(0, grad_bytes(model)))
     write_facts("compiled", optimizer_steps=counter.n, optimizer_step_calls=counter.n, micro_batches=STEPS,
-                parameter_bytes=param_bytes(model), gradient_bytes=gbytes, optimizer_state_bytes=opt_state_bytes(opt),
+                parameter_bytes=param_bytes(model), gradient_bytes=gbytes[0], optimizer_state_bytes=opt_state_bytes(opt),
                 config="TransformerLM d512 x4, vocab 8000, torch.compile, bf16 autocast, AdamW, batch 8x256")
 
 

@@ -10,33 +10,21 @@ import re
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import StepCounter, opt_state_bytes, param_bytes, transformer_lm, write_facts  # noqa: E402
+from _common import StepCounter, capped_lm, lm_step, opt_state_bytes, param_bytes, write_facts  # noqa: E402
 
 CAP, SEQ, VOCAB = 6 << 30, 512, 8000
 
 
 def main():
-    lm = transformer_lm()
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, CAP / total))
     counter = StepCounter()
-    torch.manual_seed(0)
-    model = lm.TransformerLM(768, 3072, 6, 12, max_positions=SEQ, vocab=VOCAB).cuda().train()
+    model = capped_lm(CAP, SEQ, VOCAB)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step = 0
     try:
         for step in range(8):
-            batch = 4 if step < 6 else 64
-            x = torch.randint(0, VOCAB, (batch, SEQ), device="cuda")
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = model(x)
-                loss = F.cross_entropy(logits.view(-1, VOCAB).float(), x.view(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            lm_step(model, opt, 4 if step < 6 else 64, SEQ, VOCAB)
     except torch.cuda.OutOfMemoryError as err:
         m = re.search(r"Tried to allocate ([0-9.]+ [KMGT]?i?B)", str(err))
         write_facts("oom", optimizer_steps=counter.n, optimizer_step_calls=counter.n, oom_step=step,

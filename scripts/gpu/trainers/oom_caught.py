@@ -10,22 +10,17 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 from accelerate.utils import find_executable_batch_size
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import StepCounter, param_bytes, transformer_lm, write_facts  # noqa: E402
+from _common import StepCounter, capped_lm, lm_step, param_bytes, write_facts  # noqa: E402
 
 CAP, SEQ, VOCAB, STEPS = 6 << 30, 512, 8000, 6
 
 
 def main():
-    lm = transformer_lm()
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, CAP / total))
     counter = StepCounter()
-    torch.manual_seed(0)
-    model = lm.TransformerLM(768, 3072, 6, 12, max_positions=SEQ, vocab=VOCAB).cuda().train()
+    model = capped_lm(CAP, SEQ, VOCAB)
     tries = []
 
     @find_executable_batch_size(starting_batch_size=128)
@@ -34,13 +29,7 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         try:
             for _ in range(STEPS):
-                x = torch.randint(0, VOCAB, (batch_size, SEQ), device="cuda")
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    logits = model(x)
-                    loss = F.cross_entropy(logits.view(-1, VOCAB).float(), x.view(-1))
-                loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                lm_step(model, opt, batch_size, SEQ, VOCAB)
         except torch.cuda.OutOfMemoryError:
             model.zero_grad(set_to_none=True)  # as a restarted training loop would
             raise
