@@ -377,14 +377,20 @@ func readRank(dir string, n int) (*Rank, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if r.OOM == nil {
+	if r.OOM == nil || r.OOM.Snapshot == "" {
+		// oom.json is written at the first OOM, with its snapshot: process.json
+		// may lack it (the process was killed), or, from a companion before
+		// OOM.Count, describe a later OOM the program caught, without the
+		// snapshot, which the first's record describes
 		opath := filepath.Join(dir, "oom.json")
 		if data, err := readSideFile(opath, MaxJSONSideFileBytes); err == nil {
 			var o OOM
 			if err := json.Unmarshal(data, &o); err != nil {
 				return nil, fmt.Errorf("%s: %w", opath, err)
 			}
-			r.OOM = &o
+			if r.OOM == nil || o.Snapshot != "" {
+				r.OOM = &o
+			}
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}

@@ -68,6 +68,40 @@ func TestReadBundle(t *testing.T) {
 	}
 }
 
+// A process.json whose OOM record has no snapshot (a companion before
+// OOM.Count overwrote it with a later OOM the program caught) gives way to
+// oom.json, written at the first OOM with its snapshot; one that has its
+// snapshot is kept.
+func TestReadBundleOOMRecord(t *testing.T) {
+	for _, c := range []struct {
+		proc string
+		want OOM
+	}{
+		{`{"oom":{"requested_bytes":4,"step":3,"snapshot":null}}`, OOM{RequestedBytes: 2, Step: 1, Snapshot: "snapshot_oom.pickle"}},
+		{`{"oom":{"requested_bytes":2,"step":1,"snapshot":"snapshot_oom.pickle","count":2}}`, OOM{RequestedBytes: 2, Step: 1, Snapshot: "snapshot_oom.pickle", Count: 2}},
+		{`{"oom":null}`, OOM{RequestedBytes: 2, Step: 1, Snapshot: "snapshot_oom.pickle"}},
+	} {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":1,"ranks":[]}`)
+		writeFile(t, filepath.Join(dir, "rank0", "process.json"), c.proc)
+		writeFile(t, filepath.Join(dir, "rank0", "oom.json"), `{"requested_bytes":2,"step":1,"snapshot":"snapshot_oom.pickle"}`)
+		b, err := ReadBundle(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := b.Ranks[0].OOM; o == nil || *o != c.want {
+			t.Errorf("%s: oom %+v, want %+v", c.proc, o, c.want)
+		}
+	}
+	// no oom.json: the record without a snapshot stays
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "manifest.json"), `{"schema_version":1,"ranks":[]}`)
+	writeFile(t, filepath.Join(dir, "rank0", "process.json"), `{"oom":{"requested_bytes":4,"step":3,"snapshot":null}}`)
+	if b, err := ReadBundle(dir); err != nil || b.Ranks[0].OOM == nil || b.Ranks[0].OOM.RequestedBytes != 4 {
+		t.Errorf("%v %+v", err, b)
+	}
+}
+
 func TestReadBundleErrors(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := ReadBundle(dir); err == nil || !strings.Contains(err.Error(), "manifest.json") {

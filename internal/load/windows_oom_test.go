@@ -42,6 +42,7 @@ func TestRealWindowedOOMWithoutSnapshot(t *testing.T) {
 				t.Fatal(err)
 			}
 			testfixture.EditJSON(t, filepath.Join(rank, "process.json"), func(p map[string]any) { p["oom"].(map[string]any)["snapshot"] = nil })
+			testfixture.EditJSON(t, filepath.Join(rank, "oom.json"), func(o map[string]any) { o["snapshot"] = nil })
 		}},
 		{"unreadable", "could not be read: ", func(t *testing.T, rank string) {
 			if err := os.WriteFile(filepath.Join(rank, "snapshot_oom.pickle"), []byte("\x80\x04garbage"), 0o644); err != nil {
