@@ -287,9 +287,8 @@ func unlisted(a *memory.Analysis, name string) capture.StackWindow {
 	w := capture.StackWindow{FirstStep: -1, LastStep: -1, Reason: "unlisted", Snapshot: name}
 	first := true
 	for _, st := range a.Result.Steps {
-		n, ok := strings.CutPrefix(st.Name, "step ")
-		k, err := strconv.Atoi(n)
-		if !ok || err != nil {
+		k, ok := st.RunStep()
+		if !ok {
 			continue
 		}
 		if first {

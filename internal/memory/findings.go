@@ -2,8 +2,6 @@ package memory
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/spillmem"
@@ -73,16 +71,10 @@ func (a *analyzer) findings() []finding.Finding {
 	if !res.HasHistory && a.o.Run != nil && len(res.OOMs) > 0 && res.OOMs[0].EventIndex < 0 {
 		// a run recorded in windows that ran out of memory between them
 		x := res.OOMs[0]
-		rec := "Rerun with --record-steps all to record the step that runs out of memory with its history."
-		if x.Step >= 0 && x.Step < len(res.Steps) {
-			if n, ok := strings.CutPrefix(res.Steps[x.Step].Name, "step "); ok {
-				rec = fmt.Sprintf("Rerun with --record-steps %s to record the step that runs out of memory with its history and stacks.", n)
-			}
-		}
 		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
 			"reserved_bytes": float64(res.End.ReservedBytes)},
 			fmt.Sprintf("The out-of-memory error came outside the steps ptscope run recorded: its snapshot holds the blocks alive at the error (%s allocated, %s reserved), with stacks for those allocated inside a window, but no timeline leading to it.",
-				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)), rec),
+				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)), recordOOMStep(res, x.Step)),
 			&finding.Ref{View: "state", Device: dev})
 	} else if !res.HasHistory {
 		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
@@ -250,12 +242,12 @@ func (a *analyzer) findings() []finding.Finding {
 			nums := finding.Numbers{"bytes": float64(noStack), "share_ratio": share, "unstacked_step_bytes": float64(unstacked)}
 			if 2*unstacked > noStack {
 				step := "the peak's step"
+				rec := "Rerun with --record-steps all, or with --record-steps N for the 0-based step that peaks, to record its stacks."
 				if p.Step >= 0 {
 					step = res.Steps[p.Step].Name
-				}
-				rec := "Rerun with --record-steps all, or with --record-steps N for the 0-based step that peaks, to record its stacks."
-				if n, ok := strings.CutPrefix(step, "step "); ok {
-					rec = fmt.Sprintf("Rerun with --record-steps %s (the peak's step) or --record-steps all to record its stacks.", n)
+					if n, ok := res.Steps[p.Step].RunStep(); ok {
+						rec = fmt.Sprintf("Rerun with --record-steps %d (the peak's step) or --record-steps all to record its stacks.", n)
+					}
 				}
 				add(finding.New("no-stacks", finding.Info, nums,
 					fmt.Sprintf("%s of the peak (%s) has no stack: %s of it was allocated in steps that ptscope run recorded without stacks (it records them in windows of steps; the peak is in %s). The module paths say where.",
@@ -317,10 +309,9 @@ func outsideWindows(res *Result, run *Run) (finding.Finding, bool) {
 	when, rec := "", "Rerun with --record-steps all to record every step's stacks (it slows a CPU-bound run)."
 	if k := run.MaxAllocatedStep; k >= 0 && k < len(res.Steps) {
 		nums["step"] = float64(k)
-		name := res.Steps[k].Name
-		when = " in " + name
-		if n, ok := strings.CutPrefix(name, "step "); ok {
-			rec = fmt.Sprintf("Rerun with --record-steps %s to record the step that peaks with its stacks.", n)
+		when = " in " + res.Steps[k].Name
+		if n, ok := res.Steps[k].RunStep(); ok {
+			rec = fmt.Sprintf("Rerun with --record-steps %d to record the step that peaks with its stacks.", n)
 		}
 	}
 	return finding.New("peak-outside-windows", finding.Warning, nums,
@@ -353,12 +344,12 @@ func oomElsewhere(res *Result, run *Run, limit int64) (finding.Finding, *finding
 	nums := finding.Numbers{"requested_bytes": float64(x.RequestedBytes), "device_free_bytes": float64(x.DeviceFreeBytes),
 		"count": float64(x.Count)}
 	ref := &finding.Ref{View: "timeline", Device: finding.Int(res.Device)}
-	where, n := "", strconv.Itoa(x.Step)
+	where, k := "", -1
 	for i, st := range res.Steps {
-		if st.Name == "step "+n {
-			where = " in step " + n
+		if n, ok := st.RunStep(); ok && n == x.Step {
+			where, k = " in "+st.Name, i
 			if x.Phase != "" && x.Phase != PhaseUnknown.String() {
-				where = " in the " + x.Phase + " of step " + n
+				where = " in the " + x.Phase + " of " + st.Name
 			}
 			nums["step"] = float64(i)
 			ref.Step = finding.Int(i)
@@ -384,11 +375,19 @@ func oomElsewhere(res *Result, run *Run, limit int64) (finding.Finding, *finding
 			fmt.Sprintf("The program %s and went on (it caught the error, as a batch-size finder does): the first%s, %s. The view is the run's peak, in %s; %s.",
 				times, where, what, run.Snapshot, state), rec), ref
 	}
-	rec := "Rerun with --record-steps all to record the step that runs out of memory with its history and stacks."
-	if _, ok := nums["step"]; ok {
-		rec = fmt.Sprintf("Rerun with --record-steps %s to record the step that runs out of memory with its history and stacks.", n)
-	}
 	return finding.New("oom-no-snapshot", finding.Warning, nums,
 		fmt.Sprintf("The run ran out of GPU memory%s, %s, but the snapshot taken at the error %s: the state it failed in is unknown. The view is the highest window's, %s.",
-			where, what, x.SnapshotError, run.Snapshot), rec), ref
+			where, what, x.SnapshotError, run.Snapshot), recordOOMStep(res, k)), ref
+}
+
+// recordOOMStep recommends recording step k of res.Steps, in which a run
+// recorded in windows ran out of memory, with its history and stacks:
+// --record-steps with its number, or all when it has none (k < 0).
+func recordOOMStep(res *Result, k int) string {
+	if k >= 0 && k < len(res.Steps) {
+		if n, ok := res.Steps[k].RunStep(); ok {
+			return fmt.Sprintf("Rerun with --record-steps %d to record the step that runs out of memory with its history and stacks.", n)
+		}
+	}
+	return "Rerun with --record-steps all to record the step that runs out of memory with its history and stacks."
 }

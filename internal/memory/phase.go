@@ -2,7 +2,6 @@ package memory
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -237,7 +236,7 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		st := &p.Steps[i]
 		st.Index = i
 		if st.Name == "" {
-			st.Name = "step " + strconv.Itoa(i)
+			st.Name = stepName(i)
 		}
 		st.StartUS, st.EndUS = tr.TimeUS[st.Start], tr.TimeUS[st.End-1]
 	}

@@ -143,7 +143,7 @@ func stepsFromRanges(rs []stepRange, n int) []Step {
 		if hi <= lo {
 			continue // no entry in it (a step without allocations)
 		}
-		out = append(out, Step{Start: lo, End: hi, Partial: partial, Name: "step " + strconv.Itoa(r.step)})
+		out = append(out, Step{Start: lo, End: hi, Partial: partial, Name: stepName(r.step)})
 		prev = hi
 		if hi >= n {
 			break

@@ -1,6 +1,9 @@
 package memory
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/snapshot"
 )
@@ -181,6 +184,21 @@ type StepRow struct {
 	// boundaries, a lower bound, and it takes no part in the spike pattern
 	// or in peak outliers.
 	PeakLowerBound bool `json:"peak_lower_bound,omitempty"`
+}
+
+// stepName names step n (0-based) of a run or a trace: "step n".
+func stepName(n int) string { return "step " + strconv.Itoa(n) }
+
+// RunStep is the 0-based step the row's name gives ("step N", as
+// ptscope run's steps and a trace's numbered steps are named); ok is false
+// for any other name (a profiler's "ProfilerStep#N").
+func (s StepRow) RunStep() (n int, ok bool) {
+	v, ok := strings.CutPrefix(s.Name, "step ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n >= 0
 }
 
 // Analysis is one device's result together with the models it was computed

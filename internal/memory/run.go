@@ -174,7 +174,7 @@ func (a *analyzer) recordedOOM(x *OOMRecord, steps map[string]int) OOM {
 	if ph.UnmarshalText([]byte(x.Phase)) == nil {
 		o.Phase = ph
 	}
-	if k, ok := steps["step "+strconv.Itoa(x.Step)]; ok {
+	if k, ok := steps[stepName(x.Step)]; ok {
 		o.Step = k
 	}
 	o.LargestFreeBytes = res.Fragmentation.LargestFreeBytes

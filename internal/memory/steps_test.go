@@ -81,3 +81,16 @@ func TestPtscopeSteps(t *testing.T) {
 		}
 	}
 }
+
+// RunStep reads back the step number stepName writes, and nothing else.
+func TestRunStep(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		n    int
+		ok   bool
+	}{{stepName(0), 0, true}, {stepName(23), 23, true}, {"ProfilerStep#3", 0, false}, {"step x", 0, false}, {"step -1", 0, false}, {"step 1 ", 0, false}} {
+		if n, ok := (StepRow{Name: c.name}).RunStep(); n != c.n && c.ok || ok != c.ok {
+			t.Errorf("%q: %d %v, want %d %v", c.name, n, ok, c.n, c.ok)
+		}
+	}
+}
