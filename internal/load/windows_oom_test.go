@@ -111,7 +111,7 @@ func TestWindowedOOMCaught(t *testing.T) {
 		if f.Severity != finding.Info || !strings.Contains(f.Message, "ran out of GPU memory 3 times and went on") ||
 			!strings.Contains(f.Message, "asking 1.00 GiB with 512 MiB free") || !strings.Contains(f.Message, "snapshot_oom.pickle holds the state at that error") ||
 			f.Recommendation != "ptscope analyze "+filepath.Join(dir, "rank0", "snapshot_oom.pickle")+" shows what was alive when it ran out." ||
-			f.Numbers["count"] != 3 || f.At == nil || f.At.Step == nil {
+			f.Numbers["count"] != 3 || r.OOMCount() != 3 || f.At == nil || f.At.Step == nil {
 			t.Errorf("finding %+v", f)
 		}
 		// with nothing else of the run readable, the view falls back to

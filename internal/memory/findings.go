@@ -84,8 +84,8 @@ func (a *analyzer) findings() []finding.Finding {
 			"Call torch.cuda.memory._record_memory_history(max_entries=100000) before the code to study (ptscope run does), then dump the snapshot."),
 			&finding.Ref{View: "state", Device: dev})
 	}
-	if n := a.o.Run; n != nil && n.OOMElsewhere != nil && len(res.OOMs) == 0 {
-		add(oomElsewhere(res, n, a.o.AllowedBytes))
+	if res.OOMsOutsideView > 0 {
+		add(oomElsewhere(res, a.o.Run, a.o.AllowedBytes))
 	}
 	if fd, ref, ok := invalidFinding(a.s, res.Device); ok {
 		add(fd, ref)
@@ -321,17 +321,12 @@ func outsideWindows(res *Result, run *Run) (finding.Finding, bool) {
 
 // OOMCount is how many out-of-memory errors r tells of: its OOMs, or, in
 // a run recorded in windows whose view holds none, those the OOM observer
-// recorded (findings oom-caught and oom-no-snapshot).
+// counted (OOMsOutsideView).
 func (r *Result) OOMCount() int {
 	if len(r.OOMs) > 0 {
 		return len(r.OOMs)
 	}
-	for _, f := range r.Findings {
-		if f.ID == "oom-caught" || f.ID == "oom-no-snapshot" {
-			return max(int(f.Numbers["count"]), 1)
-		}
-	}
-	return 0
+	return r.OOMsOutsideView
 }
 
 // oomElsewhere is the finding of a run recorded in windows that ran out of

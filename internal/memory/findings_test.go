@@ -111,20 +111,18 @@ func TestPeakNotInTrace(t *testing.T) {
 // OOMCount counts the OOM rows, else the errors the observer recorded
 // that the view does not hold.
 func TestOOMCount(t *testing.T) {
-	caught := finding.New("oom-caught", finding.Info, finding.Numbers{"count": 3}, "", "")
-	lost := finding.New("oom-no-snapshot", finding.Warning, finding.Numbers{"count": 1}, "", "")
 	for _, c := range []struct {
 		r    Result
 		want int
 	}{
 		{Result{}, 0},
 		{Result{OOMs: []OOM{{}, {}}}, 2},
-		{Result{Findings: []finding.Finding{caught}}, 3},
-		{Result{Findings: []finding.Finding{lost}}, 1},
-		{Result{OOMs: []OOM{{}}, Findings: []finding.Finding{caught}}, 1},
+		{Result{OOMsOutsideView: 3}, 3},
+		{Result{OOMsOutsideView: 1}, 1},
+		{Result{OOMs: []OOM{{}}, OOMsOutsideView: 3}, 1},
 	} {
 		if got := c.r.OOMCount(); got != c.want {
-			t.Errorf("%d OOMs, %d findings: %d, want %d", len(c.r.OOMs), len(c.r.Findings), got, c.want)
+			t.Errorf("%d OOMs, %d outside the view: %d, want %d", len(c.r.OOMs), c.r.OOMsOutsideView, got, c.want)
 		}
 	}
 }

@@ -51,6 +51,12 @@ type Result struct {
 
 	Fragmentation Fragmentation `json:"fragmentation"`
 	OOMs          []OOM         `json:"ooms"`
+	// OOMsOutsideView, in a run recorded in windows whose view holds no
+	// OOM, is how many out-of-memory errors the OOM observer counted (the
+	// program caught them, or the snapshot at the error could not be
+	// written or read): findings oom-caught and oom-no-snapshot tell of
+	// them. OOMCount counts either.
+	OOMsOutsideView int `json:"ooms_outside_view,omitempty"`
 
 	Truncated          bool   `json:"truncated"`
 	TruncationEvidence string `json:"truncation_evidence,omitempty"`

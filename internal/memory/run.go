@@ -149,6 +149,9 @@ func (a *analyzer) applyRun() {
 	if x := run.OOM; x != nil && len(res.OOMs) == 0 && !res.HasHistory {
 		res.OOMs = []OOM{a.recordedOOM(x, byName)}
 	}
+	if x := run.OOMElsewhere; x != nil && len(res.OOMs) == 0 {
+		res.OOMsOutsideView = max(x.Count, 1)
+	}
 	if run.End != nil {
 		res.End = *run.End
 	}
