@@ -214,14 +214,7 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 // ranOn reports whether rank r, which ran out of memory (r.OOM), went on
 // after its first error: a phase began after it, so the program caught
 // the error.
-func ranOn(r *capture.Rank) bool {
-	for _, p := range r.Phases {
-		if p.StartTimeUs > r.OOM.TimeUs {
-			return true
-		}
-	}
-	return false
-}
+func ranOn(r *capture.Rank) bool { return memory.WentOn(phaseStarts(r), r.OOM.TimeUs*1000) }
 
 // nextAfter is the snapshot after window a: the next of windows (in time
 // order), else the end snapshot when it is another (nil when none).

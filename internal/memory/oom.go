@@ -87,9 +87,7 @@ func (a *analyzer) ooms() []OOM {
 func (a *analyzer) judgeOOM(x *OOM, live []*Alloc) {
 	if x.TimeNS > 0 {
 		x.PhaseStartAllocatedBytes = phaseStartAt(a.o.PhaseStarts, x.TimeNS)
-		for _, p := range a.o.PhaseStarts {
-			x.Caught = x.Caught || p.StartNS > x.TimeNS
-		}
+		x.Caught = WentOn(a.o.PhaseStarts, x.TimeNS)
 	}
 	x.AllowedBytes = x.ReservedBytes + x.DeviceFreeBytes
 	if l := a.o.AllowedBytes; l > 0 && l < x.AllowedBytes {
@@ -144,6 +142,17 @@ func sortCategories(g []CategoryGroup) {
 			g[j], g[j-1] = g[j-1], g[j]
 		}
 	}
+}
+
+// WentOn reports whether a program went on after an out-of-memory error
+// at time t: one of its phases began after it, so it caught the error.
+func WentOn(phases []PhaseStart, t int64) bool {
+	for _, p := range phases {
+		if p.StartNS > t {
+			return true
+		}
+	}
+	return false
 }
 
 // phaseStartAt is the allocated bytes the innermost phase holding time t
