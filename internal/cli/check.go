@@ -185,7 +185,8 @@ func checkCommand() command {
 					}
 					rec("leak_per_step_bytes", num(leak), 0, leak == 0)
 				}
-				if n := d.OOMCount(); *noOOM {
+				if *noOOM {
+					n := d.OOMCount()
 					rec("oom_count", num(n), 0, n == 0)
 					if n > 0 {
 						fails = append(fails, fmt.Sprintf("%s: %d out-of-memory events", where, n))

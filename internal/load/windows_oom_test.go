@@ -2,13 +2,13 @@ package load
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/testfixture"
@@ -137,17 +137,11 @@ func TestTrainerOOMCaught(t *testing.T) {
 	t.Parallel()
 	dir := testfixture.TrainerBundle(t, "oom")
 	rank := filepath.Join(dir, "rank0")
-	data, err := os.ReadFile(filepath.Join(rank, "oom.json"))
-	if err != nil {
-		t.Fatal(err)
+	b, err := capture.ReadBundle(dir)
+	if err != nil || b.Ranks[0].OOM == nil || b.Ranks[0].OOM.TimeUs <= 0 {
+		t.Fatalf("%v: oom %+v", err, b)
 	}
-	var rec struct {
-		TimeUs int64 `json:"time_us"`
-	}
-	if err := json.Unmarshal(data, &rec); err != nil || rec.TimeUs <= 0 {
-		t.Fatalf("oom.json: %v %s", err, data)
-	}
-	oomUs := rec.TimeUs
+	oomUs := b.Ranks[0].OOM.TimeUs
 	f, err := os.OpenFile(filepath.Join(rank, "phases.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
