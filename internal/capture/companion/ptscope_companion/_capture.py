@@ -670,10 +670,8 @@ class Capture(PhasesMixin):
             name = self.snapshot("oom", force=True)
             self.oom["snapshot"] = name
             write_atomic(os.path.join(self.dir, "oom.json"), json.dumps(self.oom))
-            if name:
-                log_once("oom", "CUDA out of memory at step %d (requested %d bytes); snapshot written to %s" % (self.step, alloc, os.path.join(self.dir, name)))
-            else:
-                log_once("oom", "CUDA out of memory at step %d (requested %d bytes); its snapshot could not be written" % (self.step, alloc))
+            where = "snapshot written to " + os.path.join(self.dir, name) if name else "its snapshot could not be written"
+            log_once("oom", "CUDA out of memory at step %d (requested %d bytes); %s" % (self.step, alloc, where))
         except Exception as err:
             log_once("oom handler", "OOM snapshot failed (%r)" % (err,))
 
