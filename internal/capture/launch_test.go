@@ -334,6 +334,10 @@ func TestFakeTorchOOMCaught(t *testing.T) {
 	if len(rk.Phases) == 0 || rk.Phases[len(rk.Phases)-1].Step != 4 {
 		t.Errorf("phases end %+v, want the run's last step 4", rk.Phases[len(rk.Phases)-1:])
 	}
+	if log, err := os.ReadFile(filepath.Join(r.res.Dir, "companion.log")); err != nil ||
+		!strings.Contains(string(log), "CUDA out of memory at step 1 (requested 2147483648 bytes); snapshot written to ") {
+		t.Errorf("companion.log: %v %s", err, log)
+	}
 	if !strings.Contains(r.status, "step 1 (first of 2)") {
 		t.Errorf("status:\n%s", r.status)
 	}
