@@ -279,7 +279,7 @@ func TestInstallCompanionUntrusted(t *testing.T) {
 			return c
 		}, "open is writable by everyone (mode 0777) and not sticky"},
 	}
-	py, pyErr := exec.LookPath("python3")
+	py, pyErr := python()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -23,7 +23,7 @@ import (
 // per step). Not included: PyTorch's own cost of
 // calling hooks and of its allocator stats, which faketorch stands in for.
 func BenchmarkCompanionHooks(b *testing.B) {
-	py, err := exec.LookPath("python3")
+	py, err := python()
 	if err != nil {
 		b.Skip("python3 not found")
 	}

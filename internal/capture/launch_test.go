@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,16 +25,35 @@ import (
 
 func needPython(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
+	p, err := python()
 	if err != nil {
 		t.Skip("python3 not found")
 	}
 	return p
 }
 
-func torchImportable() bool {
-	return exec.Command("python3", "-c", "import torch").Run() == nil
-}
+// python finds python3 once. The tests run the interpreter itself
+// (sys.executable) when it is named python3 too: the python3 on PATH is
+// often a launcher, such as a pyenv shim (a shell script that costs more
+// than the interpreter's own start, about 1.5 s a run on a loaded 2-core
+// machine, where the capture tests start Python about 90 times).
+var python = sync.OnceValues(func() (string, error) {
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
+	if exe := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(exe) && filepath.Base(exe) == "python3" {
+		return exe, nil
+	}
+	return p, nil
+})
+
+// torchImportable says, once, whether python3 can import torch.
+var torchImportable = sync.OnceValue(func() bool {
+	p, err := python()
+	return err == nil && exec.Command(p, "-c", "import torch").Run() == nil
+})
 
 type runOut struct {
 	res            *Result
@@ -81,6 +101,7 @@ func runIt(t testing.TB, o Options, argv ...string) runOut {
 
 func TestRunPassThrough(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t)
 	o.Stdin = strings.NewReader("from-stdin\n")
 	r := runIt(t, o, py, "-c", `import sys; print("out:" + sys.stdin.readline().strip()); print("err-line", file=sys.stderr); sys.exit(7)`)
@@ -118,6 +139,7 @@ func TestRunPassThrough(t *testing.T) {
 }
 
 func TestRunNotPython(t *testing.T) {
+	t.Parallel()
 	o := testOptions(t)
 	r := runIt(t, o, "sh", "-c", "echo plain; exit 4")
 	if r.res.ExitCode != 4 || r.stdout != "plain\n" {
@@ -134,6 +156,7 @@ func TestRunNotPython(t *testing.T) {
 
 func TestRunKilledBySignal(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	r := runIt(t, testOptions(t), py, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
 	if r.res.Signal != syscall.SIGTERM || r.res.ExitCode != 128+15 {
 		t.Errorf("signal %v exit %d, want SIGTERM/143", r.res.Signal, r.res.ExitCode)
@@ -197,6 +220,7 @@ while True:
 
 func TestSitecustomizeChaining(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	user := t.TempDir()
 	if err := os.WriteFile(filepath.Join(user, "sitecustomize.py"), []byte("import os\nprint('user-sitecustomize', flush=True)\nUSER_MARK = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -219,6 +243,7 @@ func TestSitecustomizeChaining(t *testing.T) {
 
 func TestFakeTorchCapture(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	o.History = "run" // the whole run in the end snapshot (windows: windowed_test.go)
 	o.Trace = true
@@ -319,6 +344,7 @@ print(ann["ptscope:forward"], ann["ptscope:backward"], ann["ptscope:optimizer"],
 // describe, and the count of all.
 func TestFakeTorchOOMCaught(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	r := runIt(t, testOptions(t, fakeTorchEnv(t)), py, "testdata/faketrain.py", "5", "retry")
 	if r.res.ExitCode != 0 {
 		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
@@ -349,6 +375,7 @@ func TestFakeTorchOOMCaught(t *testing.T) {
 
 func TestFakeTorchOOM(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	o.MaxSnapshotBytes = 1 // budget exhausted at once: OOM snapshot is still written
 	r := runIt(t, o, py, "testdata/faketrain.py", "5", "oom")
@@ -391,6 +418,7 @@ func TestFakeTorchOOM(t *testing.T) {
 
 func TestFakeTorchRanks(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	tests := []struct {
 		name      string
 		ranks     []int
@@ -453,6 +481,7 @@ func TestFakeTorchRanks(t *testing.T) {
 // the same from both hook modes.
 func TestFakeTorchLoopShapes(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	tests := []struct {
 		mode string
 		step string // one step's phases, "S" for its index: step:phase[(attrs)]
@@ -586,6 +615,7 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 
 func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	r := runIt(t, o, py, "-c", "import torch; torch.cuda._lazy_init(); print(torch.cuda.get_device_properties(0).name)")
 	if r.res.ExitCode != 0 || r.stdout != "Fake GPU\n" {
@@ -601,6 +631,7 @@ func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
 // bad configuration costs the capture, not the run.
 func TestCompanionNeverBreaksTheRun(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	c, err := InstallCompanion(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,7 @@ func TestSimulateValidateAndEnv(t *testing.T) {
 
 func TestFakeTorchSimulateWorld(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable: faketorch would be shadowed")
 	}
@@ -106,6 +107,7 @@ func TestFakeTorchSimulateWorld(t *testing.T) {
 
 func TestFakeTorchSimulateFailureNamesTheCollective(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
@@ -144,6 +146,7 @@ func TestFakeTorchSimulateFailureNamesTheCollective(t *testing.T) {
 func TestFakeTorchNoGPUWithoutFakeTensorSupport(t *testing.T) {
 	// faketorch has no FakeTensorMode: --no-gpu must say so and let the program run.
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
