@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // python3 without torch is what CI has; tests that need "no torch" skip
@@ -25,33 +27,12 @@ import (
 
 func needPython(t *testing.T) string {
 	t.Helper()
-	p, err := python()
-	if err != nil {
-		t.Skip("python3 not found")
-	}
-	return p
+	return testfixture.Python(t)
 }
-
-// python finds python3 once. The tests run the interpreter itself
-// (sys.executable) when it is named python3 too: the python3 on PATH is
-// often a launcher, such as a pyenv shim (a shell script that costs more
-// than the interpreter's own start, about 1.5 s a run on a loaded 2-core
-// machine, where the capture tests start Python about 90 times).
-var python = sync.OnceValues(func() (string, error) {
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		return "", err
-	}
-	out, err := exec.Command(p, "-c", "import sys; print(sys.executable)").Output()
-	if exe := strings.TrimSpace(string(out)); err == nil && filepath.IsAbs(exe) && filepath.Base(exe) == "python3" {
-		return exe, nil
-	}
-	return p, nil
-})
 
 // torchImportable says, once, whether python3 can import torch.
 var torchImportable = sync.OnceValue(func() bool {
-	p, err := python()
+	p, err := testfixture.PythonPath()
 	return err == nil && exec.Command(p, "-c", "import torch").Run() == nil
 })
 

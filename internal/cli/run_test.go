@@ -5,12 +5,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 func runCLI(t *testing.T, args ...string) (exited *capture.Result, stdout, stderr string, err error) {
@@ -88,7 +88,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestRunStreamsAndSummary(t *testing.T) {
-	py, err := exec.LookPath("python3")
+	py, err := testfixture.PythonPath()
 	if err != nil {
 		t.Skip("python3 not found")
 	}
