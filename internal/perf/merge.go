@@ -161,6 +161,7 @@ func addRows(dst, src map[rowKey]*Operator) {
 		x.DeviceSelfNS += r.DeviceSelfNS
 		x.DeviceTotalNS += r.DeviceTotalNS
 		x.TensorCoreSelfNS += r.TensorCoreSelfNS
+		x.TensorCoreTotalNS += r.TensorCoreTotalNS
 	}
 }
 
