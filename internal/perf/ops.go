@@ -147,10 +147,14 @@ func (st *opStats) mergeDuplicates(g *graph) {
 
 // operators groups cpu_op events (and, with annotations, user annotations,
 // ProfilerStep#N as "ProfilerStep*") by name, optionally by input shapes.
+// torch's own annotations written as cpu_op by older profilers count as
+// annotations.
 func operators(g *graph, st *opStats, byShape, annotations bool) (map[rowKey]*Operator, map[int64]*spanOp) {
 	return opRows(g, st, byShape, func(i int32) bool {
-		k := g.ev.Kind[i]
-		return k == kineto.KindCPUOp || annotations && k == kineto.KindUserAnnotation
+		if annotations {
+			return isOp(g.ev.Kind[i])
+		}
+		return g.ev.Kind[i] == kineto.KindCPUOp && g.class(i)&ncAnnotation == 0
 	})
 }
 
