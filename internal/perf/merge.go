@@ -41,7 +41,8 @@ func newMerger(f *Facts, opt Options, src StepSource, steps []stepSpan) *merger 
 		idle: map[int]Idle{}, pending: map[int]*gapPiece{},
 		acc: partial{ops: map[rowKey]*Operator{}, ranges: map[rowKey]*Operator{}, opSpans: map[int64]*spanOp{},
 			rangeSpans: map[int64]*spanOp{}, rangeDev: map[string]int64{}, kernels: map[string]*kernelAcc{},
-			copies: map[string]*Copy{}, syncs: map[string]*Sync{}, devs: map[int]*devPart{}, util: map[int][]int64{},
+			kernelOps: map[kernelOpKey]*kernelOpAcc{},
+			copies:    map[string]*Copy{}, syncs: map[string]*Sync{}, devs: map[int]*devPart{}, util: map[int][]int64{},
 			comm: commPart{rows: map[string]*Collective{}}}}
 }
 
@@ -75,6 +76,7 @@ func (m *merger) add(p *partial) {
 			x.ops[op] += t
 		}
 	}
+	addKernelOps(a.kernelOps, p.kernelOps)
 	a.tcAll += p.tcAll
 	a.tcYes += p.tcYes
 	l := &a.launch
@@ -136,6 +138,7 @@ func (m *merger) add(p *partial) {
 			x.Calls += r.Calls
 			x.TotalNS += r.TotalNS
 			x.Bytes += r.Bytes
+			x.Host = x.Host && r.Host
 		} else {
 			c.rows[n] = r
 		}
@@ -359,6 +362,7 @@ func (m *merger) rank() *Rank {
 		return x.Name < y.Name
 	})
 	r.Kernels = kernelRows(a.kernels)
+	r.KernelOps = kernelOpRows(a.kernelOps)
 	if a.tcAll > 0 {
 		r.TensorCoreEligibleRatio = float64(a.tcYes) / float64(a.tcAll)
 	}

@@ -198,6 +198,7 @@ type Rank struct {
 	Operators    []Operator  `json:"operators"`
 	UserRanges   []Operator  `json:"user_ranges"` // user annotations (record_function), ProfilerStep excluded
 	Kernels      []Kernel    `json:"kernels"`
+	KernelOps    []KernelOp  `json:"kernels_by_operator"`
 	Launch       Launch      `json:"launch"`
 	Copies       []Copy      `json:"copies"`
 	Syncs        []Sync      `json:"syncs"`

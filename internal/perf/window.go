@@ -90,6 +90,7 @@ type partial struct {
 	rangeSpans map[int64]*spanOp
 	rangeDev   map[string]int64 // device time launched while a user range was open, by name
 	kernels    map[string]*kernelAcc
+	kernelOps  map[kernelOpKey]*kernelOpAcc
 	tcAll      int64 // kernel time with an owning op
 	tcYes      int64 // ... of which tensor-core eligible
 	launch     launchAcc
@@ -161,6 +162,7 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 	})
 	gpuTables := start(func() {
 		p.kernels = kernels(g)
+		p.kernelOps = kernelOps(g)
 		p.tcAll, p.tcYes = tcEligible(g)
 		p.launch = launchStats(g)
 		p.copies = copies(g)
