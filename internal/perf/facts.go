@@ -30,6 +30,7 @@ type Facts struct {
 	markers                         bool // some ProfilerStep#N annotation
 	memPoints                       map[memKey]int
 	devices                         map[int]bool // of GPU events
+	kernels                         bool         // some kernel event
 }
 
 type memKey struct {
@@ -210,6 +211,9 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 			f.markers = f.markers || c&nameMarker != 0
 		case k == kineto.KindPythonFunction:
 			f.pythonFunctions++
+		}
+		if k == kineto.KindKernel {
+			f.kernels = true
 		}
 		if k.IsGPU() && ev.Aux[i] >= 0 {
 			// most GPU events run on the device of the one before

@@ -46,7 +46,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	f := facts()
 	pl := findSteps(g, opt.Phases, t.Meta.BaseTimeNS, timeOrigin(f) == OriginUnix)
 	steps := pl.finish(opt.DropLastStep)
-	g.win = wholeWindow(steps, f.deviceList())
+	g.win = wholeWindow(steps, f)
 	m := newMerger(f, opt, pl.src, steps)
 	m.add(analyzeWindow(g, g.win, opt, host))
 	return m.rank()

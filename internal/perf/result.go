@@ -141,6 +141,9 @@ type Step struct {
 	HostDataLoaderNS int64     `json:"host_dataloader_ns"`
 	Breakdown        Breakdown `json:"breakdown"`
 	Phases           Phases    `json:"phases"`
+	// Overlap splits the step into compute, communication, their overlap
+	// and other time (the plugin's distributed view).
+	Overlap StepOverlap `json:"communication_overlap"`
 	// UtilizationRatio is the union of compute kernels (not communication)
 	// on the rank's primary device over the step.
 	UtilizationRatio float64 `json:"gpu_utilization_ratio"`

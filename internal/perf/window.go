@@ -33,6 +33,7 @@ type window struct {
 	next        map[int]NextGPU // per device, the first GPU event starting after to
 	timeline    timelineSpec    // the utilisation timeline's buckets, over all steps
 	devices     []int           // the devices of the whole trace's GPU events
+	kernels     bool            // the whole trace has kernels
 }
 
 // NextGPU is the first GPU event of a device that starts after a window's
@@ -61,9 +62,9 @@ func newTimelineSpec(steps []stepSpan) timelineSpec {
 	return timelineSpec{s, e, bucket}
 }
 
-func wholeWindow(steps []stepSpan, devices []int) *window {
+func wholeWindow(steps []stepSpan, f *Facts) *window {
 	w := &window{steps: steps, hostTo: math.MaxInt64, from: math.MinInt64, to: math.MaxInt64,
-		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: devices}
+		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: f.deviceList(), kernels: f.kernels}
 	if sl := stepSlots(steps); len(sl) > 0 {
 		w.lastSlotEnd = sl[len(sl)-1].E
 	}
@@ -190,13 +191,15 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 	})
 	comm := start(func() { p.comm = commStats(g, ro) })
 	bd, dataloader := attribute(ro, steps)
+	ov := commOverlap(ro, steps, w.kernels)
 	ph := attributePhases(phases(), steps, dataloader)
 	base := g.t.Meta.BaseTimeNS
 	p.steps = make([]stepPart, 0, len(steps))
 	for i, st := range steps {
 		p.steps = append(p.steps, stepPart{Step: Step{Name: st.name, Number: st.num, StartTimeNS: base + st.start, DurationNS: st.end - st.start,
 			HostStartTimeNS: base + st.hostS, HostDurationNS: st.hostE - st.hostS, GPUEvents: st.gpuCount, Breakdown: bd[i], Phases: ph[i],
-			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc}, compute: map[int]int64{}})
+			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc, Overlap: ov[i]},
+			compute: map[int]int64{}})
 	}
 	for d, a := range devs() {
 		for i, st := range steps {
