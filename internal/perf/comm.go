@@ -42,6 +42,9 @@ type commEvent struct {
 	seq        int64
 	start, end int64 // absolute ns (baseTimeNanoseconds + ts)
 	index      int64 // the kernel's index in the whole trace (order)
+	// idle are the parts of [start, end) in which no compute kernel runs
+	// on the rank, relative to start: where waiting in it costs time
+	idle []span
 }
 
 var dtypeSize = map[string]int64{"Float": 4, "float": 4, "Double": 8, "double": 8, "Half": 2, "c10::Half": 2,
@@ -85,6 +88,22 @@ func collectiveName(g *graph, i int) (name string, bytes int64, pg string, seq i
 		k = k[:p]
 	}
 	return strings.ToLower(k), 0, "", seq
+}
+
+// idleIn is [s, e) without the compute spans, relative to s.
+func idleIn(compute spans, s, e int64) []span {
+	var out []span
+	at := s
+	compute.clip(s, e, func(cs, ce int64) {
+		if cs > at {
+			out = append(out, span{at - s, cs - s})
+		}
+		at = ce
+	})
+	if at < e {
+		out = append(out, span{at - s, e - s})
+	}
+	return out
 }
 
 func trimCommPrefix(name string) string {
@@ -201,7 +220,8 @@ func commStats(g *graph, r *roles) commPart {
 		c.Calls++
 		c.TotalNS += ev.Dur[i]
 		c.Bytes += bytes
-		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[i], end: base + ev.End(int(i)), index: g.seqOf(i)})
+		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[i], end: base + ev.End(int(i)),
+			index: g.seqOf(i), idle: idleIn(r.kernel, ev.TS[i], ev.End(int(i)))})
 	}
 	for _, o := range hostCollectives(g, r) {
 		if !g.owned(o) {
@@ -216,7 +236,8 @@ func commStats(g *graph, r *roles) commPart {
 		c.Calls++
 		c.TotalNS += ev.Dur[o]
 		c.Bytes += bytes
-		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[o], end: base + ev.End(int(o)), index: g.seqOf(o)})
+		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[o], end: base + ev.End(int(o)),
+			index: g.seqOf(o), idle: idleIn(r.kernel, ev.TS[o], ev.End(int(o)))})
 	}
 	for i := 0; i < ev.Len(); i++ {
 		if ev.Kind[i] == kineto.KindCPUOp && g.owned(int32(i)) && g.t.Name(i) == "record_param_comms" {

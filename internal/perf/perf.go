@@ -213,6 +213,7 @@ func Compare(ranks []*Rank) *Report {
 	sort.SliceStable(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
 	if len(rep.Ranks) > 1 {
 		rep.CrossRank = crossRank(rep.Ranks)
+		attributeWaits(rep.Ranks, rep.CrossRank)
 		rep.Findings = crossFindings(rep.CrossRank)
 	}
 	return rep
