@@ -445,7 +445,7 @@ func crossFindings(c *CrossRank) []finding.Finding {
 		out = append(out, finding.Finding{ID: "straggler", Severity: costSeverity(c.StragglerWaitRatio),
 			Numbers: finding.Numbers{"rank": float64(c.Straggler), "wait_ratio": c.StragglerWaitRatio, "caused_wait_ns": float64(s.CausedWaitNS),
 				"late_arrivals": float64(s.LateArrivals), "collectives": float64(len(c.Collectives))},
-			Message: msg,
+			Message:        msg,
 			Recommendation: fmt.Sprintf("Make rank %d faster before tuning communication: compare its steps' breakdown (host work, DataLoader, CPU exec) with the others' and look at its host; balance its work.", c.Straggler),
 			At:             &finding.Ref{View: "comm", Rank: finding.Int(c.Straggler)}})
 	}
