@@ -31,6 +31,8 @@ type Facts struct {
 	memPoints                       map[memKey]int
 	devices                         map[int]bool // of GPU events
 	kernels                         bool         // some kernel event
+	pid                             int32        // the first op's process (a string pid: none)
+	hasPID                          bool
 }
 
 type memKey struct {
@@ -203,6 +205,9 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 		k := ev.Kind[i]
 		switch {
 		case isOp(k):
+			if !f.hasPID && ev.PID[i] > kineto.StringPIDBase {
+				f.pid, f.hasPID = ev.PID[i], true
+			}
 			c := s.class(b, ev.Name[i])
 			f.dataParallel = f.dataParallel || c&nameDP != 0
 			f.ddp = f.ddp || c&nameDDP != 0

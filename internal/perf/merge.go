@@ -328,6 +328,8 @@ func (m *merger) rank() *Rank {
 		r.WorldSize, r.Backend = d.WorldSize, d.Backend
 	}
 	r.TimeOrigin = timeOrigin(f)
+	r.id = jobIdent{pid: f.pid, hasPID: f.hasPID, unix: r.TimeOrigin == OriginUnix, start: base + f.spanS, end: base + f.spanE,
+		worker: workerName(f.path)}
 	r.Profiler = Profiler{WithStack: f.meta.WithStack, RecordShapes: f.meta.RecordShapes, ProfileMemory: f.meta.ProfileMemory,
 		Schedule: f.markers, PythonFunctionEvents: f.pythonFunctions}
 	r.Warnings = append([]string{}, f.damage.Warnings...)

@@ -167,11 +167,6 @@ func crossRank(ranks []Rank) *CrossRank {
 	for k := range waits {
 		waits[k] = make([]RankWait, len(ranks))
 	}
-	skewWait := make([]int64, len(ranks)) // the start skews of the collectives each rank joined late
-	lastIdx := map[int]int{}
-	for k, r := range ranks {
-		lastIdx[r.Rank] = k
-	}
 	for _, kk := range order {
 		g := groups[kk]
 		x := CollectiveSkew{Name: kk.name, Index: int(kk.n), MinDurNS: -1}
@@ -227,11 +222,6 @@ func crossRank(ranks []Rank) *CrossRank {
 			x.LastRank = -1 // a tie has no last rank
 		} else if LateArrival(x.StartSkewNS, stepNS) {
 			late[x.LastRank]++
-			for _, e := range g {
-				if e != nil {
-					skewWait[lastIdx[x.LastRank]] += last - e.StartNS
-				}
-			}
 		}
 		c.Collectives = append(c.Collectives, x)
 	}
@@ -257,16 +247,10 @@ func crossRank(ranks []Rank) *CrossRank {
 	if c.Straggler < 0 {
 		// kernels that show no waiting (a trace whose collectives end
 		// apart): the rank that joins late (LateArrival) in more than half
-		// of them, its cost the start skews on the shared clock
-		for k, r := range c.Ranks {
+		// of them; what that costs the others is not known
+		for _, r := range c.Ranks {
 			if total := len(c.Collectives); total > 0 && 2*r.LateArrivals > total {
-				var steps int64
-				for j, o := range c.Ranks {
-					if j != k {
-						steps += o.StepsNS
-					}
-				}
-				c.Straggler, c.StragglerWaitRatio = r.Rank, share(skewWait[k], steps)
+				c.Straggler = r.Rank
 			}
 		}
 	}
@@ -437,12 +421,14 @@ func crossFindings(c *CrossRank) []finding.Finding {
 		}
 		msg := fmt.Sprintf("Rank %d is the rank the others wait for: their GPUs wait %s in collectives for it with no compute to run (%s), %s of their steps' time on average; it joins last in %d of the %d matched collectives.",
 			c.Straggler, units.Duration(waitNS), strings.Join(waiting, ", "), pct(c.StragglerWaitRatio), s.LateArrivals, len(c.Collectives))
+		sev := costSeverity(c.StragglerWaitRatio)
 		if waitNS == 0 {
 			// found by late arrivals: the kernels' durations show no waiting
-			msg = fmt.Sprintf("Rank %d joins %d of the %d matched collectives last, late enough to count; the others wait for it, %s of their steps' time by the start skews.",
-				c.Straggler, s.LateArrivals, len(c.Collectives), pct(c.StragglerWaitRatio))
+			msg = fmt.Sprintf("Rank %d is the last to join %d of the %d matched collectives, late enough to count; the other ranks wait for it.",
+				c.Straggler, s.LateArrivals, len(c.Collectives))
+			sev = finding.Warning
 		}
-		out = append(out, finding.Finding{ID: "straggler", Severity: costSeverity(c.StragglerWaitRatio),
+		out = append(out, finding.Finding{ID: "straggler", Severity: sev,
 			Numbers: finding.Numbers{"rank": float64(c.Straggler), "wait_ratio": c.StragglerWaitRatio, "caused_wait_ns": float64(s.CausedWaitNS),
 				"late_arrivals": float64(s.LateArrivals), "collectives": float64(len(c.Collectives))},
 			Message:        msg,

@@ -9,13 +9,8 @@
 package perf
 
 import (
-	"fmt"
 	"math"
-	"path/filepath"
-	"regexp"
 	"slices"
-	"sort"
-	"strconv"
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -164,8 +159,6 @@ func tcEligible(g *graph) (all, yes int64) {
 	return all, yes
 }
 
-var rankName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
 // AnalyzeTraces analyses one trace per rank and compares the ranks.
 func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 	ranks := make([]*Rank, 0, len(traces))
@@ -175,46 +168,13 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 	return Compare(ranks)
 }
 
-// Compare numbers the ranks that lack distributedInfo (from the file name,
-// "rank3.123.pt.trace.json", else the next free number), sorts them and,
-// with two or more, compares them.
+// Compare groups the traces into jobs (traces of one process, or of
+// unrelated runs, are never ranks of one job: jobs.go), numbers the ranks
+// that lack distributedInfo (from the file name,
+// "rank3.123.pt.trace.json", else the next free number), sorts them and
+// compares the ranks of each job.
 func Compare(ranks []*Rank) *Report {
 	rep := &Report{Header: report.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
-	seen := map[int]bool{}
-	for _, r := range ranks {
-		if r.hasRank {
-			seen[r.Rank] = true
-		}
-	}
-	for _, r := range ranks {
-		if !r.hasRank {
-			r.Rank = -1
-			if m := rankName.FindStringSubmatch(filepath.Base(r.Path)); m != nil {
-				r.Rank, _ = strconv.Atoi(m[1])
-			}
-			if len(ranks) > 1 && (r.Rank < 0 || seen[r.Rank]) {
-				r.Rank = 0
-				for seen[r.Rank] {
-					r.Rank++
-				}
-				r.Warnings = append(r.Warnings, fmt.Sprintf("no distributedInfo: numbered rank %d by file order", r.Rank))
-			}
-			r.Rank = max(r.Rank, 0)
-			seen[r.Rank] = true
-		}
-		for i := range r.Findings {
-			if r.Findings[i].At == nil {
-				r.Findings[i].At = &finding.Ref{}
-			}
-			r.Findings[i].At.Rank = finding.Int(r.Rank)
-		}
-		rep.Ranks = append(rep.Ranks, *r)
-	}
-	sort.SliceStable(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
-	if len(rep.Ranks) > 1 {
-		rep.CrossRank = crossRank(rep.Ranks)
-		attributeWaits(rep.Ranks, rep.CrossRank)
-		rep.Findings = crossFindings(rep.CrossRank)
-	}
+	rep.compare(ranks)
 	return rep
 }

@@ -19,8 +19,13 @@ import (
 type Report struct {
 	report.Header
 	Ranks     []Rank            `json:"ranks"`
-	CrossRank *CrossRank        `json:"cross_rank,omitempty"` // two or more ranks
+	CrossRank *CrossRank        `json:"cross_rank,omitempty"` // two or more ranks of one job
 	Findings  []finding.Finding `json:"findings"`             // across ranks (rank findings are in each rank)
+	// Jobs: with traces of several runs (two profiles of one process,
+	// unrelated runs), each run's traces and their comparison; CrossRank
+	// and Findings are then empty, and Warnings says why.
+	Jobs     []Job    `json:"jobs,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TimeOrigin says what the zero of a rank's instants is.
@@ -215,5 +220,6 @@ type Rank struct {
 	Warnings []string          `json:"warnings"`
 
 	comm    []commEvent
-	hasRank bool // the rank came from distributedInfo
+	hasRank bool     // the rank came from distributedInfo
+	id      jobIdent // what tells the ranks of one job apart from other runs
 }

@@ -322,9 +322,11 @@ func memory(p *printer, r *perf.Rank) {
 func cross(p *printer, rep *perf.Report, top int) {
 	c := rep.CrossRank
 	p.Title(fmt.Sprintf("Across %d ranks", len(c.Ranks)))
-	cols := []column{{head: "rank"}, {head: "steps"}, {head: "avg step"}, {head: "gpu util"}, {head: "comm"}, {head: "last to join"}}
+	cols := []column{{head: "rank"}, {head: "steps", drop: 5}, {head: "avg step"}, {head: "gpu util", drop: 4}, {head: "comm"},
+		{head: "waiting", drop: 3}, {head: "exposed", drop: 2}, {head: "others wait", drop: 1}, {head: "last to join", drop: 6}}
 	for _, r := range c.Ranks {
-		for k, v := range []string{fmt.Sprint(r.Rank), count(r.Steps), dur(r.AverageStepNS), pct(r.GPUUtilizationRatio), dur(r.CommunicationNS), count(r.LateArrivals)} {
+		for k, v := range []string{fmt.Sprint(r.Rank), count(r.Steps), dur(r.AverageStepNS), pct(r.GPUUtilizationRatio), dur(r.CommunicationNS),
+			dur(r.CommunicationWaitNS), dur(r.ExposedWaitNS), dur(r.CausedWaitNS), count(r.LateArrivals)} {
 			cols[k].cells = append(cols[k].cells, v)
 		}
 	}
