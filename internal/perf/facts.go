@@ -33,6 +33,8 @@ type Facts struct {
 	kernels                         bool         // some kernel event
 	pid                             int32        // the first op's process (a string pid: none)
 	hasPID                          bool
+	mtia                            int // MTIA device events (mtia_ccp_events), not analysed
+	cpuOps, launches                int // cpu_op events, runtime/driver calls
 }
 
 type memKey struct {
@@ -61,7 +63,8 @@ type FactScanner struct {
 	// forward and backward ops itself (linkAuto) and never reads
 	// Facts.fwdBwdFlows, only the streaming path does.
 	noLinks bool
-	lastDev int // the device of the last GPU event, in devices
+	catMTIA []uint8 // per category string id: 0 unknown, 1 not MTIA, 2 mtia_ccp_events
+	lastDev int     // the device of the last GPU event, in devices
 	hasDev  bool
 }
 
@@ -193,6 +196,20 @@ func (s *FactScanner) class(t *kineto.Trace, id uint32) uint8 {
 	return c
 }
 
+// isMTIA reports whether category id cat is MTIA's device events.
+func (s *FactScanner) isMTIA(t *kineto.Trace, cat uint32) bool {
+	if int(cat) >= len(s.catMTIA) {
+		s.catMTIA = append(s.catMTIA, make([]uint8, len(t.Strings)-len(s.catMTIA))...)
+	}
+	if s.catMTIA[cat] == 0 {
+		s.catMTIA[cat] = 1
+		if t.Strings[cat] == "mtia_ccp_events" {
+			s.catMTIA[cat] = 2
+		}
+	}
+	return s.catMTIA[cat] == 2
+}
+
 // Add scans the events of b, the next batch of the trace.
 func (s *FactScanner) Add(b *kineto.Trace) {
 	f := &s.f
@@ -204,7 +221,12 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 	for i := 0; i < ev.Len(); i++ {
 		k := ev.Kind[i]
 		switch {
+		case k.IsLaunch():
+			f.launches++
 		case isOp(k):
+			if k == kineto.KindCPUOp {
+				f.cpuOps++
+			}
 			if !f.hasPID && ev.PID[i] > kineto.StringPIDBase {
 				f.pid, f.hasPID = ev.PID[i], true
 			}
@@ -216,6 +238,10 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 			f.markers = f.markers || c&nameMarker != 0
 		case k == kineto.KindPythonFunction:
 			f.pythonFunctions++
+		case k == kineto.KindOther:
+			if s.isMTIA(b, ev.Cat[i]) {
+				f.mtia++
+			}
 		}
 		if k == kineto.KindKernel {
 			f.kernels = true

@@ -51,6 +51,13 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 	}
 	avg := r.AverageStepNS
 	total := avg * int64(len(r.Steps))
+	if fa.incomplete() {
+		// nothing of the training was recorded: no verdict on the GPU
+		add("incomplete-trace", finding.Warning, "", finding.Numbers{"events": float64(fa.events)},
+			fmt.Sprintf("The trace holds no operator and no kernel launch (%d events): the profiler recorded none of the training, so ptscope judges nothing here.", fa.events),
+			"Profile steps the job reaches: schedule(wait=1, warmup=1, active=3) records steps 3 to 5, so the job must run 5 steps or more; with ptscope run --trace, run more steps than the schedule's wait and warm-up.")
+		return out
+	}
 
 	// 1. data loading (the plugin: > 5% of the step). The share is the
 	// DataLoader time that no GPU work hides; a loader hidden behind queued
@@ -228,6 +235,11 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 	finding.Sort(out)
 	return out
 }
+
+// incomplete reports a trace with no cpu_op and no launch: the profiler
+// recorded no active step (a job that ended during the warm-up leaves
+// such a file, a few kilobytes of metadata and stray GPU events).
+func (f *Facts) incomplete() bool { return f.cpuOps == 0 && f.launches == 0 }
 
 func cudaCapable(m kineto.Meta) bool {
 	for _, d := range m.Devices {

@@ -60,3 +60,46 @@ func TestJobs(t *testing.T) {
 		}
 	}
 }
+
+// TestIncompleteTrace: a trace with no operator and no launch (a job that
+// ended in the profiler's warm-up leaves one: metadata, a step annotation,
+// stray GPU events) says so and judges nothing, rather than reporting an
+// idle GPU.
+func TestIncompleteTrace(t *testing.T) {
+	raw := `{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150000000000, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+  "distributedInfo": {"backend": "nccl", "rank": 1, "world_size": 4}, "baseTimeNanoseconds": 1790000000000000000, "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 10, "tid": 10, "ts": 1000.0, "dur": 50.0, "args": {"External id": 1}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL", "pid": 0, "tid": 20, "ts": 1010.0, "dur": 30.0, "args": {"device": 0, "stream": 20, "correlation": 5}}
+]}`
+	tr, err := kineto.Read(context.Background(), strings.NewReader(raw), kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Analyze(tr, Options{})
+	if len(r.Findings) != 1 || r.Findings[0].ID != "incomplete-trace" || findingOf(r.Findings, "low-gpu-utilization") != nil {
+		t.Errorf("findings %+v", r.Findings)
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "no operator and no kernel launch") {
+		t.Errorf("warnings %q", r.Warnings)
+	}
+}
+
+// TestHTATraces: HTA's test traces (testdata/peers/hta) read and analyse;
+// MTIA device events, which ptscope does not analyse, are said to be left
+// out rather than dropped silently.
+func TestHTATraces(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(peersDir, "hta", "*", "*.json.gz"))
+	if err != nil || len(paths) < 4 {
+		t.Fatalf("%d traces: %v", len(paths), err)
+	}
+	more, _ := filepath.Glob(filepath.Join(peersDir, "hta", "*", "*", "*.json.gz"))
+	for _, p := range append(paths, more...) {
+		rel, _ := filepath.Rel(peersDir, p)
+		r := Analyze(readPeerTrace(t, rel), Options{})
+		mtia := strings.Contains(p, "mtia")
+		warned := len(r.Warnings) == 1 && strings.Contains(r.Warnings[0], "1313 MTIA device events")
+		if mtia != warned || len(r.Steps) == 0 || (!mtia && len(r.Warnings) > 0) {
+			t.Errorf("%s: %d steps, warnings %q", rel, len(r.Steps), r.Warnings)
+		}
+	}
+}

@@ -401,6 +401,12 @@ func (m *merger) rank() *Rank {
 	if r.TimeOrigin == OriginUnix {
 		r.Overhead = profilingOverhead(r, m.opt.Phases, base, f)
 	}
+	if f.mtia > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d MTIA device events (mtia_ccp_events) are not analysed: the device numbers cover CUDA and ROCm work only", f.mtia))
+	}
+	if f.incomplete() {
+		r.Warnings = append(r.Warnings, "the trace holds no operator and no kernel launch: the profiler recorded no active step of the training (the job may have ended during the profiler's warm-up), so the report judges nothing")
+	}
 	r.Findings = findings(f, r)
 	// lists are [] in the JSON, never null
 	if r.Comm.Collectives == nil {
