@@ -171,9 +171,15 @@ const (
 	Unknown  Kind = "unknown"
 	Snapshot Kind = "snapshot" // CUDA caching-allocator snapshot (pickle or JSON)
 	Trace    Kind = "trace"    // Kineto Chrome trace JSON
-	Timeline Kind = "timeline" // profiler memory timeline export
+	Timeline Kind = "timeline" // profiler memory timeline export (TimelineWhat)
 	Bundle   Kind = "bundle"   // a ptscope run bundle folder (manifest.json)
 )
+
+// TimelineWhat names a Timeline input in messages: prof.export_memory_timeline
+// writes [times, sizes by category] (.json, .json.gz) or raw
+// [time, action, bytes, category] events (.raw.json.gz), which ptscope
+// does not read.
+const TimelineWhat = "the output of prof.export_memory_timeline (memory by category over time)"
 
 // Sniff tells what a file holds from its first decompressed bytes.
 func Sniff(head []byte) Kind {
@@ -263,7 +269,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			root = r
 		}
-		var skipped []string
+		var skipped, timelines []string
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if path == root && d == nil {
@@ -294,6 +300,9 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if !ok(k) {
+				if k == Timeline {
+					timelines = append(timelines, path)
+				}
 				return nil
 			}
 			out = append(out, File{path, k})
@@ -301,6 +310,10 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 		})
 		if err != nil {
 			return nil, quotePathError(err)
+		}
+		if len(timelines) > 0 {
+			warn(fmt.Sprintf("%s: skipped %d %s, which ptscope does not read (first: %s)", Name(p), len(timelines),
+				strings.Replace(TimelineWhat, "the output", "file"+map[bool]string{true: "s", false: ""}[len(timelines) > 1]+" of the output", 1), Name(timelines[0])))
 		}
 		if len(skipped) > 0 {
 			what := "entry"
@@ -433,6 +446,11 @@ func stdinReader() io.Reader {
 	return stdin
 }
 
+var (
+	warned   map[string]bool // warnings written to warnedTo
+	warnedTo io.Writer
+)
+
 // SetWarnings sets where Find writes its warnings (os.Stderr when nil), one
 // line each, prefixed "ptscope: warning: ".
 func SetWarnings(w io.Writer) {
@@ -441,10 +459,20 @@ func SetWarnings(w io.Writer) {
 	warnTo = w
 }
 
+// warn writes a warning once per writer: a command may search the same
+// folder twice (to tell what it holds, then to read it).
 func warn(msg string) {
 	streamMu.Lock()
 	w := warnTo
+	if warned == nil || warnedTo != w {
+		warned, warnedTo = map[string]bool{}, w
+	}
+	seen := warned[msg]
+	warned[msg] = true
 	streamMu.Unlock()
+	if seen {
+		return
+	}
 	if w == nil {
 		w = os.Stderr
 	}
