@@ -622,6 +622,16 @@ class Capture(PhasesMixin):
     def _trace_ready(self, prof):
         if not self.materialize():
             return
+        # stopped before a step completed in the active part of the
+        # schedule (a job that ended during the warm-up): the profiler
+        # would export a trace with none of the training in it
+        sc = self.cfg.get("schedule") or {}
+        first = int(sc.get("skip_first", 0)) + int(sc.get("wait", 1)) + int(sc.get("warmup", 2))
+        if getattr(prof, "step_num", first + 1) <= first:
+            log_once("trace before active", "the job ended after %d steps, before the profiler's first active step "
+                     "(step %d of --schedule %s): no trace was written; run more steps or shorten the schedule's wait and warmup"
+                     % (prof.step_num, first + 1, ",".join("%s=%s" % kv for kv in sorted(sc.items()))))
+            return
         try:
             name = "trace_step%d.pt.trace.json.gz" % self.step
             tmp = os.path.join(self.dir, ".tmp%d_%s" % (os.getpid(), name))
