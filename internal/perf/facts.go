@@ -35,6 +35,8 @@ type Facts struct {
 	hasPID                          bool
 	mtia                            int // MTIA device events (mtia_ccp_events), not analysed
 	cpuOps, launches                int // cpu_op events, runtime/driver calls
+	htaSteps                        map[string]bool
+	htaLastStep                     int64 // HTA's window (hta.go): step names, the last one's start
 }
 
 type memKey struct {
@@ -169,7 +171,8 @@ func (l *flowLinker) linked() bool {
 
 // NewFactScanner returns an empty scanner.
 func NewFactScanner() *FactScanner {
-	return &FactScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{}}}
+	return &FactScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{},
+		htaLastStep: math.MinInt64}}
 }
 
 func (s *FactScanner) class(t *kineto.Trace, id uint32) uint8 {
@@ -236,6 +239,9 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 			f.gloo = f.gloo || c&nameGloo != 0
 			f.ownOpt = f.ownOpt || c&nameOwnOpt != 0
 			f.markers = f.markers || c&nameMarker != 0
+			s.htaMarks(b, i)
+		case k == kineto.KindGPUUserAnnotation:
+			s.htaMarks(b, i)
 		case k == kineto.KindPythonFunction:
 			f.pythonFunctions++
 		case k == kineto.KindOther:

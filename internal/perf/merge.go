@@ -28,6 +28,7 @@ type merger struct {
 	idle    map[int]Idle
 	pending map[int]*gapPiece
 	slotEnd int64 // the last step's end (0: not yet known)
+	hta     *htaMerger
 }
 
 // memCurve is one device's memory curve being built.
@@ -37,7 +38,7 @@ type memCurve struct {
 }
 
 func newMerger(f *Facts, opt Options, src StepSource, steps []stepSpan) *merger {
-	return &merger{f: f, opt: opt, src: src, steps: steps, mem: map[memKey]*memCurve{},
+	return &merger{f: f, opt: opt, src: src, steps: steps, mem: map[memKey]*memCurve{}, hta: newHTAMerger(),
 		idle: map[int]Idle{}, pending: map[int]*gapPiece{},
 		acc: partial{ops: map[rowKey]*Operator{}, ranges: map[rowKey]*Operator{}, opSpans: map[int64]*spanOp{},
 			rangeSpans: map[int64]*spanOp{}, rangeDev: map[string]int64{}, kernels: map[string]*kernelAcc{},
@@ -77,6 +78,7 @@ func (m *merger) add(p *partial) {
 		}
 	}
 	addKernelOps(a.kernelOps, p.kernelOps)
+	m.hta.add(p.hta, p.hostTo)
 	a.tcAll += p.tcAll
 	a.tcYes += p.tcYes
 	l := &a.launch
@@ -365,6 +367,7 @@ func (m *merger) rank() *Rank {
 	})
 	r.Kernels = kernelRows(a.kernels)
 	r.KernelOps = kernelOpRows(a.kernelOps)
+	r.HTA = m.hta.result(f.htaWindow())
 	if a.tcAll > 0 {
 		r.TensorCoreEligibleRatio = float64(a.tcYes) / float64(a.tcAll)
 	}

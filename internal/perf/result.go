@@ -203,14 +203,16 @@ type Rank struct {
 	Idle                    Idle    `json:"idle"`                       // PrimaryDevice's
 	GPUs                    []GPU   `json:"gpus"`
 
-	Operators    []Operator  `json:"operators"`
-	UserRanges   []Operator  `json:"user_ranges"` // user annotations (record_function), ProfilerStep excluded
-	Kernels      []Kernel    `json:"kernels"`
-	KernelOps    []KernelOp  `json:"kernels_by_operator"`
-	Launch       Launch      `json:"launch"`
-	Copies       []Copy      `json:"copies"`
-	Syncs        []Sync      `json:"syncs"`
-	Comm         Comm        `json:"communication"`
+	Operators  []Operator `json:"operators"`
+	UserRanges []Operator `json:"user_ranges"` // user annotations (record_function), ProfilerStep excluded
+	Kernels    []Kernel   `json:"kernels"`
+	KernelOps  []KernelOp `json:"kernels_by_operator"`
+	Launch     Launch     `json:"launch"`
+	Copies     []Copy     `json:"copies"`
+	Syncs      []Sync     `json:"syncs"`
+	Comm       Comm       `json:"communication"`
+	// HTA: the numbers HTA defines differently, computed its way (hta.go)
+	HTA          HTA         `json:"hta"`
 	Memory       Memory      `json:"memory"`
 	UtilTimeline []UtilPoint `json:"gpu_utilization_timeline"`
 	FwdBwdLinks  int         `json:"fwd_bwd_links"` // backward ops linked to their forward op

@@ -225,7 +225,7 @@ func (p *Plan) Analyze(w int, t *kineto.Trace, own []bool, seq []int64) *Partial
 	pw := &p.wins[w]
 	g.win = &window{steps: p.pl.steps[pw.k0:pw.k1], hostTo: pw.hostTo, from: pw.from, to: pw.to,
 		lastSlotEnd: p.all.lastSlotEnd, next: pw.next, timeline: p.all.timeline, devices: p.all.devices,
-		kernels: p.all.kernels}
+		kernels: p.all.kernels, hta: p.all.hta}
 	return &Partial{analyzeWindow(g, g.win, p.opt, host)}
 }
 

@@ -34,6 +34,7 @@ type window struct {
 	timeline    timelineSpec    // the utilisation timeline's buckets, over all steps
 	devices     []int           // the devices of the whole trace's GPU events
 	kernels     bool            // the whole trace has kernels
+	hta         htaWindow       // HTA's window over the whole trace
 }
 
 // NextGPU is the first GPU event of a device that starts after a window's
@@ -64,7 +65,8 @@ func newTimelineSpec(steps []stepSpan) timelineSpec {
 
 func wholeWindow(steps []stepSpan, f *Facts) *window {
 	w := &window{steps: steps, hostTo: math.MaxInt64, from: math.MinInt64, to: math.MaxInt64,
-		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: f.deviceList(), kernels: f.kernels}
+		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: f.deviceList(), kernels: f.kernels,
+		hta: f.htaWindow()}
 	if sl := stepSlots(steps); len(sl) > 0 {
 		w.lastSlotEnd = sl[len(sl)-1].E
 	}
@@ -101,6 +103,8 @@ type partial struct {
 	slotTotal  int64
 	util       map[int][]int64 // per device, compute time per timeline bucket
 	comm       commPart
+	hta        htaPart
+	hostTo     int64                // the window's hostTo: later windows' GPU events start after it
 	mem        []kineto.MemoryEvent // owned, by time
 	links      int
 }
@@ -164,6 +168,7 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 	gpuTables := start(func() {
 		p.kernels = kernels(g)
 		p.kernelOps = kernelOps(g)
+		p.hta, p.hostTo = htaPartOf(g, w.hta), w.hostTo
 		p.tcAll, p.tcYes = tcEligible(g)
 		p.launch = launchStats(g)
 		p.copies = copies(g)

@@ -138,6 +138,20 @@ func averages(p *printer, r *perf.Rank) {
 	if c := r.Comm; c.Kernels > 0 {
 		p.label("comm", fmt.Sprintf("%s kernels, %s; %s overlapped with compute, %s exposed", count(c.Kernels), dur(c.KernelNS), pct(c.OverlapRatio), dur(c.ExposedNS)))
 	}
+	if h := r.HTA; h.KernelTimeNS > 0 {
+		// HTA's definitions, for a user who compares with HTA
+		win := "first to last GPU event"
+		if h.LastStepDropped {
+			win += " launched before the last step"
+		}
+		text := fmt.Sprintf("compute %s, non-compute %s, idle %s of %s (%s); idle per stream: host wait %s, kernel wait %s, other %s",
+			pct(h.ComputeRatio), pct(h.NonComputeRatio), pct(h.IdleRatio), dur(h.KernelTimeNS), win,
+			dur(h.HostWaitNS), dur(h.KernelWaitNS), dur(h.OtherWaitNS))
+		if r.Comm.Kernels > 0 {
+			text += fmt.Sprintf("; comm/compute overlap %s", pct(h.CommCompOverlapRatio))
+		}
+		p.label("as HTA", text)
+	}
 	if o := r.Overhead; o != nil {
 		p.label("profiling", fmt.Sprintf("profiled steps %s, unprofiled steps of the same run %s (median of %d): %s slower",
 			dur(o.ProfiledStepNS), dur(o.UnprofiledStepNS), len(o.UnprofiledSteps), pct(o.SlowdownRatio)))
