@@ -37,6 +37,7 @@ type Facts struct {
 	cpuOps, launches                int // cpu_op events, runtime/driver calls
 	htaSteps                        map[string]bool
 	htaLastStep                     int64 // HTA's window (hta.go): step names, the last one's start
+	minTS                           int64 // the earliest complete or memory event
 }
 
 type memKey struct {
@@ -172,7 +173,7 @@ func (l *flowLinker) linked() bool {
 // NewFactScanner returns an empty scanner.
 func NewFactScanner() *FactScanner {
 	return &FactScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{},
-		htaLastStep: math.MinInt64}}
+		htaLastStep: math.MinInt64, minTS: math.MaxInt64}}
 }
 
 func (s *FactScanner) class(t *kineto.Trace, id uint32) uint8 {
@@ -220,6 +221,12 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 	f.events += ev.Len() + len(b.Memory) + len(b.Flows)
 	if ev.Len() > 0 && !f.hasFirst {
 		f.firstTS, f.hasFirst = ev.TS[0], true
+	}
+	for _, ts := range ev.TS {
+		f.minTS = min(f.minTS, ts)
+	}
+	for _, m := range b.Memory {
+		f.minTS = min(f.minTS, m.TS)
 	}
 	for i := 0; i < ev.Len(); i++ {
 		k := ev.Kind[i]

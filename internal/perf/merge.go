@@ -330,6 +330,9 @@ func (m *merger) rank() *Rank {
 		r.WorldSize, r.Backend = d.WorldSize, d.Backend
 	}
 	r.TimeOrigin = timeOrigin(f)
+	if f.minTS != math.MaxInt64 {
+		r.StartTimeNS = base + f.minTS
+	}
 	r.id = jobIdent{pid: f.pid, hasPID: f.hasPID, unix: r.TimeOrigin == OriginUnix, start: base + f.spanS, end: base + f.spanE,
 		worker: workerName(f.path)}
 	r.Profiler = Profiler{WithStack: f.meta.WithStack, RecordShapes: f.meta.RecordShapes, ProfileMemory: f.meta.ProfileMemory,

@@ -123,25 +123,28 @@ func stepStats(r *Rank) {
 }
 
 // tcEligible sums the owned kernels' time that an op launched (all) and,
-// of it, the time launched by tensor-core eligible operators (the operator
-// or one of its ancestors is eligible).
+// of it, the time launched by tensor-core eligible operators as the
+// plugin counts them (tensor_cores_parser): an operator is eligible when
+// its name is on the list, when it launches a tensor-core kernel, or when
+// one of its children is eligible; a kernel counts by the op that launched
+// it, so the copies a convolution's op makes around its own are not
+// eligible kernel time.
 func tcEligible(g *graph) (all, yes int64) {
 	ev := g.ev
-	elig := make([]int8, ev.Len()) // by op: 0 unknown, 1 no, 2 yes
-	var eligible func(o int32) bool
-	eligible = func(o int32) bool {
-		if v := elig[o]; v != 0 {
-			return v == 2
+	elig := make([]bool, ev.Len())
+	for _, i := range g.gpu {
+		if o := g.owner[i]; o >= 0 && ev.Kind[i] == kineto.KindKernel && g.isTC(ev.Name[i]) {
+			elig[o] = true
 		}
-		v := g.class(o)&ncTCEligible != 0
-		if !v && g.parent[o] >= 0 {
-			v = eligible(g.parent[o])
+	}
+	for k := len(g.order) - 1; k >= 0; k-- { // children before parents
+		o := g.order[k]
+		if g.class(o)&ncTCEligible != 0 {
+			elig[o] = true
 		}
-		elig[o] = 1
-		if v {
-			elig[o] = 2
+		if p := g.parent[o]; p >= 0 && elig[o] {
+			elig[p] = true
 		}
-		return v
 	}
 	for _, i := range g.gpu {
 		if ev.Kind[i] != kineto.KindKernel || !g.owned(i) {
@@ -152,7 +155,7 @@ func tcEligible(g *graph) (all, yes int64) {
 			continue
 		}
 		all += ev.Dur[i]
-		if eligible(o) {
+		if elig[o] {
 			yes += ev.Dur[i]
 		}
 	}

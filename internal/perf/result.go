@@ -167,7 +167,10 @@ type Rank struct {
 	Bytes      int64      `json:"bytes"`
 	Events     int        `json:"events"`
 	TimeOrigin TimeOrigin `json:"time_origin"`
-	Profiler   Profiler   `json:"profiler"`
+	// StartTimeNS is the trace's first event, the profiler's start (the
+	// plugin's origin for its curves).
+	StartTimeNS int64    `json:"start_ns"`
+	Profiler    Profiler `json:"profiler"`
 
 	StepSource StepSource `json:"step_source"`
 	Steps      []Step     `json:"steps"`
