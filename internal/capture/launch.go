@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/report/rundir"
 )
 
@@ -29,7 +30,7 @@ type Result struct {
 	Dir      string         // the bundle folder ("" when none could be made: nothing was captured)
 	ExitCode int            // the command's exit code; 128+N when killed by signal N
 	Signal   syscall.Signal // the signal that killed the command, or 0
-	Manifest Manifest
+	Manifest bundle.Manifest
 }
 
 // ErrNotFound is wrapped by the StartError of a command that is not there
@@ -84,9 +85,9 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	}
 	cfg, _ := json.Marshal(opts.config())
 	start := time.Now()
-	m := Manifest{
+	m := bundle.Manifest{
 		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv,
-		StartTime: start.UTC(), Status: StatusRunning, Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []SignalRecord{},
+		StartTime: start.UTC(), Status: bundle.StatusRunning, Options: cfg, Ranks: []bundle.RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []bundle.SignalRecord{},
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
 		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
 	}
@@ -127,9 +128,9 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		if dir != "" {
 			end := time.Now()
 			m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
-			m.Status, m.ExitCode = StatusFailedToStart, se.Code
+			m.Status, m.ExitCode = bundle.StatusFailedToStart, se.Code
 			m.Warnings = append(m.Warnings, se.Error())
-			if err := writeManifest(dir, &m); err != nil {
+			if err := bundle.WriteManifest(dir, &m); err != nil {
 				fmt.Fprintf(status, "ptscope: warning: %v\n", err)
 			}
 		}
@@ -163,16 +164,16 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	end := time.Now()
 	m.EndTime = ptr(end.UTC())
 	m.DurationNs = end.Sub(start).Nanoseconds()
-	m.Status = StatusFinished
+	m.Status = bundle.StatusFinished
 	m.ExitCode = res.ExitCode
 	if res.Signal != 0 {
 		m.Signal = res.Signal.String()
 	}
-	m.Signals = append([]SignalRecord{}, fw.records...)
+	m.Signals = append([]bundle.SignalRecord{}, fw.records...)
 	if dir != "" {
-		finishManifest(dir, &m, opts.Ranks)
+		bundle.FinishManifest(dir, &m, opts.Ranks)
 		finishSimulation(dir, &m, opts.Simulate)
-		if err := writeManifest(dir, &m); err != nil {
+		if err := bundle.WriteManifest(dir, &m); err != nil {
 			return nil, err
 		}
 	}
@@ -182,7 +183,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	// ptscope's lines start on a line of their own
 	out := &lineStarter{w: status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
 	for _, warn := range m.Warnings {
-		if opts.Quiet && strings.HasPrefix(warn, noCapturePrefix) {
+		if opts.Quiet && strings.HasPrefix(warn, bundle.NoCapturePrefix) {
 			continue // asked for quiet: it stays in the manifest
 		}
 		fmt.Fprintf(out, "ptscope: warning: %s\n", warn)
@@ -202,7 +203,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 // prepareCapture unpacks the companion and makes the bundle folder with its
 // first manifest; why says, when either failed, why nothing will be
 // captured (dir is then "").
-func prepareCapture(opts Options, name string, m *Manifest, status io.Writer) (dir string, comp *Companion, why string) {
+func prepareCapture(opts Options, name string, m *bundle.Manifest, status io.Writer) (dir string, comp *Companion, why string) {
 	comp, err := InstallCompanion(opts.CacheDir)
 	if err != nil {
 		return "", nil, err.Error()
@@ -224,7 +225,7 @@ func prepareCapture(opts Options, name string, m *Manifest, status io.Writer) (d
 	if err := os.Mkdir(filepath.Join(dir, ".ptscope"), 0o755); err != nil {
 		return "", comp, fmt.Sprintf("cannot write in the bundle folder %s: %v", dir, err)
 	}
-	if err := writeManifest(dir, m); err != nil {
+	if err := bundle.WriteManifest(dir, m); err != nil {
 		return "", comp, fmt.Sprintf("cannot write in the bundle folder %s: %v", dir, err)
 	}
 	return dir, comp, ""
@@ -277,7 +278,7 @@ type forwarder struct {
 	dir      string // the bundle ("" = none: SIGUSR1 is dropped)
 	watch    *watch // nil = none: a terminal's SIGINT/SIGQUIT is assumed to reach the command
 	window   time.Duration
-	records  []SignalRecord
+	records  []bundle.SignalRecord
 	requests int
 }
 
@@ -295,12 +296,12 @@ func (f *forwarder) run(sigs <-chan os.Signal, done <-chan struct{}) {
 // handle passes sig on to the command unless the command got it already;
 // SIGUSR1 becomes a snapshot request for the companion instead.
 func (f *forwarder) handle(sig syscall.Signal, at time.Time) {
-	rec := SignalRecord{Signal: sig.String(), Time: at.UTC()}
+	rec := bundle.SignalRecord{Signal: sig.String(), Time: at.UTC()}
 	switch {
 	case sig == syscall.SIGUSR1:
 		if f.dir != "" {
 			f.requests++
-			_ = writeFileAtomic(filepath.Join(f.dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(f.requests)))
+			_ = bundle.WriteFileAtomic(filepath.Join(f.dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(f.requests)))
 		}
 	case f.watch != nil:
 		rec.ToGroup = f.watch.sawToo(sig, at, f.window)

@@ -8,14 +8,15 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
-// Simulation modes (Manifest.Mode, Simulation.Mode).
+// Simulation modes (the bundle's Manifest.Mode, Simulation.Mode).
 const (
-	ModeCapture       = "capture"        // a real run: every rank on its own GPU
-	ModeSimulateWorld = "simulate-world" // one rank of a larger world on one GPU, collectives fake (--simulate-world-size)
-	ModeFake          = "fake"           // no GPU: fake tensors and a memory tracker (--no-gpu)
+	ModeCapture       = bundle.ModeCapture
+	ModeSimulateWorld = bundle.ModeSimulateWorld
+	ModeFake          = bundle.ModeFake
 )
 
 // Simulate configures the simulated modes of `ptscope run`.
@@ -110,19 +111,6 @@ func (s Simulate) NotCounted() []string {
 	return nil
 }
 
-// Simulation is the manifest's "simulation" object: how the run was
-// simulated and what its numbers do not count.
-type Simulation struct {
-	Mode        string         `json:"mode"`
-	WorldSize   int            `json:"world_size"`
-	Rank        int            `json:"rank"`
-	Backend     string         `json:"backend,omitempty"`
-	NotCounted  []string       `json:"not_counted"`
-	Collectives map[string]int `json:"collectives,omitempty"`     // calls per torch.distributed function (simulate-world)
-	Unsupported []string       `json:"unsupported_ops,omitempty"` // ops the fake mode could not run (fake)
-	Problems    []string       `json:"problems,omitempty"`
-}
-
 // simulationFacts is rankN/simulation.json, written by the companion.
 type simulationFacts struct {
 	Mode        string         `json:"mode"`
@@ -136,15 +124,15 @@ type simulationFacts struct {
 
 // finishSimulation fills m.Simulation from the options and the ranks'
 // simulation.json files.
-func finishSimulation(dir string, m *Manifest, s Simulate) {
+func finishSimulation(dir string, m *bundle.Manifest, s Simulate) {
 	if s.Mode() == ModeCapture {
 		return
 	}
 	cfg := s.config()
-	sim := &Simulation{Mode: cfg.Mode, WorldSize: cfg.WorldSize, Rank: cfg.Rank, NotCounted: s.NotCounted()}
+	sim := &bundle.Simulation{Mode: cfg.Mode, WorldSize: cfg.WorldSize, Rank: cfg.Rank, NotCounted: s.NotCounted()}
 	seen := map[string]bool{}
 	for _, r := range m.Ranks {
-		data, err := readSideFile(filepath.Join(dir, r.Dir, "simulation.json"), MaxJSONSideFileBytes)
+		data, err := bundle.ReadSideFile(filepath.Join(dir, r.Dir, "simulation.json"), bundle.MaxJSONSideFileBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -190,34 +178,4 @@ func finishSimulation(dir string, m *Manifest, s Simulate) {
 	if len(m.Ranks) > 0 && cfg.Mode == ModeSimulateWorld && sim.Backend == "" {
 		m.Warnings = append(m.Warnings, "simulation: the program never initialised torch.distributed; it ran as a single process (the simulated world size had no effect)")
 	}
-}
-
-// SimulationSummary is one line describing a simulated bundle for reports
-// ("" for a real capture).
-func (m *Manifest) SimulationSummary() string {
-	if !m.Simulated || m.Simulation == nil {
-		return ""
-	}
-	s := m.Simulation
-	switch s.Mode {
-	case ModeSimulateWorld:
-		return fmt.Sprintf("simulated: rank %d of %d on one GPU, %s collectives (not counted: %s)", s.Rank, s.WorldSize, orDefault(s.Backend, "fake"), strings.Join(shortNotCounted(s.Mode), ", "))
-	case ModeFake:
-		return fmt.Sprintf("simulated without a GPU (fake tensors; not counted: %s)", strings.Join(shortNotCounted(s.Mode), ", "))
-	}
-	return "simulated (" + s.Mode + ")"
-}
-
-func shortNotCounted(mode string) []string {
-	if mode == ModeFake {
-		return []string{"CUDA context", "cuBLAS workspace", "allocator cache"}
-	}
-	return []string{"NCCL buffers", "communication time", "data-dependent imbalance"}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 func TestSimulateValidateAndEnv(t *testing.T) {
@@ -80,7 +82,7 @@ func TestFakeTorchSimulateWorld(t *testing.T) {
 			t.Errorf("stdout %q lacks %q (stderr %q)", r.stdout, want, r.stderr)
 		}
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,7 @@ func TestFakeTorchSimulateFailureNamesTheCollective(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

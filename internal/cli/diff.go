@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/diff"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
@@ -128,7 +128,7 @@ func sideKinds(path string) (sideKind, error) {
 			k.trace = true
 		case input.Bundle:
 			bundles++
-			b, err := capture.ReadBundle(f.Path)
+			b, err := bundle.ReadBundle(f.Path)
 			if err != nil {
 				return k, err
 			}

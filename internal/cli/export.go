@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/export"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
@@ -218,8 +218,8 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 // read as one (a rank recorded in stack windows: snap is "", the run's peak
 // view) or its snapshot snap, with what the rank recorded either way.
 type rankTarget struct {
-	b    *capture.Bundle
-	r    *capture.Rank
+	b    *bundle.Bundle
+	r    *bundle.Rank
 	snap string
 }
 
@@ -228,7 +228,7 @@ type rankTarget struct {
 // rank recorded in stack windows, its run; for any other, its last
 // snapshot.
 func bundleTarget(dir string, rank int) (*rankTarget, error) {
-	b, err := capture.ListBundle(dir)
+	b, err := bundle.ListBundle(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func bundleTarget(dir string, rank int) (*rankTarget, error) {
 		if rank >= 0 && lr.Rank != rank {
 			continue
 		}
-		r, err := capture.ReadRank(lr.Dir, lr.Rank)
+		r, err := bundle.ReadRank(lr.Dir, lr.Rank)
 		if err != nil {
 			return nil, err
 		}

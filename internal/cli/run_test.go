@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/capture"
 )
 
@@ -67,7 +68,7 @@ func TestRunExitCodes(t *testing.T) {
 	if stderr != "" { // --quiet: the "nothing was captured" warning stays in the manifest
 		t.Errorf("stderr %q, want nothing with --quiet", stderr)
 	}
-	b, err := capture.ReadBundle(out)
+	b, err := bundle.ReadBundle(out)
 	if err != nil || len(b.Manifest.Warnings) != 1 || !strings.Contains(b.Manifest.Warnings[0], "no Python process loaded the ptscope companion") {
 		t.Errorf("manifest warnings %+v, %v", b, err)
 	}
@@ -100,7 +101,7 @@ func TestRunStreamsAndSummary(t *testing.T) {
 	if !strings.Contains(stderr, "ptscope: bundle ") || !strings.Contains(stderr, "_demo (exit 0") {
 		t.Errorf("summary missing: %q", stderr)
 	}
-	b, err := capture.ReadBundle(filepath.Join(out, "latest"))
+	b, err := bundle.ReadBundle(filepath.Join(out, "latest"))
 	if err != nil || b.Manifest.Name != "demo" || b.Manifest.Tool != "ptscope "+Version {
 		t.Errorf("bundle %+v %v", b, err)
 	}

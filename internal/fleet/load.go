@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/memory"
@@ -155,8 +155,8 @@ func loadOne(ctx context.Context, f Input, o Options) (l *Loaded) {
 	case input.Snapshot:
 		var set *load.SnapshotSet
 		if f.Source == FromBundle && f.Bundle != nil {
-			var r *capture.Rank
-			if r, l.Err = capture.ReadRank(f.Path, f.Rank); l.Err == nil {
+			var r *bundle.Rank
+			if r, l.Err = bundle.ReadRank(f.Path, f.Rank); l.Err == nil {
 				set, l.Err = load.BundleRank(ctx, f.Bundle, r, o.Snapshot)
 			}
 		} else {

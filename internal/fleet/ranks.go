@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 )
 
@@ -54,8 +54,8 @@ type Input struct {
 	Path   string     // the file; the rank folder for a bundle's snapshots
 	Source Source
 	// Bundle is the bundle the input belongs to (its manifest only, ranks
-	// listed but not read: capture.ListBundle); nil outside bundles.
-	Bundle *capture.Bundle
+	// listed but not read: bundle.ListBundle); nil outside bundles.
+	Bundle *bundle.Bundle
 }
 
 // Skipped is an input that was found but not made into a rank.
@@ -227,7 +227,7 @@ func (out *Inputs) addByPath(f input.File, root string) {
 // snapshots (analysed together, with the bundle's device capacity and
 // phases) and one trace input per trace.
 func (out *Inputs) addBundle(dir string, want func(input.Kind) bool) error {
-	b, err := capture.ListBundle(dir)
+	b, err := bundle.ListBundle(dir)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (out *Inputs) addBundle(dir string, want func(input.Kind) bool) error {
 
 // rankFiles tells whether a bundle's rank folder holds snapshots (or phases,
 // which stand for them in runs without memory history) and lists its
-// traces, by name as capture.ReadRank does, without reading them.
+// traces, by name as bundle.ReadRank does, without reading them.
 func rankFiles(dir string) (snaps bool, traces []string, err error) {
 	entries, err := readDirNames(dir)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/pickle"
 )
 
@@ -218,7 +218,7 @@ type File struct {
 // they hold, sorted by path. Files whose content is of no known kind are
 // skipped inside folders and reported as errors when named directly. A folder
 // with a manifest.json is a bundle and is returned whole; a rank folder of a
-// bundle named directly is a Bundle input too (capture.ListBundle lists the
+// bundle named directly is a Bundle input too (bundle.ListBundle lists the
 // bundle with that rank alone). "-" is the
 // standard input. Entries of a folder that cannot be read (a subfolder or a
 // file without permission) are skipped and summed up in one warning.
@@ -254,7 +254,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			out = append(out, File{p, k})
 			continue
 		}
-		if capture.IsBundleRank(p) && ok(Bundle) {
+		if bundle.IsBundleRank(p) && ok(Bundle) {
 			out = append(out, File{p, Bundle}) // that rank of its bundle, read as the bundle reads it
 			continue
 		}
@@ -276,7 +276,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if d.IsDir() {
-				if capture.IsBundle(path) && ok(Bundle) {
+				if bundle.IsBundle(path) && ok(Bundle) {
 					out = append(out, File{path, Bundle})
 					return fs.SkipDir
 				}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -68,8 +68,8 @@ type SnapshotInput struct {
 	Path     string
 	Snapshot *snapshot.Snapshot // nil when unreadable or when a bundle rank has no snapshot
 	Devices  []*memory.Analysis
-	Bundle   *capture.Bundle // the ptscope run bundle it came from; nil for a bare snapshot
-	Rank     *capture.Rank   // the bundle's rank
+	Bundle   *bundle.Bundle // the ptscope run bundle it came from; nil for a bare snapshot
+	Rank     *bundle.Rank   // the bundle's rank
 }
 
 // Snapshots finds the snapshots and ptscope run bundles under paths (files
@@ -141,7 +141,7 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 }
 
 // addFile reads and analyses one snapshot file, spilled when large.
-func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank) error {
+func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *bundle.Bundle, r *bundle.Rank) error {
 	var a *spillmem.Arena
 	err := set.add(path, func() (*snapshot.Snapshot, error) {
 		a = spillArena(path, o)
@@ -160,7 +160,7 @@ func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Option
 // add reads a snapshot with read and appends its input and models. A panic
 // (a bug) becomes an error naming the input.
 func (set *SnapshotSet) add(path string, read func() (*snapshot.Snapshot, error), o SnapshotOptions, mo memory.Options,
-	b *capture.Bundle, r *capture.Rank) (err error) {
+	b *bundle.Bundle, r *bundle.Rank) (err error) {
 	in := &memory.Input{Path: path, Devices: []*memory.Result{}}
 	m := &SnapshotInput{Path: path, Bundle: b, Rank: r}
 	set.Report.Inputs = append(set.Report.Inputs, in)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/perf"
@@ -73,7 +73,7 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		case input.Trace:
 			traces = append(traces, f.Path)
 		case input.Bundle:
-			b, err := capture.ListBundle(f.Path)
+			b, err := bundle.ListBundle(f.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -81,7 +81,7 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 				if opt.Ranks != nil && !contains(opt.Ranks, lr.Rank) {
 					continue
 				}
-				r, err := capture.ReadRank(lr.Dir, lr.Rank)
+				r, err := bundle.ReadRank(lr.Dir, lr.Rank)
 				if err != nil {
 					return nil, err
 				}
@@ -161,7 +161,7 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 // is not one).
 func bundlePhases(dir string) ([]perf.Phase, error) {
 	root := filepath.Dir(dir)
-	if !capture.IsBundle(root) {
+	if !bundle.IsBundle(root) {
 		return nil, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "phases.jsonl")); err != nil {
@@ -169,11 +169,11 @@ func bundlePhases(dir string) ([]perf.Phase, error) {
 	}
 	// Only this rank's folder is read: a bundle of many ranks would
 	// otherwise be read whole for each of its traces.
-	n, ok := capture.RankDirNumber(filepath.Base(dir))
+	n, ok := bundle.RankDirNumber(filepath.Base(dir))
 	if !ok {
 		return nil, nil
 	}
-	r, err := capture.ReadRank(dir, n)
+	r, err := bundle.ReadRank(dir, n)
 	if err != nil {
 		return nil, err
 	}

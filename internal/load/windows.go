@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
 // addWindowedRank reads a rank whose allocator history was recorded only in
-// stack windows, a snapshot each (capture.RankInfo.Windowed), as one run
+// stack windows, a snapshot each (bundle.RankInfo.Windowed), as one run
 // from the snapshots named in part (WindowParts):
 // one Input whose device result is the analysis of the snapshot that holds
 // the highest peak (the out-of-memory snapshot when the rank ran out),
@@ -23,7 +23,7 @@ import (
 // The window, end and OOM snapshots are not inputs of their own; any other
 // snapshot of the rank (--snapshot-at) is, as in a rank of history mode
 // "run". Data flows one way: this reads and picks; memory analyses.
-func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions,
+func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *bundle.Bundle, r *bundle.Rank, o SnapshotOptions,
 	mo memory.Options, info *memory.BundleInfo, part map[string]bool) error {
 	oomName := ""
 	if r.OOM != nil {
@@ -135,7 +135,7 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 		rows = append(rows, row)
 	}
 
-	info.HistoryMode, info.PeakSnapshot = capture.HistoryWindows, base
+	info.HistoryMode, info.PeakSnapshot = bundle.HistoryWindows, base
 	in := &memory.Input{Path: r.Dir, Bytes: bytes, Devices: []*memory.Result{}, Bundle: info, StackWindows: rows,
 		Format: fmt.Sprintf("ptscope run bundle (allocator history in %s)", units.Plural(len(rows), "stack window", "stack windows"))}
 	m := &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r}
@@ -214,7 +214,7 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *capture.Bundle, 
 // ranOn reports whether rank r, which ran out of memory (r.OOM), went on
 // after its first error: a phase began after it, so the program caught
 // the error.
-func ranOn(r *capture.Rank) bool { return memory.WentOn(phaseStarts(r), r.OOM.TimeUs*1000) }
+func ranOn(r *bundle.Rank) bool { return memory.WentOn(phaseStarts(r), r.OOM.TimeUs*1000) }
 
 // nextAfter is the snapshot after window a: the next of windows (in time
 // order), else the end snapshot when it is another (nil when none).
@@ -233,7 +233,7 @@ func nextAfter(windows []*memory.Analysis, a, end *memory.Analysis) *memory.Anal
 // windowParts are the file names of the snapshots a windowed rank's run is
 // read from: its windows' (with one saved as the process was killed,
 // before process.json listed it), the end and the OOM snapshot.
-func windowParts(r *capture.Rank) map[string]bool {
+func windowParts(r *bundle.Rank) map[string]bool {
 	part := map[string]bool{endSnapshot: true}
 	if r.OOM != nil && r.OOM.Snapshot != "" {
 		part[r.OOM.Snapshot] = true
@@ -256,7 +256,7 @@ func windowParts(r *capture.Rank) map[string]bool {
 // none of r's stack windows names, in a rank whose process did not finish:
 // saved in the moment between its snapshot and the process.json that
 // would have listed it, when the process was killed.
-func unlistedWindow(r *capture.Rank, name string) bool {
+func unlistedWindow(r *bundle.Rank, name string) bool {
 	n, pre := strings.CutPrefix(name, "snapshot_window")
 	n, suf := strings.CutSuffix(n, ".pickle")
 	if !pre || !suf || !r.Info.Unfinished() {
@@ -276,8 +276,8 @@ func unlistedWindow(r *capture.Rank, name string) bool {
 // unlisted is the stack window record of an unlisted window snapshot
 // (unlistedWindow) analysed as a: the steps its trace holds, reason
 // "unlisted".
-func unlisted(a *memory.Analysis, name string) capture.StackWindow {
-	w := capture.StackWindow{FirstStep: -1, LastStep: -1, Reason: "unlisted", Snapshot: name}
+func unlisted(a *memory.Analysis, name string) bundle.StackWindow {
+	w := bundle.StackWindow{FirstStep: -1, LastStep: -1, Reason: "unlisted", Snapshot: name}
 	first := true
 	for _, st := range a.Result.Steps {
 		k, ok := st.RunStep()
@@ -296,7 +296,7 @@ func unlisted(a *memory.Analysis, name string) capture.StackWindow {
 // snapshots, the file names of the snapshots its run is read from as one
 // (the windows', the end and the OOM snapshot); nil for any other rank,
 // whose snapshots are each an input of their own.
-func WindowParts(r *capture.Rank) map[string]bool {
+func WindowParts(r *bundle.Rank) map[string]bool {
 	if !r.Info.Windowed() || len(r.Snapshots) == 0 {
 		return nil
 	}
@@ -321,7 +321,7 @@ func analyzeSafe(b *memory.Analysis, o memory.Options) (a *memory.Analysis) {
 // replay's where a window snapshot holds the whole step (never below what
 // the counters saw at its phase boundaries), else the most allocated at
 // those boundaries, a lower bound (PeakLowerBound).
-func runOf(r *capture.Rank, windows []*memory.Analysis) *memory.Run {
+func runOf(r *bundle.Rank, windows []*memory.Analysis) *memory.Run {
 	exact := map[string]int64{}
 	for _, a := range windows {
 		for _, st := range a.Result.Steps {

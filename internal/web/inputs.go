@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/load"
@@ -48,9 +48,9 @@ type Input struct {
 	// (the results above belong to them): one side of a diff.
 	memReport   *memory.Report
 	traceReport *perf.Report
-	size        int64           // file size when found
-	rank        *capture.Rank   // the bundle rank it belongs to, if any
-	bundle      *capture.Bundle // and that rank's bundle
+	size        int64          // file size when found
+	rank        *bundle.Rank   // the bundle rank it belongs to, if any
+	bundle      *bundle.Bundle // and that rank's bundle
 }
 
 // DeviceInfo summarises one device of a snapshot for the input list.
@@ -90,7 +90,7 @@ func newInputs() *inputs {
 }
 
 // add registers a found file (once per path) and queues it for loading.
-func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *capture.Rank, b *capture.Bundle) {
+func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *bundle.Rank, b *bundle.Bundle) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if _, ok := in.byKey[path]; ok {
@@ -277,8 +277,8 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		path   string
 		kind   input.Kind
 		run    string
-		rank   *capture.Rank
-		bundle *capture.Bundle
+		rank   *bundle.Rank
+		bundle *bundle.Bundle
 	}
 	var firstErr error
 	failed := 0
@@ -303,7 +303,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 				batch = append(batch, found{f.Path, f.Kind, "", nil, nil})
 				continue
 			}
-			b, err := capture.ReadBundle(f.Path)
+			b, err := bundle.ReadBundle(f.Path)
 			if err != nil {
 				in.addError(f.Path, string(input.Bundle), err)
 				continue
@@ -311,7 +311,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 			for k := range b.Ranks {
 				r := &b.Ranks[k]
 				part := load.WindowParts(r) // a rank recorded in stack windows: one run
-				if part != nil && b.Manifest.Status == capture.StatusRunning && r.Info.Unfinished() {
+				if part != nil && b.Manifest.Status == bundle.StatusRunning && r.Info.Unfinished() {
 					// a rank still recording: its windows one by one as they
 					// are saved (an input of the run would keep the windows of
 					// the scan that found it); the run once it has ended
