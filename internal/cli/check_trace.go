@@ -38,7 +38,7 @@ func (c *traceChecks) any() bool { return c.minUtil >= 0 || c.maxDL >= 0 }
 // check applies the trace thresholds to every profiler trace under paths,
 // printing one line per rank; it returns the failures.
 func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
-	files, err := input.Find(paths, input.Trace, input.Bundle)
+	files, err := e.source().Find(paths, input.Trace, input.Bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
 	if len(tp) == 0 {
 		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
 	}
-	rep, err := LoadTraceReport(e.ctx, tp, perf.Options{})
+	rep, err := loadTraceReport(e, tp, perf.Options{})
 	if err != nil {
 		return nil, err
 	}

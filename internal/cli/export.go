@@ -153,7 +153,7 @@ var exportFlagUse = map[string]struct {
 }
 
 func runExport(e *env, format, path string, f *exportFlags, set map[string]bool) error {
-	files, err := input.Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
+	files, err := e.source().Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func bundleTarget(dir string, rank int) (*rankTarget, error) {
 }
 
 func exportTrace(e *env, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
-	o := export.TraceTrim{}
+	o := export.TraceTrim{Source: e.source()}
 	if set["steps"] {
 		a, b, err := parseSteps(f.steps)
 		if err != nil {
@@ -275,7 +275,7 @@ func exportTrace(e *env, path string, out *output, f *exportFlags, set map[strin
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
 	defer p.Stop()
 	open := func() (io.ReadCloser, error) {
-		r, err := input.Open(path)
+		r, err := o.Source.Open(path)
 		if err != nil {
 			return nil, err
 		}
@@ -329,7 +329,7 @@ func parseSteps(s string) (int, int, error) {
 func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool, target *rankTarget) (string, error) {
 	tuneGC()
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
-	o := load.SnapshotOptions{AfterRead: runtime.GC}
+	o := load.SnapshotOptions{AfterRead: runtime.GC, Source: e.source()}
 	if f.device >= 0 {
 		o.Devices = []int{f.device}
 	}

@@ -63,7 +63,7 @@ func (f *fleetFlags) ranks() []int {
 // the rank by the load options' Ranks). Otherwise it returns the inputs
 // when they call for a fleet summary, and nil when each input gets its own
 // report.
-func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, []string, error) {
+func (f *fleetFlags) plan(e *env, paths []string, kinds ...input.Kind) (*fleet.Inputs, []string, error) {
 	if err := f.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -72,7 +72,7 @@ func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, [
 		// more than FleetThreshold ranks
 		return nil, paths, nil
 	}
-	in, err := fleet.Find(paths, kinds...)
+	in, err := fleet.Find(e.source(), paths, kinds...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,7 +97,7 @@ func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, [
 	}
 	n := len(in.Ranks())
 	if f.mode == "on" && n == 0 {
-		if msg := otherKindOnly(paths, kinds); msg != "" {
+		if msg := otherKindOnly(e, paths, kinds); msg != "" {
 			return nil, nil, usagef("--fleet on: %s", msg)
 		}
 		return nil, nil, usagef("--fleet on: no input with a rank under %s (ranks come from bundles, distributedInfo and rankN names)", strings.Join(paths, ", "))
@@ -110,8 +110,8 @@ func (f *fleetFlags) plan(paths []string, kinds ...input.Kind) (*fleet.Inputs, [
 
 // otherKindOnly says which command reads paths when they hold none of
 // kinds but the other kind of input ("" when they hold neither).
-func otherKindOnly(paths []string, kinds []input.Kind) string {
-	files, err := input.Find(paths, input.Snapshot, input.Trace)
+func otherKindOnly(e *env, paths []string, kinds []input.Kind) string {
+	files, err := e.source().Find(paths, input.Snapshot, input.Trace)
 	if err != nil || len(files) == 0 {
 		return ""
 	}
@@ -168,6 +168,7 @@ func (f *fleetFlags) summarize(e *env, command string, in *fleet.Inputs, o fleet
 	p := term.StartProgress(e.stderr, command)
 	defer p.Stop()
 	o.Progress = func(done, total int) { p.SetLabel(fmt.Sprintf("%s: %d of %d inputs", command, done, total)) }
+	o.Source = e.source()
 	return fleet.Summarize(e.ctx, command, in, o, nil)
 }
 
@@ -188,7 +189,7 @@ func (e *env) emitFleet(rep *fleet.Report, paths []string, out *outputFlags, t r
 // fleetAnalyze is analyze's many-rank path: it returns handled=false when
 // the inputs get the usual report (paths then are what to analyse).
 func (f *fleetFlags) analyze(e *env, user []string, o *load.SnapshotOptions, out *outputFlags, t report.TextOptions) (bool, []string, error) {
-	in, paths, err := f.plan(user, input.Snapshot)
+	in, paths, err := f.plan(e, user, input.Snapshot)
 	if err != nil || in == nil {
 		o.Ranks = f.ranks()
 		return false, paths, err
@@ -208,7 +209,7 @@ func (f *fleetFlags) analyze(e *env, user []string, o *load.SnapshotOptions, out
 
 // trace is trace's many-rank path.
 func (f *fleetFlags) trace(e *env, user []string, opt perf.Options, out *outputFlags, t report.TextOptions) (bool, []string, error) {
-	in, paths, err := f.plan(user, input.Trace)
+	in, paths, err := f.plan(e, user, input.Trace)
 	if err != nil || in == nil {
 		return false, paths, err
 	}
@@ -253,7 +254,7 @@ func (f *fleetFlags) check(e *env, paths []string, mf *memoryFlags, l fleetLimit
 	if f.mode == "off" && f.rank < 0 || (f.mode == "auto" && f.rank < 0 && !anyDir(paths) && len(paths) <= FleetThreshold) {
 		return false, nil
 	}
-	in, err := fleet.Find(paths, kinds...)
+	in, err := fleet.Find(e.source(), paths, kinds...)
 	if err != nil {
 		return true, err
 	}

@@ -24,7 +24,7 @@ import (
 func writeFleet(t *testing.T, n int) string {
 	t.Helper()
 	read := func(name string) []byte {
-		r, err := input.Open(snap(name))
+		r, err := input.NewSource(0, nil, nil).Open(snap(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,8 +159,10 @@ const headBytes = 64 << 10
 // bundle's rankN folder, from a trace's distributedInfo, or from "rankN" in
 // the file's name or the nearest folder name above it; an input with none of
 // these is not made into a rank but listed in Skipped, so that unrelated
-// files beside the ranks do not count as ranks.
-func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
+// files beside the ranks do not count as ranks. src finds and opens them (nil:
+// the default Source).
+func Find(src *input.Source, paths []string, kinds ...input.Kind) (*Inputs, error) {
+	src = input.Or(src)
 	want := func(k input.Kind) bool {
 		for _, x := range kinds {
 			if x == k {
@@ -176,7 +178,7 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 			out.Skipped = append(out.Skipped, Skipped{Path: root, Kind: input.Unknown, Reason: "the standard input has no rank"})
 			continue
 		}
-		files, err := input.Find([]string{root}, append([]input.Kind{input.Bundle}, kinds...)...)
+		files, err := src.Find([]string{root}, append([]input.Kind{input.Bundle}, kinds...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +189,7 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 					return nil, err
 				}
 			case input.Trace:
-				if n, ok := traceRank(f.Path); ok {
+				if n, ok := traceRank(src, f.Path); ok {
 					out.Files = append(out.Files, Input{Rank: n, Kind: f.Kind, Path: f.Path, Source: FromDistributed})
 					continue
 				}
@@ -273,8 +275,8 @@ func rankFiles(dir string) (snaps bool, traces []string, err error) {
 }
 
 // traceRank reads distributedInfo.rank from the head of a trace.
-func traceRank(path string) (int, bool) {
-	head, err := input.ReadHead(path, headBytes)
+func traceRank(src *input.Source, path string) (int, bool) {
+	head, err := src.ReadHead(path, headBytes)
 	if err != nil && len(head) == 0 {
 		return 0, false
 	}

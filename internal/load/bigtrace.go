@@ -32,12 +32,12 @@ import (
 // bigTraceBytes is the estimated JSON size from which a trace is streamed
 // by default: a quarter of the memory budget (the in-memory path takes
 // about 0.6 times the JSON size).
-func bigTraceBytes() int64 { return input.Budget() / 4 }
+func bigTraceBytes(src *input.Source) int64 { return src.Budget() / 4 }
 
 // windowEvents is the number of events a window holds: about 200 bytes of
 // model and analysis each, a 16th of the budget, at most 128 MiB (two
 // windows are in memory at once: one analysed, the next being built).
-func windowEvents() int64 { return min(input.Budget()/16, 128<<20) / 200 }
+func windowEvents(src *input.Source) int64 { return min(src.Budget()/16, 128<<20) / 200 }
 
 // traceSize estimates the JSON size of a trace file: its size, or ten
 // times that when compressed (Kineto traces compress 10 to 20 times); -1
@@ -217,7 +217,8 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 	var launches launchTable
 	var weights []batchSpan
 	var rec []byte
-	r, err := input.Open(path)
+	ro.Source = input.Or(ro.Source)
+	r, err := ro.Source.Open(path)
 	if err != nil {
 		logF.close()
 		sideF.close()
@@ -333,7 +334,7 @@ func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Opt
 	}
 	maxW := so.windowEvents
 	if maxW <= 0 {
-		maxW = windowEvents()
+		maxW = windowEvents(ro.Source)
 	}
 	var total int64
 	for _, b := range weights {
@@ -497,9 +498,9 @@ func tempNote() string {
 // thresholdNote names the size above which an input is streamed or
 // spilled: the option's own value, or (option 0, the default) a quarter
 // of the memory budget.
-func thresholdNote(option, above int64) string {
+func thresholdNote(src *input.Source, option, above int64) string {
 	if option == 0 {
-		return "a quarter of " + input.BudgetNote()
+		return "a quarter of " + src.BudgetNote()
 	}
 	return units.Bytes(above)
 }

@@ -35,6 +35,9 @@ type SnapshotOptions struct {
 	SpillAbove int64
 	// Notify, when set, is told when a snapshot is spilled.
 	Notify func(msg string)
+	// Source is where the inputs are found and opened, and the memory
+	// budget they are read within (nil: the default budget).
+	Source *input.Source
 }
 
 // SnapshotSet is the analyze document of a set of inputs together with the
@@ -78,7 +81,8 @@ type SnapshotInput struct {
 // returned error; the others are still analysed, so the set is returned
 // with the error. It returns a nil set only when nothing could be found.
 func Snapshots(ctx context.Context, paths []string, o SnapshotOptions) (*SnapshotSet, error) {
-	files, err := input.Find(paths, input.Snapshot, input.Bundle)
+	o.Source = input.Or(o.Source)
+	files, err := o.Source.Find(paths, input.Snapshot, input.Bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -121,13 +125,14 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	o.Source = input.Or(o.Source)
 	err := set.add(name, func() (*snapshot.Snapshot, error) {
-		r, err := input.NewReader(bytes.NewReader(data))
+		r, err := o.Source.NewReader(bytes.NewReader(data))
 		if err != nil {
 			return nil, err
 		}
 		defer r.Close()
-		s, err := snapshot.Read(r)
+		s, err := snapshot.ReadWith(r, snapshot.ReadOptions{Source: o.Source})
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +153,7 @@ func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Option
 		if a != nil {
 			set.arenas = append(set.arenas, a)
 		}
-		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: a})
+		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: a, Source: o.Source})
 	}, o, mo, b, r)
 	if a != nil && a.Err() != nil && o.Notify != nil {
 		// e.g. a full disk: what did not fit in the file was kept in memory
@@ -222,7 +227,7 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 		return nil
 	}
 	if above == 0 {
-		above = input.Budget() / 4
+		above = input.Or(o.Source).Budget() / 4
 	}
 	n := decodedSize(path)
 	if n <= above {
@@ -240,7 +245,7 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 	}
 	if o.Notify != nil {
 		o.Notify(fmt.Sprintf("%s: about %s decoded, more than %s: its trace is spilled to a temporary file, with bounded memory%s",
-			input.Name(path), units.Bytes(n), thresholdNote(o.SpillAbove, above), tempNote()))
+			input.Name(path), units.Bytes(n), thresholdNote(input.Or(o.Source), o.SpillAbove, above), tempNote()))
 	}
 	return a
 }

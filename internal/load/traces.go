@@ -37,6 +37,10 @@ type TraceOptions struct {
 	WindowEvents int64
 	// Notify, when set, is told when a trace is streamed.
 	Notify func(msg string)
+	// Source is where the inputs are found and opened, and the memory
+	// budget they are read within (nil: the default budget); it is the
+	// Reader's Source too.
+	Source *input.Source
 }
 
 // TraceSet is what Traces returns: the report, and the models when asked.
@@ -63,7 +67,9 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 			return nil, fmt.Errorf("%s: offset 0: empty file", p)
 		}
 	}
-	files, err := input.Find(paths, input.Trace, input.Bundle)
+	opt.Source = input.Or(opt.Source)
+	opt.Reader.Source = opt.Source
+	files, err := opt.Source.Find(paths, input.Trace, input.Bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +127,12 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		a.Phases = append(a.Phases, ph...)
 		if above := opt.StreamAbove; !opt.KeepModels && above >= 0 {
 			if above == 0 {
-				above = bigTraceBytes()
+				above = bigTraceBytes(opt.Source)
 			}
 			if n := traceSize(p); n > above {
 				if opt.Notify != nil {
 					opt.Notify(fmt.Sprintf("%s: about %s of JSON, more than %s: analysed in windows of steps, with bounded memory%s",
-						input.Name(p), units.Bytes(n), thresholdNote(opt.StreamAbove, above), tempNote()))
+						input.Name(p), units.Bytes(n), thresholdNote(opt.Source, opt.StreamAbove, above), tempNote()))
 				}
 				r, err := streamTrace(ctx, p, opt.Reader, a, streamOptions{windowEvents: opt.WindowEvents, notify: opt.Notify})
 				if err != nil {

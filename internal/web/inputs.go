@@ -83,10 +83,11 @@ type inputs struct {
 	opts  memory.Options
 	// afterRead runs between decoding and analysing a snapshot
 	afterRead func()
+	src       *input.Source // finds and opens the inputs; their memory budget
 }
 
 func newInputs() *inputs {
-	return &inputs{byKey: map[string]int{}, queue: make(chan *Input, 1<<16)}
+	return &inputs{byKey: map[string]int{}, queue: make(chan *Input, 1<<16), src: input.Or(nil)}
 }
 
 // add registers a found file (once per path) and queues it for loading.
@@ -181,7 +182,7 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 	if it.rank != nil && it.bundle != nil && it.Path == it.rank.Dir {
 		return in.loadRun(ctx, it)
 	}
-	o := load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead}
+	o := load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead, Source: in.src}
 	var set *load.SnapshotSet
 	var err error
 	if it.rank != nil && it.bundle != nil {
@@ -204,7 +205,7 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 // input's path is the rank folder): the peak view's snapshot, with the
 // run's steps, pattern and end (load.BundleRank).
 func (in *inputs) loadRun(ctx context.Context, it *Input) error {
-	set, err := load.BundleRank(ctx, it.bundle, it.rank, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead})
+	set, err := load.BundleRank(ctx, it.bundle, it.rank, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead, Source: in.src})
 	for k, m := range set.Inputs {
 		if m.Path == it.rank.Dir && m.Snapshot != nil {
 			return in.setSnapshot(it, set, k)
@@ -247,7 +248,7 @@ func (in *inputs) setSnapshot(it *Input, set *load.SnapshotSet, k int) error {
 }
 
 func (in *inputs) loadTrace(ctx context.Context, it *Input) error {
-	set, err := load.Traces(ctx, []string{it.Path}, load.TraceOptions{KeepModels: true})
+	set, err := load.Traces(ctx, []string{it.Path}, load.TraceOptions{KeepModels: true, Source: in.src})
 	if err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		if !initial && !isDir(root) {
 			continue
 		}
-		files, err := input.Find([]string{root}, input.Snapshot, input.Trace, input.Bundle)
+		files, err := in.src.Find([]string{root}, input.Snapshot, input.Trace, input.Bundle)
 		if err != nil {
 			failed++
 			if firstErr == nil {
