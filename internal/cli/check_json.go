@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"io"
 
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/envelope"
 )
 
 // checkDoc is the document of `check --json`: every threshold applied, to
 // which input, with the measured value and the limit, and the verdict.
 type checkDoc struct {
-	report.Header
+	envelope.Header
 	Passed bool          `json:"passed"`
 	Checks []checkRecord `json:"checks"`
 	// Failures are the exceeded thresholds as the text names them (a
@@ -55,7 +55,7 @@ func num[T int | int64 | float64](v T) *float64 {
 // write writes the document; failures are those of the thresholdError
 // that check returns, if any.
 func (l *checkLog) write(w io.Writer, failures []string) error {
-	doc := checkDoc{Header: report.NewHeader("check"), Passed: len(failures) == 0, Checks: l.records, Failures: failures}
+	doc := checkDoc{Header: envelope.NewHeader("check"), Passed: len(failures) == 0, Checks: l.records, Failures: failures}
 	if doc.Checks == nil {
 		doc.Checks = []checkRecord{}
 	}

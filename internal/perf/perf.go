@@ -17,9 +17,9 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Options tune the analysis.
@@ -179,7 +179,7 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 // "rank3.123.pt.trace.json", else the next free number), sorts them and,
 // with two or more, compares them.
 func Compare(ranks []*Rank) *Report {
-	rep := &Report{Header: report.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
+	rep := &Report{Header: envelope.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
 	seen := map[int]bool{}
 	for _, r := range ranks {
 		if r.hasRank {
