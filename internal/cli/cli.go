@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/check"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/term"
@@ -32,7 +33,7 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
-	checks *checkLog // check --json's records (nil otherwise)
+	checks *check.Log // check --json's records (nil otherwise)
 
 	budget int64         // --max-memory (0: the default)
 	src    *input.Source // made by source()
