@@ -10,6 +10,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/rankname"
 )
 
 // Source says how an input's rank was recognised.
@@ -120,24 +121,16 @@ func (in *Inputs) Count(k input.Kind) int {
 	return n
 }
 
-// rankPattern finds a rank in a file or folder name: "rank3",
-// "oom_rank3.pickle", "rank_12.1700000000.pt.trace.json" (the worker_name
-// of tensorboard_trace_handler), "snapshot_rank-7.pickle". The profiler
-// and diff read ranks from names the same way.
-var rankPattern = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
 // RankOfPath returns the rank named by the file name of path or, failing
-// that, by the nearest folder above it that names one, not going above
-// root (a folder the user gave, which may itself be a rank's folder).
+// that, by the nearest folder above it that names one (rankname's rule),
+// not going above root (a folder the user gave, which may itself be a
+// rank's folder).
 func RankOfPath(path, root string) (int, bool) {
 	path = filepath.Clean(path)
 	root = filepath.Clean(root)
 	for p := path; ; p = filepath.Dir(p) {
-		if m := rankPattern.FindAllStringSubmatch(filepath.Base(p), -1); m != nil {
-			// the last mention wins: "node2_rank3", "rank3_oom_rank3"
-			if n, err := strconv.Atoi(m[len(m)-1][1]); err == nil {
-				return n, true
-			}
+		if n, ok := rankname.Of(filepath.Base(p)); ok {
+			return n, true
 		}
 		if p == root || filepath.Dir(p) == p {
 			return 0, false
