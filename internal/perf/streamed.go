@@ -169,23 +169,59 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-
+	s := &streamRun{ctx: ctx, dir: dir, so: so, logPath: filepath.Join(dir, "events"), sidePath: filepath.Join(dir, "side")}
 	// 1. decode once: every record to the log, GPU and memory records to
 	// the side log, and what the whole trace decides
-	logPath, sidePath := filepath.Join(dir, "events"), filepath.Join(dir, "side")
-	logF, err := newSpill(logPath, 1<<20)
+	facts, err := s.decode(r, ro)
 	if err != nil {
 		return nil, err
 	}
-	sideF, err := newSpill(sidePath, 1<<20)
+	plan := newWindowPlan(facts, s.markers, a)
+	if plan == nil {
+		return s.whole(a)
+	}
+	// 2. the steps' bounds, from every GPU event and memory event
+	if err := s.bounds(plan); err != nil {
+		return nil, err
+	}
+	// 3. route every record to the windows that need it
+	if err := s.route(plan); err != nil {
+		return nil, err
+	}
+	// 4. analyse the windows, the next one read while one is analysed
+	return s.analyse(plan)
+}
+
+// streamRun is the state of one streamed analysis between its passes.
+type streamRun struct {
+	ctx               context.Context
+	dir               string
+	so                StreamOptions
+	logPath, sidePath string // every record; GPU and memory records
+
+	header   *kineto.Trace // the trace without its events
+	markers  []stepMarker
+	launches launchTable
+	weights  []batchSpan
+	// need are the ops that own GPU events without a launch in the
+	// trace, by External id (perf's link.go); corr 0 once found
+	need map[int64]launchRef
+}
+
+// decode reads the trace once, writing the spill logs, and returns the
+// facts the whole trace decides.
+func (s *streamRun) decode(r io.Reader, ro kineto.Options) (*Facts, error) {
+	ctx := s.ctx
+	logF, err := newSpill(s.logPath, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	sideF, err := newSpill(s.sidePath, 1<<20)
 	if err != nil {
 		logF.close()
 		return nil, err
 	}
 	fs := newFactScanner()
-	var markers []stepMarker
-	var launches launchTable
-	var weights []batchSpan
 	var rec []byte
 	header, err := kineto.Stream(ctx, r, ro, func(b *kineto.Trace, seq0 int64) error {
 		fs.Add(b)
@@ -201,10 +237,10 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 			case k.IsGPU():
 				side = append(side, rec[n:]...)
 			case k.IsLaunch() && ev.Corr[i] >= 0:
-				launches = append(launches, launchRef{ev.Corr[i], ev.TS[i], ev.End(i)})
+				s.launches = append(s.launches, launchRef{ev.Corr[i], ev.TS[i], ev.End(i)})
 			}
 			if isStepMarker(k, b.Name(i)) {
-				markers = append(markers, stepMarker{Name: b.Name(i), TS: ev.TS[i], End: ev.End(i)})
+				s.markers = append(s.markers, stepMarker{Name: b.Name(i), TS: ev.TS[i], End: ev.End(i)})
 			}
 			bs.s, bs.e = min(bs.s, ev.TS[i]), max(bs.e, ev.TS[i])
 			bs.n++
@@ -218,7 +254,7 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 			rec = kineto.AppendFlow(rec, &b.Flows[i])
 		}
 		if bs.n > 0 {
-			weights = append(weights, bs)
+			s.weights = append(s.weights, bs)
 		}
 		if err := logF.write(rec); err != nil {
 			return err
@@ -232,104 +268,115 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", so.Name, err)
+		return nil, fmt.Errorf("%s: %w", s.so.Name, err)
 	}
-	header.Path = so.Path
-	facts := fs.Facts(header)
-	plan := newWindowPlan(facts, markers, a)
-	if plan == nil {
-		// no step to cut at: analysed whole, from the records
-		if so.Notify != nil {
-			so.Notify(fmt.Sprintf("%s: no ProfilerStep#N to cut the trace at: it is analysed whole, in memory", so.Name))
-		}
-		bl := kineto.NewBuilder(header)
-		err := eachRecord(ctx, logPath, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
-		if err != nil {
-			return nil, err
-		}
-		t, _, _ := bl.Trace()
-		t.Damage = header.Damage
-		return Analyze(t, a), nil
-	}
+	header.Path = s.so.Path
+	s.header = header
+	return fs.Facts(header), nil
+}
 
-	// 2. the steps' bounds, from every GPU event and memory event
-	launches.sort()
-	gpuLaunch := func(r kineto.Record) (bool, launchRef) {
-		l, ok := launches.find(r.Corr())
-		return ok, l
+// whole analyses a trace without steps to cut at, whole, from its records.
+func (s *streamRun) whole(a Options) (*Rank, error) {
+	if s.so.Notify != nil {
+		s.so.Notify(fmt.Sprintf("%s: no ProfilerStep#N to cut the trace at: it is analysed whole, in memory", s.so.Name))
 	}
-	// GPU events without a launch in the trace are owned by the op of
-	// their External id (perf's link.go): find those ops
-	need := map[int64]launchRef{}
-	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
+	bl := kineto.NewBuilder(s.header)
+	err := eachRecord(s.ctx, s.logPath, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
+	if err != nil {
+		return nil, err
+	}
+	t, _, _ := bl.Trace()
+	t.Damage = s.header.Damage
+	return Analyze(t, a), nil
+}
+
+// gpuLaunch finds the launch of a GPU record.
+func (s *streamRun) gpuLaunch(r kineto.Record) (bool, launchRef) {
+	l, ok := s.launches.find(r.Corr())
+	return ok, l
+}
+
+// extOp is the op that owns a GPU event without a launch.
+func (s *streamRun) extOp(r kineto.Record) (launchRef, bool) {
+	o, ok := s.need[r.Ext()]
+	return o, ok && o.corr == 0
+}
+
+// bounds finds the steps' bounds from every GPU and memory event, cuts
+// the steps into windows and gives each window its context.
+func (s *streamRun) bounds(plan *windowPlan) error {
+	ctx := s.ctx
+	s.launches.sort()
+	s.need = map[int64]launchRef{}
+	err := eachRecord(ctx, s.sidePath, func(r kineto.Record, _ int64) error {
 		if r.Tag() == kineto.RecordMemory {
 			plan.Memory(r.Memory())
 			return nil
 		}
-		ok, l := gpuLaunch(r)
+		ok, l := s.gpuLaunch(r)
 		plan.GPU(ok, l.ts, l.end, r.TS(), r.End())
 		if x := r.Ext(); !ok && x > 0 {
-			need[x] = launchRef{corr: -1}
+			s.need[x] = launchRef{corr: -1}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(need) > 0 {
-		err = eachRecord(ctx, logPath, func(r kineto.Record, _ int64) error {
+	if len(s.need) > 0 {
+		err = eachRecord(ctx, s.logPath, func(r kineto.Record, _ int64) error {
 			if r.Tag() == kineto.RecordEvent && isOp(r.Kind()) {
-				if o, ok := need[r.Ext()]; ok && o.corr < 0 {
-					need[r.Ext()] = launchRef{0, r.TS(), r.End()}
+				if o, ok := s.need[r.Ext()]; ok && o.corr < 0 {
+					s.need[r.Ext()] = launchRef{0, r.TS(), r.End()}
 				}
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// extOp is the op that owns a GPU event without a launch
-	extOp := func(r kineto.Record) (launchRef, bool) {
-		o, ok := need[r.Ext()]
-		return o, ok && o.corr == 0
-	}
-	maxW := so.WindowEvents
+	maxW := s.so.WindowEvents
 	var total int64
-	for _, b := range weights {
+	for _, b := range s.weights {
 		total += b.n
 	}
 	maxW = max(maxW, total/maxWindows)
-	plan.Cut(maxW, weightOf(weights))
-	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
+	plan.Cut(maxW, weightOf(s.weights))
+	err = eachRecord(ctx, s.sidePath, func(r kineto.Record, _ int64) error {
 		if r.Tag() == kineto.RecordEvent {
-			ok, l := gpuLaunch(r)
+			ok, l := s.gpuLaunch(r)
 			plan.Context(r.Device(), r.Seq(), ok, l.ts, r.TS(), r.End())
-			if o, byExt := extOp(r); !ok && byExt {
+			if o, byExt := s.extOp(r); !ok && byExt {
 				plan.Reach(r.TS(), r.End(), o.ts)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	plan.FinishContext()
-	os.Remove(sidePath)
-	if so.Notify != nil {
-		so.Notify(fmt.Sprintf("%s: %s of JSON read, analysed in %d windows of its %d steps", so.Name,
-			units.Bytes(header.Bytes), plan.Windows(), plan.Steps()))
+	os.Remove(s.sidePath)
+	if s.so.Notify != nil {
+		s.so.Notify(fmt.Sprintf("%s: %s of JSON read, analysed in %d windows of its %d steps", s.so.Name,
+			units.Bytes(s.header.Bytes), plan.Windows(), plan.Steps()))
 	}
+	return nil
+}
 
-	// 3. route every record to the windows that need it
+// route writes every record to the files of the windows that need it:
+// its owner's, and those it is context of.
+func (s *streamRun) route(plan *windowPlan) error {
 	nw := plan.Windows()
 	wins := make([]*spill, nw)
+	var err error
 	for w := range wins {
-		if wins[w], err = newSpill(filepath.Join(dir, fmt.Sprintf("w%d", w)), 256<<10); err != nil {
-			for _, s := range wins[:w] {
-				s.close()
+		if wins[w], err = newSpill(filepath.Join(s.dir, fmt.Sprintf("w%d", w)), 256<<10); err != nil {
+			for _, sp := range wins[:w] {
+				sp.close()
 			}
-			return nil, err
+			return err
 		}
 	}
 	var werr error
@@ -339,7 +386,7 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 			werr = err
 		}
 	}
-	err = eachRecord(ctx, logPath, func(r kineto.Record, _ int64) error {
+	err = eachRecord(s.ctx, s.logPath, func(r kineto.Record, _ int64) error {
 		switch r.Tag() {
 		case kineto.RecordMemory:
 			put(plan.HostOwner(r.TS()), r, true)
@@ -349,8 +396,8 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 			ts, end := r.TS(), r.End()
 			var owner int
 			if r.Kind().IsGPU() {
-				ok, l := gpuLaunch(r)
-				if o, byExt := extOp(r); !ok && byExt {
+				ok, l := s.gpuLaunch(r)
+				if o, byExt := s.extOp(r); !ok && byExt {
 					ok, l = true, o
 				}
 				owner = plan.GPUOwner(ok, l.ts, ts)
@@ -370,18 +417,23 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 		}
 		return werr
 	})
-	for _, s := range wins {
-		if cerr := s.close(); err == nil {
+	for _, sp := range wins {
+		if cerr := sp.close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	os.Remove(logPath)
-	launches = nil
+	os.Remove(s.logPath)
+	s.launches = nil
+	return nil
+}
 
-	// 4. analyse the windows, the next one read while one is analysed
+// analyse analyses the windows in order, merging their results, the next
+// window read while one is analysed.
+func (s *streamRun) analyse(plan *windowPlan) (*Rank, error) {
+	nw := plan.Windows()
 	m := plan.Merger()
 	type built struct {
 		t   *kineto.Trace
@@ -390,7 +442,7 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 		err error
 	}
 	next := make(chan built, 1)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -398,14 +450,14 @@ func AnalyzeStream(ctx context.Context, r io.Reader, ro kineto.Options, a Option
 		defer wg.Done()
 		defer close(next)
 		for w := 0; w < nw; w++ {
-			p := filepath.Join(dir, fmt.Sprintf("w%d", w))
-			bl := kineto.NewBuilder(header)
+			p := filepath.Join(s.dir, fmt.Sprintf("w%d", w))
+			bl := kineto.NewBuilder(s.header)
 			err := eachRecord(ctx, p, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
 			os.Remove(p)
 			var b built
 			b.t, b.own, b.seq = bl.Trace()
 			if err != nil {
-				b.err = fmt.Errorf("%s: window %d: %w", so.Name, w, err)
+				b.err = fmt.Errorf("%s: window %d: %w", s.so.Name, w, err)
 			}
 			select {
 			case next <- b:
