@@ -353,11 +353,42 @@ def install(torch, cfg, bundle=None):
     init_process_group.__wrapped__ = orig_init
     init_process_group.__doc__ = orig_init.__doc__
     _replace_everywhere(orig_init, init_process_group)
+    _patch_new_group(dist, sim)
     _patch_collectives(torch, dist, sim)
     _patch_object_collectives(dist, sim)
     _patch_set_device(torch, sim)
     _install_excepthook(sim)
     return sim
+
+
+def _patch_new_group(dist, sim):
+    """A group asked for with its own backend (Megatron's gloo groups) would
+    rendezvous through the store for real: it is a fake group too."""
+    orig = getattr(dist, "new_group", None)
+    if orig is None:
+        return
+    bind = binder(orig)
+
+    def new_group(*args, **kwargs):
+        try:
+            a = bind(args, kwargs)
+        except TypeError:
+            return orig(*args, **kwargs)
+        be = a.get("backend")
+        if be is not None and str(be).lower() != "fake":
+            a["backend"] = "fake"
+            if "pg_options" in a:
+                a["pg_options"] = None
+            with sim.lock:
+                sim.facts.setdefault("groups_made_fake", {})
+                k = str(be)
+                sim.facts["groups_made_fake"][k] = sim.facts["groups_made_fake"].get(k, 0) + 1
+            return orig(**a)
+        return orig(*args, **kwargs)
+
+    new_group.__wrapped__ = orig
+    new_group.__doc__ = orig.__doc__
+    _replace_everywhere(orig, new_group, "new_group")
 
 
 # ------------------------------------------------------------ tensor collectives
