@@ -142,9 +142,9 @@ def loss_fn(logits, y):
     return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
 
-def batch(a, dev, rank, step):
+def batch(a, dev, rank, step, size=None):
     g = torch.Generator(device="cpu").manual_seed(1000 * rank + step)
-    x = torch.randint(0, a.vocab, (a.batch, a.seq), generator=g)
+    x = torch.randint(0, a.vocab, (size or a.batch, a.seq), generator=g)
     return x.to(dev), torch.roll(x, -1, 1).to(dev)
 
 
@@ -152,8 +152,8 @@ def autocast():
     return torch.autocast("cuda", dtype=torch.bfloat16)
 
 
-def dense_steps(a, model, dev, rank):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+def dense_steps(a, model, dev, rank, foreach=None):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=foreach)
     for step in range(a.steps):
         x, y = batch(a, dev, rank, step)
         with autocast():
@@ -194,7 +194,9 @@ def run_dense(a, layout, dev, rank, world):
             tp_plan(b, mesh["tp"])
             fully_shard(b, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
-    return model, dense_steps(a, model, dev, rank)
+    # plain TP leaves norms, embeddings and head plain tensors beside DTensor
+    # weights: foreach kernels cannot take both
+    return model, dense_steps(a, model, dev, rank, foreach=False if layout == "tp" else None)
 
 
 def run_pp(a, layout, dev, rank, world):
@@ -226,7 +228,7 @@ def run_pp(a, layout, dev, rank, world):
     last = any(s.is_last for s in stages)
     opt = torch.optim.AdamW([p for m in mods for p in m.parameters()], lr=1e-4)
     for step in range(a.steps):
-        x, y = batch(a, dev, 0, step)  # a pipeline's ranks see one batch
+        x, y = batch(a, dev, 0, step, 2 * mb)  # a pipeline's ranks see one batch, 2 samples per micro-batch
         args = (x,) if first else ()
         kw = {"target": y, "losses": []} if last else {}
         with autocast():

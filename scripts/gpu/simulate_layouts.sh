@@ -45,7 +45,7 @@ say "== $(date -u +%FT%TZ) $($PYTHON -c 'import torch; print("torch", torch.__ve
 MLM_COMMON="--num-layers 8 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
  --max-position-embeddings 2048 --micro-batch-size 2 --global-batch-size 16 --train-iters 3 --lr 1e-4
  --min-lr 1e-5 --lr-decay-style constant --weight-decay 0.1 --bf16 --mock-data --tokenizer-type NullTokenizer
- --vocab-size 32000 --transformer-impl local --no-gradient-accumulation-fusion --no-masked-softmax-fusion
+ --vocab-size 32000 --transformer-impl local --no-gradient-accumulation-fusion --no-masked-softmax-fusion --no-persist-layer-norm
  --eval-iters 0 --log-interval 1 --seed 1234"
 MLM4="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 $MLM_COMMON"
 MLM16="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 $MLM_COMMON"
@@ -76,30 +76,30 @@ pids=()
 names=()
 bg() { local name=$1; shift; ( "$@" ) >"$WORK/$name.log" 2>&1 & pids+=($!); names+=("$name"); }
 if has real; then
-  bg real timeout 240 $PYTHON -m torch.distributed.run --standalone --nproc-per-node 4 "$LP" --layouts "$LAYOUTS" \
+  bg real timeout 200 $PYTHON -m torch.distributed.run --standalone --nproc-per-node 4 "$LP" --layouts "$LAYOUTS" \
     --json-dir "$J" --tag real
 fi
 if has mlmreal && mlm_prepare; then
-  bg mlm_real bash -c "cd '$MEGATRON' && timeout 300 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_real' -- \
+  bg mlm_real bash -c "cd '$MEGATRON' && timeout 280 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_real' -- \
     $PYTHON -m torch.distributed.run --standalone --nproc-per-node 4 pretrain_gpt.py $(echo $MLM4)"
 fi
 if has sim; then
-  bg sim_dense bash -c "export CUDA_VISIBLE_DEVICES=0; timeout 300 '$PTSCOPE' run $RUNOPT --out '$WORK/sim_dense' \
-    --simulate-world-size 4 --simulate-rank all -- $PYTHON '$LP' --layouts fsdp2,tp,fsdp2tp,ep --json-dir '$J' --tag sim;
-    timeout 100 '$PTSCOPE' run $RUNOPT --out '$WORK/sim8' --simulate-world-size 8 -- \
-    $PYTHON '$LP' --layouts fsdp2 --json-dir '$J' --tag sim8"
-  bg sim_pp env CUDA_VISIBLE_DEVICES=1 timeout 300 "$PTSCOPE" run $RUNOPT --out "$WORK/sim_pp" --simulate-world-size 4 \
+  bg sim_dense env CUDA_VISIBLE_DEVICES=0 timeout 280 "$PTSCOPE" run $RUNOPT --out "$WORK/sim_dense" \
+    --simulate-world-size 4 --simulate-rank all -- $PYTHON "$LP" --layouts fsdp2,tp,fsdp2tp,ep --json-dir "$J" --tag sim
+  bg sim8 env CUDA_VISIBLE_DEVICES=0 timeout 150 "$PTSCOPE" run $RUNOPT --out "$WORK/sim8" --simulate-world-size 8 -- \
+    $PYTHON "$LP" --layouts fsdp2 --json-dir "$J" --tag sim8
+  bg sim_pp env CUDA_VISIBLE_DEVICES=1 timeout 280 "$PTSCOPE" run $RUNOPT --out "$WORK/sim_pp" --simulate-world-size 4 \
     --simulate-rank all -- $PYTHON "$LP" --layouts pp_1f1b,pp_interleaved,pp_gpipe,pp_zbv --json-dir "$J" --tag simpp
   if mlm_prepare; then
-    bg mlm_sim bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=2 timeout 330 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim' \
+    bg mlm_sim bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=2 timeout 280 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim' \
       --simulate-world-size 4 --simulate-rank all -- $PYTHON pretrain_gpt.py $(echo $MLM4)"
-    bg mlm_sim16 bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=3 timeout 330 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim16' \
+    bg mlm_sim16 bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=3 timeout 280 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim16' \
       --simulate-world-size 16 --simulate-rank 0,4,8,12 -- $PYTHON pretrain_gpt.py $(echo $MLM16)"
   fi
 fi
 if has nogpu; then
   for w in 4 8; do
-    bg nogpu$w env CUDA_VISIBLE_DEVICES= timeout 330 "$PTSCOPE" run $RUNOPT --out "$WORK/nogpu$w" --no-gpu \
+    bg nogpu$w env CUDA_VISIBLE_DEVICES= timeout 280 "$PTSCOPE" run $RUNOPT --out "$WORK/nogpu$w" --no-gpu \
       --simulate-world-size $w -- $PYTHON "$LP" --layouts fsdp2 --json-dir "$J" --tag nogpu$w
   done
 fi

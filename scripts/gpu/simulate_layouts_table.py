@@ -30,8 +30,17 @@ def manifest(name):
         return None
 
 
-def rank_peaks(m):
-    return {r["rank"]: r.get("max_allocated_bytes") for r in (m or {}).get("ranks") or []}
+def rank_peaks(m, name=None):
+    """rank -> max allocated from the manifest, else (a run cut short) from rank*/process.json."""
+    got = {r["rank"]: r.get("max_allocated_bytes") for r in (m or {}).get("ranks") or []}
+    if not got and name:
+        for p in glob.glob(os.path.join(work, name, "latest", "rank*", "process.json")):
+            try:
+                d = json.load(open(p))
+                got[int(os.path.basename(os.path.dirname(p))[4:].split("_")[0])] = d.get("max_allocated_bytes")
+            except Exception:
+                continue
+    return got
 
 
 def analyze_peaks(name):
@@ -96,7 +105,7 @@ print("worst |diff| by layout: " + ", ".join("%s %.3f%%" % kv for kv in worst.it
 res = {"layouts": rows, "worst_pct": worst}
 print("\n== Megatron-LM pretrain_gpt.py TP2 x PP2 (mock data, --transformer-impl local): per-rank max allocated")
 mr, ms = manifest("mlm_real"), manifest("mlm_sim")
-pr, ps = rank_peaks(mr), rank_peaks(ms)
+pr, ps = rank_peaks(mr, "mlm_real"), rank_peaks(ms, "mlm_sim")
 ar, asim = analyze_peaks("mlm_real"), analyze_peaks("mlm_sim")
 print("%4s %16s %16s %9s %18s %18s" % ("rank", "real", "simulated", "diff", "analyze real", "analyze simulated"))
 mrows = []
@@ -114,9 +123,10 @@ for name in ("mlm_real", "mlm_sim"):
                      "simulation": m.get("simulation"), "warnings": m.get("warnings")}
 m16 = manifest("mlm_sim16")
 print("\n== Megatron-LM TP2 x PP4 x DP2 (world 16) simulated on one GPU, one rank per stage")
-res["megatron_world16"] = {"peaks": rank_peaks(m16), "exit_code": (m16 or {}).get("exit_code"),
+p16 = rank_peaks(m16, "mlm_sim16")
+res["megatron_world16"] = {"peaks": p16, "exit_code": (m16 or {}).get("exit_code"),
                            "warnings": (m16 or {}).get("warnings")}
-for r, v in sorted(rank_peaks(m16).items()):
+for r, v in sorted(p16.items()):
     print("%4d %16s" % (r, fmt(v)))
 
 print("\n== FSDP2 without a GPU (--no-gpu --simulate-world-size N, CUDA hidden) vs a GPU")

@@ -374,6 +374,35 @@ def _patch_cuda(torch, tracker, total):
         mem._snapshot = lambda *a, **k: {"segments": [], "device_traces": [[]]}
 
 
+def _patch_swap_tensors(torch, tracker):
+    """Module.to("cuda") swaps each fake parameter with its converted copy
+    (torch.utils.swap_tensors), which refuses a tensor something holds a
+    weak reference to. The copy here differs from the parameter only in
+    standing for GPU memory: where swapping is refused, the parameter's own
+    storage is counted as GPU memory instead (the copy's count goes with the
+    copy), or its data is replaced when dtype or shape changed."""
+    utils = getattr(torch, "utils", None)
+    orig = getattr(utils, "swap_tensors", None)
+    if orig is None:
+        return
+
+    def swap_tensors(t1, t2):
+        try:
+            return orig(t1, t2)
+        except RuntimeError as err:
+            if "weakref" not in str(err):
+                raise
+        if t1.dtype == t2.dtype and t1.shape == t2.shape and t1.stride() == t2.stride():
+            if tracker.is_gpu(t2):
+                tracker.add(t1.untyped_storage(), None)
+            return None
+        t1.data = t2.data
+        return None
+
+    swap_tensors.__wrapped__ = orig
+    utils.swap_tensors = swap_tensors
+
+
 def _patch_foreach_default(torch):
     """Optimizers choose foreach kernels for CUDA tensors by default; the fake
     tensors here are CPU tensors, so make the same choice where foreach
@@ -538,6 +567,7 @@ def start(torch_mod, cfg, bundle):
     tracker = Tracker()
     _patch_cuda(torch, tracker, total)
     _patch_foreach_default(torch)
+    _patch_swap_tensors(torch, tracker)
     cap = FakeCapture(cfg, bundle, tracker, total)
     tracker.capture = cap
     fake = FakeTensorMode(allow_non_fake_inputs=True)
