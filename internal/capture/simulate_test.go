@@ -3,6 +3,7 @@
 package capture
 
 import (
+	"encoding/json"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -302,5 +303,42 @@ func TestSimulateRules(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "simulate rules: ok") {
 		t.Fatalf("%s", out)
+	}
+}
+
+func TestSimulationSummaryLines(t *testing.T) {
+	for _, tt := range []struct {
+		s    Simulation
+		want string
+	}{
+		{Simulation{Mode: ModeSimulateWorld, WorldSize: 8, Rank: 5, Backend: "fake"}, "simulated: rank 5 of 8 on one GPU, fake collectives"},
+		{Simulation{Mode: ModeSimulateWorld, WorldSize: 16, Ranks: []int{0, 4, 8, 12}}, "simulated: ranks 0,4,8,12 one after another of 16 on one GPU"},
+		{Simulation{Mode: ModeFake, WorldSize: 8, Rank: 0}, "simulated without a GPU: rank 0 of 8 (fake tensors, fake collectives"},
+		{Simulation{Mode: ModeFake, WorldSize: 1}, "simulated without a GPU (fake tensors;"},
+	} {
+		m := &Manifest{Simulated: true, Simulation: &tt.s}
+		if got := m.SimulationSummary(); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%+v: %q, want prefix %q", tt.s, got, tt.want)
+		}
+	}
+	m := &Manifest{Simulated: true, Simulation: &Simulation{Mode: ModeSimulateWorld,
+		Collectives: map[string]int{"all_to_all_single": 12, "all_reduce": 3, "barrier": 1},
+		Faked:       map[string]string{"all_to_all_single": "every source rank sends this rank what this rank sends itself", "all_reduce": "the result is this rank's own value"}}}
+	want := []string{"all_reduce x3: the result is this rank's own value", "all_to_all_single x12: every source rank sends this rank what this rank sends itself"}
+	if got := m.FakedLines(); !reflect.DeepEqual(got, want) {
+		t.Errorf("FakedLines %q", got)
+	}
+	if nc := (Simulate{NoGPU: true, WorldSize: 8}).NotCounted(); !strings.Contains(nc[len(nc)-1], "NCCL communicator buffers") {
+		t.Errorf("--no-gpu with a world leaves out %q", nc)
+	}
+	if env := (Simulate{NoGPU: true, WorldSize: 8, Rank: 3}).env(); len(env) == 0 || env[0] != "RANK=3" {
+		t.Errorf("--no-gpu --simulate-world-size env %q", env)
+	}
+	o := DefaultOptions()
+	o.Simulate = Simulate{WorldSize: 4, Ranks: []int{0, 1, 2, 3}, Imbalance: 1.3}
+	var c companionConfig
+	if err := json.Unmarshal(o.childConfig(2), &c); err != nil || c.Simulate == nil ||
+		!reflect.DeepEqual(*c.Simulate, simulateConfig{Mode: ModeSimulateWorld, WorldSize: 4, Rank: 2, Ranks: []int{0, 1, 2, 3}, Imbalance: 1.3}) {
+		t.Errorf("child config %+v %v", c.Simulate, err)
 	}
 }

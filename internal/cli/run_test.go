@@ -38,7 +38,11 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--simulate-world-size", "0", "--", "true"}, "simulate-world-size must be at least 1"},
 		{[]string{"--simulate-world-size", "2", "--simulate-rank", "2", "--", "true"}, "simulate-rank 2 must be in 0..1"},
 		{[]string{"--simulate-rank", "1", "--", "true"}, "needs --simulate-world-size"},
-		{[]string{"--no-gpu", "--simulate-world-size", "2", "--", "true"}, "cannot be combined"},
+		{[]string{"--simulate-world-size", "4", "--simulate-rank", "1,x", "--", "true"}, "not a rank number"},
+		{[]string{"--simulate-rank", "all", "--", "true"}, "simulate-rank all needs --simulate-world-size"},
+		{[]string{"--simulate-world-size", "4", "--simulate-rank", "0-4", "--", "true"}, "simulate-rank 4 must be in 0..3"},
+		{[]string{"--simulate-world-size", "4", "--simulate-imbalance", "0.5", "--", "true"}, "simulate-imbalance 0.5"},
+		{[]string{"--simulate-imbalance", "1.3", "--", "true"}, "simulate-imbalance needs --simulate-world-size"},
 	}
 	for _, tt := range tests {
 		exited, _, _, err := runCLI(t, append([]string{"--out", t.TempDir()}, tt.args...)...)

@@ -25,7 +25,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=${WORK:-/tmp/ptscope-layouts}
 OUT=${OUT:-$WORK/out}
-PARTS=${PARTS:-real mlmreal sim nogpu sim8 table}
+PARTS=${PARTS:-real mlmreal sim mlmsim nogpu table}
+SIM_LAYOUTS=${SIM_LAYOUTS:-fsdp2,tp,fsdp2tp,ep}
+SIM_PP_LAYOUTS=${SIM_PP_LAYOUTS:-pp_1f1b,pp_interleaved,pp_gpipe,pp_zbv}
+MLM16_RANKS=${MLM16_RANKS:-0,4,8,12}
+TMO=${TMO:-280} # seconds for each run
 LAYOUTS=${LAYOUTS:-fsdp2,tp,fsdp2tp,ep,pp_1f1b,pp_interleaved,pp_gpipe,pp_zbv}
 PTSCOPE=$(cd "$(dirname "${PTSCOPE:-ptscope}")" && pwd)/$(basename "${PTSCOPE:-ptscope}")
 MEGATRON=${MEGATRON:-}
@@ -46,7 +50,7 @@ MLM_COMMON="--num-layers 8 --hidden-size 2048 --num-attention-heads 16 --seq-len
  --max-position-embeddings 2048 --micro-batch-size 2 --global-batch-size 16 --train-iters 3 --lr 1e-4
  --min-lr 1e-5 --lr-decay-style constant --weight-decay 0.1 --bf16 --mock-data --tokenizer-type NullTokenizer
  --vocab-size 32000 --transformer-impl local --no-gradient-accumulation-fusion --no-masked-softmax-fusion --no-persist-layer-norm
- --eval-iters 0 --log-interval 1 --seed 1234"
+ --eval-iters 0 --eval-interval 1000 --log-interval 1 --seed 1234"
 MLM4="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 $MLM_COMMON"
 MLM16="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 $MLM_COMMON"
 mlm_prepare() {
@@ -76,30 +80,38 @@ pids=()
 names=()
 bg() { local name=$1; shift; ( "$@" ) >"$WORK/$name.log" 2>&1 & pids+=($!); names+=("$name"); }
 if has real; then
-  bg real timeout 200 $PYTHON -m torch.distributed.run --standalone --nproc-per-node 4 "$LP" --layouts "$LAYOUTS" \
+  bg real timeout $TMO $PYTHON -m torch.distributed.run --standalone --nproc-per-node 4 "$LP" --layouts "$LAYOUTS" \
     --json-dir "$J" --tag real
 fi
 if has mlmreal && mlm_prepare; then
-  bg mlm_real bash -c "cd '$MEGATRON' && timeout 280 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_real' -- \
+  bg mlm_real bash -c "cd '$MEGATRON' && timeout $TMO '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_real' -- \
     $PYTHON -m torch.distributed.run --standalone --nproc-per-node 4 pretrain_gpt.py $(echo $MLM4)"
 fi
 if has sim; then
-  bg sim_dense env CUDA_VISIBLE_DEVICES=0 timeout 280 "$PTSCOPE" run $RUNOPT --out "$WORK/sim_dense" \
-    --simulate-world-size 4 --simulate-rank all -- $PYTHON "$LP" --layouts fsdp2,tp,fsdp2tp,ep --json-dir "$J" --tag sim
-  bg sim8 env CUDA_VISIBLE_DEVICES=0 timeout 150 "$PTSCOPE" run $RUNOPT --out "$WORK/sim8" --simulate-world-size 8 -- \
+  [ -n "$SIM_LAYOUTS" ] && bg sim_dense env CUDA_VISIBLE_DEVICES=0 timeout $TMO "$PTSCOPE" run $RUNOPT --out "$WORK/sim_dense" \
+    --simulate-world-size 4 --simulate-rank all -- $PYTHON "$LP" --layouts "$SIM_LAYOUTS" --json-dir "$J" --tag sim
+  [ -n "$SIM_LAYOUTS" ] && bg sim8 env CUDA_VISIBLE_DEVICES=0 timeout $TMO "$PTSCOPE" run $RUNOPT --out "$WORK/sim8" --simulate-world-size 8 -- \
     $PYTHON "$LP" --layouts fsdp2 --json-dir "$J" --tag sim8
-  bg sim_pp env CUDA_VISIBLE_DEVICES=1 timeout 280 "$PTSCOPE" run $RUNOPT --out "$WORK/sim_pp" --simulate-world-size 4 \
-    --simulate-rank all -- $PYTHON "$LP" --layouts pp_1f1b,pp_interleaved,pp_gpipe,pp_zbv --json-dir "$J" --tag simpp
-  if mlm_prepare; then
-    bg mlm_sim bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=2 timeout 280 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim' \
-      --simulate-world-size 4 --simulate-rank all -- $PYTHON pretrain_gpt.py $(echo $MLM4)"
-    bg mlm_sim16 bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=3 timeout 280 '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim16' \
-      --simulate-world-size 16 --simulate-rank 0,4,8,12 -- $PYTHON pretrain_gpt.py $(echo $MLM16)"
-  fi
+  [ -n "$SIM_PP_LAYOUTS" ] && bg sim_pp env CUDA_VISIBLE_DEVICES=1 timeout $TMO "$PTSCOPE" run $RUNOPT --out "$WORK/sim_pp" --simulate-world-size 4 \
+    --simulate-rank all -- $PYTHON "$LP" --layouts "$SIM_PP_LAYOUTS" --json-dir "$J" --tag simpp
+  [ -n "$SIM_LAYOUTS" ] && bg sim_imb env CUDA_VISIBLE_DEVICES=1 timeout $TMO "$PTSCOPE" run $RUNOPT --out "$WORK/sim_imb" --simulate-world-size 4 \
+    --simulate-imbalance 1.3 -- $PYTHON "$LP" --layouts ep --json-dir "$J" --tag simimb
+fi
+if has mlmsim && mlm_prepare; then
+  # one bundle with the 4 ranks one after another (GPU 2), each rank alone as
+  # well (GPUs 0, 1, 3 and 2), and world 16 (GPU 3)
+  bg mlm_sim bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=2 timeout $TMO '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim' \
+    --simulate-world-size 4 --simulate-rank all -- $PYTHON pretrain_gpt.py $(echo $MLM4)"
+  for r in 0 1 2 3; do
+    bg mlm_sim_r$r bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=$(( (r + 3) % 4 )) timeout $TMO '$PTSCOPE' run $RUNOPT \
+      --out '$WORK/mlm_sim_r$r' --simulate-world-size 4 --simulate-rank $r -- $PYTHON pretrain_gpt.py $(echo $MLM4)"
+  done
+  bg mlm_sim16 bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=3 timeout $TMO '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim16' \
+    --simulate-world-size 16 --simulate-rank $MLM16_RANKS -- $PYTHON pretrain_gpt.py $(echo $MLM16)"
 fi
 if has nogpu; then
   for w in 4 8; do
-    bg nogpu$w env CUDA_VISIBLE_DEVICES= timeout 280 "$PTSCOPE" run $RUNOPT --out "$WORK/nogpu$w" --no-gpu \
+    bg nogpu$w env CUDA_VISIBLE_DEVICES= timeout $TMO "$PTSCOPE" run $RUNOPT --out "$WORK/nogpu$w" --no-gpu \
       --simulate-world-size $w -- $PYTHON "$LP" --layouts fsdp2 --json-dir "$J" --tag nogpu$w
   done
 fi

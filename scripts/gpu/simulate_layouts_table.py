@@ -106,15 +106,23 @@ res = {"layouts": rows, "worst_pct": worst}
 print("\n== Megatron-LM pretrain_gpt.py TP2 x PP2 (mock data, --transformer-impl local): per-rank max allocated")
 mr, ms = manifest("mlm_real"), manifest("mlm_sim")
 pr, ps = rank_peaks(mr, "mlm_real"), rank_peaks(ms, "mlm_sim")
+alone = {}
+for r in range(4):  # each rank simulated alone (its own bundle)
+    v = rank_peaks(manifest("mlm_sim_r%d" % r), "mlm_sim_r%d" % r).get(r)
+    if v is not None:
+        alone[r] = v
 ar, asim = analyze_peaks("mlm_real"), analyze_peaks("mlm_sim")
-print("%4s %16s %16s %9s %18s %18s" % ("rank", "real", "simulated", "diff", "analyze real", "analyze simulated"))
+print("%4s %16s %16s %9s %16s %9s %18s %18s" % ("rank", "real", "sim (all)", "diff", "sim (alone)", "diff",
+                                                "analyze real", "analyze sim"))
 mrows = []
-for r in sorted(set(pr) | set(ps)):
+for r in sorted(set(pr) | set(ps) | set(alone)):
     d = pct(ps.get(r), pr.get(r))
-    mrows.append({"rank": r, "real": pr.get(r), "simulated": ps.get(r), "diff_pct": d,
-                  "analyze_real": ar.get(r), "analyze_simulated": asim.get(r)})
-    print("%4d %16s %16s %9s %18s %18s" % (r, fmt(pr.get(r)), fmt(ps.get(r)), "-" if d is None else "%+.3f%%" % d,
-                                           fmt(ar.get(r)), fmt(asim.get(r))))
+    d1 = pct(alone.get(r), pr.get(r))
+    mrows.append({"rank": r, "real": pr.get(r), "simulated": ps.get(r), "diff_pct": d, "simulated_alone": alone.get(r),
+                  "diff_alone_pct": d1, "analyze_real": ar.get(r), "analyze_simulated": asim.get(r)})
+    print("%4d %16s %16s %9s %16s %9s %18s %18s" % (r, fmt(pr.get(r)), fmt(ps.get(r)), "-" if d is None else "%+.3f%%" % d,
+                                                  fmt(alone.get(r)), "-" if d1 is None else "%+.3f%%" % d1,
+                                                  fmt(ar.get(r)), fmt(asim.get(r))))
 res["megatron_tp2pp2"] = mrows
 for name in ("mlm_real", "mlm_sim"):
     m = manifest(name)
@@ -141,4 +149,12 @@ for w, ref, what in ((4, real4, "real rank 0 of 4"), (8, s8, "--simulate-world-s
     print("world %d: --no-gpu %s vs %s %s: %s %s" % (w, fmt(v), what, fmt(ref), "-" if d is None else "%+.2f%%" % d,
                                                    rec.get("error") or ""))
 res["nogpu_fsdp2"] = ng
+imb = (load("simimb").get(0) or {}).get("ep", {})
+even = (sim.get(0) or {}).get("ep", {}).get("max_memory_allocated")
+mi = manifest("sim_imb")
+res["ep_imbalance_1_3"] = {"rank0": imb.get("max_memory_allocated"), "rank0_alike": even, "error": imb.get("error"),
+                           "simulation": (mi or {}).get("simulation")}
+print("\n== EP rank 0 with --simulate-imbalance 1.3: %s (every rank alike: %s, %s)" % (
+    fmt(imb.get("max_memory_allocated")), fmt(even), "-" if pct(imb.get("max_memory_allocated"), even) is None
+    else "%+.2f%%" % pct(imb.get("max_memory_allocated"), even)))
 json.dump(res, open(out_path, "w"), indent=1)

@@ -189,6 +189,7 @@ def _on_torch_imported(torch):
                     from . import _simulate
 
                     _simulate.guard_device_mesh(torch)
+                    _simulate.guard_fsdp_device(torch)
             except Exception as err:
                 log_once("fake", "cannot set up --no-gpu (%r); the program runs as it is" % (err,))
             return

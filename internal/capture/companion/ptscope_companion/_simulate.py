@@ -683,6 +683,35 @@ def guard_device_mesh(torch):
         _replace_everywhere(orig, init_device_mesh, "init_device_mesh")
 
 
+def guard_fsdp_device(torch):
+    """FSDP2 checks that each parameter is on the mesh's device (cuda); under
+    --no-gpu fake tensors stand for CUDA memory on the CPU device, so the
+    check is made against the parameter's own device. FSDP2 still allocates
+    its buffers on cuda, which the tracker counts as GPU memory."""
+    cls = None
+    for mod in ("torch.distributed.fsdp._fully_shard._fsdp_param", "torch.distributed._composable.fsdp._fsdp_param"):
+        try:
+            cls = getattr(__import__(mod, fromlist=["FSDPParam"]), "FSDPParam", None)
+        except Exception:
+            cls = None
+        if cls is not None:
+            break
+    orig = getattr(cls, "_init_sharded_param", None)
+    if orig is None:
+        return
+
+    def _init_sharded_param(self, param, device, *args, **kwargs):
+        try:
+            if getattr(device, "type", None) == "cuda" and param.device.type == "cpu":
+                device = param.device
+        except Exception:
+            pass
+        return orig(self, param, device, *args, **kwargs)
+
+    _init_sharded_param.__wrapped__ = orig
+    cls._init_sharded_param = _init_sharded_param
+
+
 def _install_excepthook(sim):
     prev = sys.excepthook
 
