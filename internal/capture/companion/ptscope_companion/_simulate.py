@@ -98,11 +98,11 @@ class Simulation:
             parts.append("the program picked a GPU by rank: pick it with LOCAL_RANK (ptscope sets LOCAL_RANK=0) "
                          "or torch.cuda.set_device(int(os.environ['LOCAL_RANK']))")
         else:
-            parts.append("under the fake backend collectives exchange no data (every rank is taken to be like this "
-                         "one: all-gathers repeat this rank's shard, all-to-alls this rank's own chunk, received "
-                         "tensors read zeros), so code whose control flow depends on values another rank computed "
-                         "(object broadcasts, early-stopping flags) cannot be simulated; make that value rank-local "
-                         "for the simulation")
+            parts.append("if the command runs on real GPUs, the cause is the simulation: under the fake backend "
+                         "collectives exchange no data (every rank is taken to be like this one: all-gathers repeat "
+                         "this rank's shard, all-to-alls this rank's own chunk, received tensors read zeros), so code "
+                         "whose control flow depends on values another rank computed (object broadcasts, "
+                         "early-stopping flags) cannot be simulated; make that value rank-local for the simulation")
         return "; ".join(parts)
 
 
