@@ -56,14 +56,19 @@ const (
 // Simulation is the manifest's "simulation" object: how the run was
 // simulated and what its numbers do not count.
 type Simulation struct {
-	Mode        string         `json:"mode"`
-	WorldSize   int            `json:"world_size"`
-	Rank        int            `json:"rank"`
-	Backend     string         `json:"backend,omitempty"`
-	NotCounted  []string       `json:"not_counted"`
-	Collectives map[string]int `json:"collectives,omitempty"`     // calls per torch.distributed function (simulate-world)
-	Unsupported []string       `json:"unsupported_ops,omitempty"` // ops the fake mode could not run (fake)
-	Problems    []string       `json:"problems,omitempty"`
+	Mode      string `json:"mode"`
+	WorldSize int    `json:"world_size"`
+	Rank      int    `json:"rank"`            // the (first) simulated rank
+	Ranks     []int  `json:"ranks,omitempty"` // every simulated rank, when several ran one after another
+	Backend   string `json:"backend,omitempty"`
+	// Imbalance is --simulate-imbalance (0 = none): the hottest expert
+	// receives that factor times the mean tokens per expert.
+	Imbalance   float64           `json:"imbalance,omitempty"`
+	NotCounted  []string          `json:"not_counted"`
+	Collectives map[string]int    `json:"collectives,omitempty"`     // calls per torch.distributed function, all ranks
+	Faked       map[string]string `json:"faked,omitempty"`           // how each called collective's outputs were made
+	Unsupported []string          `json:"unsupported_ops,omitempty"` // ops the fake mode could not run (fake)
+	Problems    []string          `json:"problems,omitempty"`
 }
 
 // SignalRecord is a signal ptscope received while the command ran
@@ -501,11 +506,59 @@ func (m *Manifest) SimulationSummary() string {
 	s := m.Simulation
 	switch s.Mode {
 	case ModeSimulateWorld:
-		return fmt.Sprintf("simulated: rank %d of %d on one GPU, %s collectives (not counted: %s)", s.Rank, s.WorldSize, orDefault(s.Backend, "fake"), strings.Join(shortNotCounted(s.Mode), ", "))
+		return fmt.Sprintf("simulated: %s of %d on one GPU, %s collectives (not counted: %s)", s.rankWords(), s.WorldSize, orDefault(s.Backend, "fake"), strings.Join(shortNotCounted(s.Mode), ", "))
 	case ModeFake:
+		if s.WorldSize > 1 {
+			return fmt.Sprintf("simulated without a GPU: %s of %d (fake tensors, fake collectives; not counted: %s)", s.rankWords(), s.WorldSize, strings.Join(shortNotCounted(s.Mode), ", "))
+		}
 		return fmt.Sprintf("simulated without a GPU (fake tensors; not counted: %s)", strings.Join(shortNotCounted(s.Mode), ", "))
 	}
 	return "simulated (" + s.Mode + ")"
+}
+
+// rankWords names the simulated ranks: "rank 5", "ranks 0-3 one after another".
+func (s *Simulation) rankWords() string {
+	if len(s.Ranks) > 1 {
+		return "ranks " + RankList(s.Ranks) + " one after another"
+	}
+	return fmt.Sprintf("rank %d", s.Rank)
+}
+
+// RankList is 0-3,5 for [0 1 2 3 5] (sorted input).
+func RankList(rs []int) string {
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(rs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// FakedLines says, one line per collective the program called, how the
+// simulation made its outputs ("all_to_all_single x12: every source ...").
+func (m *Manifest) FakedLines() []string {
+	if m.Simulation == nil {
+		return nil
+	}
+	s := m.Simulation
+	names := make([]string, 0, len(s.Faked))
+	for k := range s.Faked {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]string, 0, len(names))
+	for _, k := range names {
+		out = append(out, fmt.Sprintf("%s x%d: %s", k, s.Collectives[k], s.Faked[k]))
+	}
+	return out
 }
 
 func shortNotCounted(mode string) []string {

@@ -99,67 +99,45 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		fmt.Fprintf(status, "ptscope: warning: %s; the command runs without capture\n", why)
 	}
 
-	runID := newRunID()
-	env := withVar(base, runIDEnv, runID)
-	if dir != "" {
-		env = childEnv(env, comp.Dir, dir, string(cfg), opts.Simulate.env()...)
-	}
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args = argv
-	cmd.Env = env
-	cmd.SysProcAttr = childSysProcAttr()
-	var rl *relay
-	cmd.Stdout, cmd.Stderr, rl = newRelay(opts.Stdout, opts.Stderr)
-	cmd.Stdin = opts.Stdin
-
-	w := startWatch(runIDEnv + "=" + runID)
-	defer w.close()
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
-	defer signal.Stop(sigs)
-	// The parent-death signal fires when the thread that started the
-	// command ends: keep this goroutine on its thread until the command
-	// has been waited for.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
-		rl.abort()
-		se := startError(argv[0], err)
-		if dir != "" {
-			end := time.Now()
-			m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
-			m.Status, m.ExitCode = bundle.StatusFailedToStart, se.Code
-			m.Warnings = append(m.Warnings, se.Error())
-			if err := bundle.WriteManifest(dir, &m); err != nil {
-				fmt.Fprintf(status, "ptscope: warning: %v\n", err)
-			}
-		}
-		return &Result{Dir: dir, ExitCode: se.Code, Manifest: m}, se
-	}
-	rl.started()
-	fw := &forwarder{p: cmd.Process, dir: dir, watch: w, window: groupWindow}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(1)
-	go func() { defer wg.Done(); fw.run(sigs, done) }()
-	tail := newTailer(dir)
-	if opts.StatusTTY && opts.Status != nil && !opts.Quiet && dir != "" {
-		wg.Add(1)
-		go func() { defer wg.Done(); showStatus(opts.Status, fdOf(opts.Status), opts.Interval, tail, done) }()
-	}
-	waitErr := cmd.Wait()
-	close(done)
-	wg.Wait()
-	rl.finish(time.Second)
-
 	res := &Result{Dir: dir}
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-		res.Signal = st.Signal()
-		res.ExitCode = 128 + int(st.Signal())
-	} else if cmd.ProcessState != nil {
-		res.ExitCode = cmd.ProcessState.ExitCode()
-	} else if waitErr != nil {
-		return nil, waitErr
+	ranks := []int{-1} // -1: one child, as the options say
+	if len(opts.Simulate.Ranks) > 1 {
+		ranks = opts.Simulate.Ranks
+	}
+	var tail *tailer
+	var rl *relay
+	for i, r := range ranks {
+		env := base
+		if dir != "" {
+			ccfg, extra := cfg, opts.Simulate.env()
+			if r >= 0 {
+				ccfg, extra = opts.childConfig(r), opts.Simulate.forRank(r).env()
+			}
+			env = childEnv(base, comp.Dir, dir, string(ccfg), extra...)
+		}
+		c, err := runChild(path, argv, env, opts, dir, status)
+		if err != nil {
+			var se *StartError
+			if errors.As(err, &se) && dir != "" {
+				end := time.Now()
+				m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
+				m.Status, m.ExitCode = bundle.StatusFailedToStart, se.Code
+				m.Warnings = append(m.Warnings, se.Error())
+				if err := bundle.WriteManifest(dir, &m); err != nil {
+					fmt.Fprintf(status, "ptscope: warning: %v\n", err)
+				}
+			}
+			if se != nil {
+				return &Result{Dir: dir, ExitCode: se.Code, Manifest: m}, se
+			}
+			return nil, err
+		}
+		res.ExitCode, res.Signal, tail, rl = c.exitCode, c.signal, c.tail, c.relay
+		m.Signals = append(m.Signals, c.signals...)
+		if (res.ExitCode != 0 || res.Signal != 0) && i+1 < len(ranks) {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("simulation: rank %d ended with exit status %d; ranks %s were not simulated", r, res.ExitCode, bundle.RankList(ranks[i+1:])))
+			break
+		}
 	}
 	end := time.Now()
 	m.EndTime = ptr(end.UTC())
@@ -169,7 +147,6 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	if res.Signal != 0 {
 		m.Signal = res.Signal.String()
 	}
-	m.Signals = append([]bundle.SignalRecord{}, fw.records...)
 	if dir != "" {
 		bundle.FinishManifest(dir, &m, opts.Ranks)
 		finishSimulation(dir, &m, opts.Simulate)
@@ -178,7 +155,6 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		}
 	}
 	res.Manifest = m
-	w.close() // before ptscope's own exit: its leftovers are the command's business
 
 	// ptscope's lines start on a line of their own
 	out := &lineStarter{w: status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
@@ -198,6 +174,70 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		fmt.Fprintf(out, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
 	}
 	return res, nil
+}
+
+// child is how one launched command ended.
+type child struct {
+	exitCode int
+	signal   syscall.Signal
+	signals  []bundle.SignalRecord
+	tail     *tailer
+	relay    *relay
+}
+
+// runChild starts argv with env, forwards signals to it while it runs and
+// waits for it; a command that cannot start is a *StartError.
+func runChild(path string, argv, env []string, opts Options, dir string, status io.Writer) (*child, error) {
+	runID := newRunID()
+	env = withVar(env, runIDEnv, runID)
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	cmd.Env = env
+	cmd.SysProcAttr = childSysProcAttr()
+	var rl *relay
+	cmd.Stdout, cmd.Stderr, rl = newRelay(opts.Stdout, opts.Stderr)
+	cmd.Stdin = opts.Stdin
+
+	w := startWatch(runIDEnv + "=" + runID)
+	defer w.close() // before ptscope's own exit: its leftovers are the command's business
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	// The parent-death signal fires when the thread that started the
+	// command ends: keep this goroutine on its thread until the command
+	// has been waited for.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		rl.abort()
+		return nil, startError(argv[0], err)
+	}
+	rl.started()
+	fw := &forwarder{p: cmd.Process, dir: dir, watch: w, window: groupWindow}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() { defer wg.Done(); fw.run(sigs, done) }()
+	tail := newTailer(dir)
+	if opts.StatusTTY && opts.Status != nil && !opts.Quiet && dir != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); showStatus(opts.Status, fdOf(opts.Status), opts.Interval, tail, done) }()
+	}
+	waitErr := cmd.Wait()
+	close(done)
+	wg.Wait()
+	rl.finish(time.Second)
+
+	c := &child{tail: tail, relay: rl, signals: append([]bundle.SignalRecord{}, fw.records...)}
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		c.signal = st.Signal()
+		c.exitCode = 128 + int(st.Signal())
+	} else if cmd.ProcessState != nil {
+		c.exitCode = cmd.ProcessState.ExitCode()
+	} else if waitErr != nil {
+		return nil, waitErr
+	}
+	return c, nil
 }
 
 // prepareCapture unpacks the companion and makes the bundle folder with its
