@@ -33,9 +33,8 @@ func TestMemoryTimelineInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warn bytes.Buffer
-	input.SetWarnings(&warn)
-	defer input.SetWarnings(nil)
-	if _, err := Traces(context.Background(), []string{dir}, TraceOptions{}); err == nil || !strings.Contains(warn.String(), "skipped 1 file of the output of prof.export_memory_timeline") {
+	src := input.NewSource(0, nil, &warn)
+	if _, err := Traces(context.Background(), []string{dir}, TraceOptions{Source: src}); err == nil || !strings.Contains(warn.String(), "skipped 1 file of the output of prof.export_memory_timeline") {
 		t.Errorf("folder: %v; warnings %q", err, warn.String())
 	}
 }

@@ -289,7 +289,7 @@ func (m *htaMerger) result(hw htaWindow) HTA {
 
 // htaMarks scans a batch for HTA's window: the ProfilerStep#N names (of
 // any event but GPU work) and the latest start of one.
-func (s *FactScanner) htaMarks(b *kineto.Trace, i int) {
+func (s *factScanner) htaMarks(b *kineto.Trace, i int) {
 	k := b.Events.Kind[i]
 	if k.IsGPU() || k == kineto.KindSync {
 		return

@@ -7,10 +7,10 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/rankname"
 )
 
 // Job is one run among the traces of a Report that holds several: the
@@ -114,8 +114,6 @@ func groupJobs(ranks []*Rank) (jobs [][]int, reasons []string) {
 	return jobs, reasons
 }
 
-var rankName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
 // numberRanks numbers the ranks of one job that lack distributedInfo:
 // from the file name ("rank3.123.pt.trace.json"), else the next free
 // number.
@@ -132,8 +130,8 @@ func numberRanks(ranks []*Rank, job []int) {
 			continue
 		}
 		r.Rank = -1
-		if m := rankName.FindStringSubmatch(filepath.Base(r.Path)); m != nil {
-			r.Rank, _ = strconv.Atoi(m[1])
+		if n, ok := rankname.Of(filepath.Base(r.Path)); ok {
+			r.Rank = n
 		}
 		if len(job) > 1 && (r.Rank < 0 || seen[r.Rank]) {
 			r.Rank = 0

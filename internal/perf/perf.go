@@ -12,9 +12,9 @@ import (
 	"math"
 	"slices"
 
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Options tune the analysis.
@@ -177,7 +177,7 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 // "rank3.123.pt.trace.json", else the next free number), sorts them and
 // compares the ranks of each job.
 func Compare(ranks []*Rank) *Report {
-	rep := &Report{Header: report.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
+	rep := &Report{Header: envelope.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
 	rep.compare(ranks)
 	return rep
 }
