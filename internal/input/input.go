@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,6 +185,18 @@ const (
 // does not read.
 const TimelineWhat = "the output of prof.export_memory_timeline (memory by category over time)"
 
+// memoryTimeline matches the start of prof.export_memory_timeline's output:
+// [[time, ...], [[bytes, ...], ...]] or [[time, action, bytes, category], ...].
+var memoryTimeline = regexp.MustCompile(`^\s*\[\s*\[\s*-?[0-9]`)
+
+// IsMemoryTimeline reports whether the file at path (of Kind Timeline)
+// starts as prof.export_memory_timeline's output does, rather than being
+// merely a JSON array of arrays.
+func (s *Source) IsMemoryTimeline(path string) bool {
+	head, err := s.ReadHead(path, 64)
+	return (err == nil || len(head) > 0) && memoryTimeline.Match(head)
+}
+
 // Sniff tells what a file holds from its first decompressed bytes.
 func Sniff(head []byte) Kind {
 	if _, ok := pickle.Protocol(head); ok {
@@ -303,7 +316,7 @@ func (s *Source) Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if !ok(k) {
-				if k == Timeline {
+				if k == Timeline && s.IsMemoryTimeline(path) {
 					timelines = append(timelines, path)
 				}
 				return nil
