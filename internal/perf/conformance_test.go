@@ -2,6 +2,7 @@ package perf
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,7 @@ import (
 )
 
 // The TensorBoard profiler plugin's own tests, checked against ptscope:
-// testdata/peers/tbplugin holds the traces they read and asserts.jsonl the
+// testdata/peers/tbplugin holds the traces they read and asserts.jsonl.gz the
 // values they assert (scripts/peers/tbplugin_asserts.py extracted both from
 // the plugin's sources; testdata/peers/README.md names them). Every value
 // must come out equal, at the precision the plugin gives it, or be listed
@@ -30,7 +31,7 @@ import (
 
 const peersDir = "../../testdata/peers"
 
-// peerAssert is one line of asserts.jsonl.
+// peerAssert is one line of asserts.jsonl.gz.
 type peerAssert struct {
 	Src    string   `json:"src"`
 	Test   string   `json:"test"`
@@ -57,7 +58,7 @@ type peerRun struct {
 }
 
 func TestConformanceTBPlugin(t *testing.T) {
-	asserts := readPeerAsserts(t, filepath.Join(peersDir, "tbplugin", "asserts.jsonl"))
+	asserts := readPeerAsserts(t, filepath.Join(peersDir, "tbplugin", "asserts.jsonl.gz"))
 	diffs := readDifferences(t, "../../docs/trace.md")
 	runs := map[string]*peerRun{}
 	var matched, total int
@@ -115,8 +116,12 @@ func readPeerAsserts(t *testing.T, name string) []peerAssert {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
 	var out []peerAssert
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(zr)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var a peerAssert

@@ -13,7 +13,7 @@ resnet50 samples). It writes
   OUT_DIR/test_profiler/<test>[.<n>].json           each inline trace, as the
                                                     plugin parsed it (the distributed
                                                     tests' as <test>/<worker>.pt.trace.json)
-  OUT_DIR/asserts.jsonl                             one asserted value a line
+  OUT_DIR/asserts.jsonl.gz                          one asserted value a line (gzip)
 
 Each line: {"src": file:line, "test", "traces": [paths under OUT_DIR],
 "worker", "q", "key": [...], "field", "want", "tol"}; q names the table
@@ -44,7 +44,8 @@ def main():
     rows += test_profiler_asserts(tb, out)
     rows += result_check_asserts(tb)
     rows = dedupe(rows)
-    with open(os.path.join(out, 'asserts.jsonl'), 'w') as f:
+    import gzip
+    with gzip.open(os.path.join(out, 'asserts.jsonl.gz'), 'wt', compresslevel=9) as f:
         for r in rows:
             f.write(json.dumps(r, sort_keys=True) + '\n')
     print(f'{len(rows)} asserted values', file=sys.stderr)
