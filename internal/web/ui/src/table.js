@@ -1,34 +1,69 @@
-// A sortable, filterable table. cols: [{key, label, fmt, num}]; onRow(row)
-// is called when a row is selected (click again to clear).
-import { el } from './fmt.js';
+// A sortable, filterable table that never hides its numbers: the table is
+// as wide as its box (fixed layout), numeric columns have fixed widths and
+// are right-aligned, text columns share the rest and cut long names in the
+// middle (full text on hover). cols: [{key, label, fmt, num, bar, width,
+// title}]: bar draws the cell's value as a bar (its share of the column's
+// largest); onRow(row) is called when a row is selected (click again to
+// clear).
+import { el, mid, fill } from './fmt.js';
 
 export function table(rows, cols, opts = {}) {
   let sortKey = opts.sort || cols[0].key, desc = opts.desc ?? true, filter = '', selected = null;
   const body = el('tbody');
   const input = el('input', { type: 'search', placeholder: 'filter (regular expression)', class: 'filter' });
   const count = el('span', { class: 'muted' });
-  const head = el('tr', {}, cols.map((c) => el('th', { class: c.num ? 'num' : null, onclick: () => { desc = sortKey === c.key ? !desc : !!c.num; sortKey = c.key; render(); } }, c.label)));
+  const ths = cols.map((c) => el('th', { class: c.num ? 'num' : null, title: c.title || null,
+    onclick: () => { desc = sortKey === c.key ? !desc : !!c.num; sortKey = c.key; render(); } }, c.label));
+  const head = el('tr', {}, ths);
+  const colgroup = el('colgroup', {}, cols.map((c) => el('col', { style: c.num || c.width ? `width:${c.width || numWidth(c)}` : null })));
   const max = opts.max || 500;
+  const barMax = {};
+  for (const c of cols) if (c.bar) barMax[c.key] = Math.max(1e-300, ...rows.map((r) => Math.abs(r[c.key] || 0)));
+  function cell(c, r) {
+    const v = r[c.key];
+    const text = c.fmt ? c.fmt(v, r) : String(v ?? '');
+    if (!c.num) return el('td', {}, c.plain ? text : mid(text, c.tail));
+    const td = el('td', { class: 'num' }, text);
+    if (c.bar && v) td.style.background = `linear-gradient(to left, rgba(78,121,167,.22) ${(100 * Math.abs(v) / barMax[c.key]).toFixed(1)}%, transparent 0)`;
+    return td;
+  }
   function render() {
     let re = null;
     try { re = filter ? new RegExp(filter, 'i') : null; } catch (e) { re = null; }
-    let rs = rows.filter((r) => !re || cols.some((c) => !c.num && re.test(String(r[c.key] ?? ''))));
+    let rs = rows.filter((r) => !re || cols.some((c) => !c.num && re.test(String(c.fmt ? c.fmt(r[c.key], r) : r[c.key] ?? ''))));
     const k = sortKey, col = cols.find((c) => c.key === k);
     rs = rs.slice().sort((a, b) => {
       const x = a[k], y = b[k];
       const d = col && col.num ? (x ?? -Infinity) - (y ?? -Infinity) : String(x ?? '').localeCompare(String(y ?? ''));
       return desc ? -d : d;
     });
+    ths.forEach((th, i) => th.dataset.sort = cols[i].key === sortKey ? (desc ? 'desc' : 'asc') : '');
     count.textContent = `${rs.length} of ${rows.length} rows` + (rs.length > max ? `, first ${max} shown` : '');
-    body.replaceChildren(...rs.slice(0, max).map((r) => el('tr', {
+    fill(body, ...rs.slice(0, max).map((r) => el('tr', {
       class: r === selected ? 'selected' : null,
       onclick: opts.onRow ? () => { selected = selected === r ? null : r; opts.onRow(selected); render(); } : null,
-    }, cols.map((c) => el('td', { class: c.num ? 'num' : null, title: c.num ? null : String(r[c.key] ?? '') }, c.fmt ? c.fmt(r[c.key], r) : String(r[c.key] ?? ''))))));
+    }, cols.map((c) => cell(c, r)))));
   }
   input.addEventListener('input', () => { filter = input.value; render(); });
   render();
   const t = el('div', { class: 'table', 'data-testid': opts.testid, 'data-state': 'ready', 'data-rows': rows.length },
-    el('div', { class: 'tablebar' }, input, count),
-    el('div', { class: 'tablewrap' }, el('table', {}, el('thead', {}, head), body)));
+    rows.length > 8 || opts.filter ? el('div', { class: 'tablebar' }, input, count) : null,
+    el('div', { class: 'tablewrap' }, el('table', {}, colgroup, el('thead', {}, head), body)));
+  // select a row from outside (a link in the answers): by predicate
+  t.select = (pred) => {
+    const r = rows.find(pred);
+    if (!r) return false;
+    selected = r;
+    if (opts.onRow) opts.onRow(r);
+    render();
+    body.querySelector('tr.selected')?.scrollIntoView({ block: 'nearest' });
+    return true;
+  };
   return t;
+}
+
+// numWidth is a numeric column's width from its label and format: sizes
+// ("1023 MiB"), durations ("999.9 ms") and percentages fit 5.6em.
+function numWidth(c) {
+  return Math.max(4.2, 0.64 * c.label.length + 2.2, c.wide ? 7.5 : 5.6) + 'em';
 }
