@@ -274,7 +274,7 @@ func recordTiles(r *recorder, it *Input, md *memDevice, o HTMLOptions, addBlock 
 		}
 		for x0 := 0; x0 < n; x0 += step {
 			x1 := min(n, x0+span)
-			p := query("input", it.ID, "device", int(m.Device), "x0", x0, "x1", x1, "w", o.Width, "h", o.Height, "ids", "1", "keys", "all")
+			p := query("input", it.ID, "device", int(m.Device), "x0", x0, "x1", x1, "w", o.Width, "h", o.Height, "keys", "all")
 			v, enc, err := memViewOf(md, p)
 			if err != nil {
 				return err

@@ -19,8 +19,7 @@ type ViewEncoding struct {
 	// Height is the plot's height in pixels that positions are quantised to
 	// (the viewport's).
 	Height int
-	// IDs adds each block's id (--html files, whose page finds a clicked
-	// block's details by id; the server hit-tests clicks instead).
+	// IDs adds each block's id (the page asks for a clicked block by id).
 	IDs bool
 	// AllKeys gives each palette entry the block's key in every colouring
 	// (--html files, whose page changes the colouring without a server).

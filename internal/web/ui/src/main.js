@@ -239,7 +239,7 @@ async function showMemory(it, view, body) {
   if (params.has('block')) {
     try {
       const b = await get('mem/block', { input: it.id, device, id: +params.get('block') });
-      tl.sel = { k: -1, id: b.id, details: b }; tl.draw();
+      tl.select(b);
       ctx.onBlock(b);
     } catch (e) { ctx.onNothing({ text: e.message }); }
   }

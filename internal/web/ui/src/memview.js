@@ -7,7 +7,7 @@
 // (drag), keys (p: peak, 0: whole trace, +/-: zoom, arrows: pan).
 import { get, decodeView, colEntry, htmlMode, sentBytes } from './data.js';
 import {
-  bytes, exact, dur, el, link, swatch, ticks, byteTicks, byteLabel, timeTicks,
+  bytes, exact, dur, el, link, mid, swatch, ticks, byteTicks, byteLabel, timeTicks,
   categoryColors, phaseColors, keyColor, bandColor, bandLight, reservedColor, peakColor, fill,
 } from './fmt.js';
 
@@ -377,28 +377,18 @@ export class MemoryTimeline {
     return best;
   }
 
-  // details fetches the details of drawn block k: by id in an --html
-  // file; from the server's hit test of this view's block k otherwise.
-  async details(k) {
-    const d = this.data, b = d.blocks[k];
-    if (b.id >= 0) return get('mem/block', { input: this.ctx.input, device: this.ctx.device, id: b.id });
-    const r = await get('mem/hit', { ...d.query, k });
-    return r.block;
+  // details fetches the details of drawn block k (views carry block ids)
+  details(k) {
+    return get('mem/block', { input: this.ctx.input, device: this.ctx.device, id: this.data.blocks[k].id });
   }
 
   selectedIndex() {
     if (!this.sel || !this.data) return -1;
-    const d = this.data, s = this.sel;
-    if (s.view === d) return s.k;
-    if (s.id >= 0 && d.hasIds) return d.blocks.findIndex((b) => b.id === s.id);
-    // the same block in another view: alive over its entries, its size
-    const a = Math.max(s.details.alloc_event_index, d.x0);
-    const tol = Math.max(d.minBytes, s.details.size_bytes * 0.01);
-    return d.blocks.findIndex((b) => colEntry(d, b.c0) <= a && a < colEntry(d, b.c0 + 1) && Math.abs(b.size - s.details.size_bytes) <= tol);
+    return this.data.blocks.findIndex((b) => b.id === this.sel.id);
   }
 
-  select(k, details) {
-    this.sel = { k, view: this.data, id: details.id, details };
+  select(details) {
+    this.sel = { id: details.id, details };
     this.draw();
   }
 
@@ -517,12 +507,14 @@ export class MemoryTimeline {
     try {
       if (n) {
         const det = await this.details(n.k);
-        if (det) { this.select(n.k, det); this.ctx.onBlock(det, t0); return; }
+        this.select(det);
+        this.ctx.onBlock(det, t0);
+        return;
       }
       if (!htmlMode && b >= 0) {
         // a block too small to be drawn on its own: the server's hit test
         const r = await get('mem/hit', { input: this.ctx.input, device: this.ctx.device, event: Math.floor(e), y: Math.floor(b) });
-        if (r.id >= 0) { this.sel = { k: -1, id: r.id, details: r.block }; this.draw(); this.ctx.onBlock(r.block, t0); return; }
+        if (r.id >= 0) { this.select(r.block); this.ctx.onBlock(r.block, t0); return; }
       }
       this.sel = null; this.draw();
       this.ctx.onNothing(this.describe(px, py));
@@ -559,8 +551,15 @@ export function blockPanel(node, b, actions) {
   if (b.free_frames && b.free_frames.length) node.append(el('h4', {}, 'Freed at'), stackList(b.free_frames));
 }
 
+// trimPath drops what comes before a package's own path (site-packages/,
+// dist-packages/, lib/pythonX.Y/), as the text report does.
+export function trimPath(p) {
+  const m = /.*(?:site-packages|dist-packages)\/|.*\/lib\/python\d+\.\d+\//.exec(p);
+  return m ? p.slice(m[0].length) : p;
+}
+
 export function stackList(frames) {
   if (!frames || !frames.length) return el('p', { class: 'muted' }, 'no frames recorded (allocated before the recording, or on a thread without Python frames)');
-  return el('ol', { class: 'stack' }, frames.map((f) => el('li', { class: f.user ? 'user' : null, title: `${f.filename}:${f.line}` },
-    el('span', { class: 'fn' }, f.name), ' ', el('span', { class: 'file' }, `${f.filename}:${f.line}`))));
+  return el('ol', { class: 'stack' }, frames.map((f) => el('li', { class: f.user ? 'user' : null, title: `${f.name} ${f.filename}:${f.line}` },
+    el('span', { class: 'fn' }, f.name), el('span', { class: 'file' }, mid(`${trimPath(f.filename)}:${f.line}`, 24)))));
 }

@@ -8,6 +8,9 @@
 import { el, mid, fill } from './fmt.js';
 
 export function table(rows, cols, opts = {}) {
+  // a text column no row fills is left out (input shapes of a trace
+  // recorded without record_shapes)
+  cols = cols.filter((c) => c.num || c.keep || rows.some((r) => r[c.key] != null && r[c.key] !== ''));
   let sortKey = opts.sort || cols[0].key, desc = opts.desc ?? true, filter = '', selected = null;
   const body = el('tbody');
   const input = el('input', { type: 'search', placeholder: 'filter (regular expression)', class: 'filter' });
@@ -46,7 +49,7 @@ export function table(rows, cols, opts = {}) {
   }
   input.addEventListener('input', () => { filter = input.value; render(); });
   render();
-  const t = el('div', { class: 'table', 'data-testid': opts.testid, 'data-state': 'ready', 'data-rows': rows.length },
+  const t = el('div', { class: 'table' + (opts.tall ? ' tall' : ''), 'data-testid': opts.testid, 'data-state': 'ready', 'data-rows': rows.length },
     rows.length > 8 || opts.filter ? el('div', { class: 'tablebar' }, input, count) : null,
     el('div', { class: 'tablewrap' }, el('table', {}, colgroup, el('thead', {}, head), body)));
   // select a row from outside (a link in the answers): by predicate

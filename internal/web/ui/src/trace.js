@@ -86,8 +86,10 @@ function memoryCurve(input, s) {
       // allocated: the band between each column's min and max; reserved: its max
       c.fillStyle = '#2c7fb8';
       d.columns.forEach((p, k) => { if (p[4] || p[1]) c.fillRect(X(k), Y(p[1]), Math.max(1, X(k + 1) - X(k)), Math.max(1, Y(p[0]) - Y(p[1]))); });
+      // reserved from the first column with memory events on
+      const first = d.columns.findIndex((p) => p[4] > 0);
       c.strokeStyle = reservedColor; c.beginPath();
-      d.columns.forEach((p, k) => { k === 0 ? c.moveTo(X(k), Y(p[3])) : c.lineTo(X(k), Y(p[3])); c.lineTo(X(k + 1), Y(p[3])); });
+      d.columns.forEach((p, k) => { if (first < 0 || k < first) return; k === first ? c.moveTo(X(k), Y(p[3])) : c.lineTo(X(k), Y(p[3])); c.lineTo(X(k + 1), Y(p[3])); });
       c.stroke();
       c.strokeStyle = '#888'; c.beginPath(); c.moveTo(L + 0.5, T); c.lineTo(L + 0.5, T + ph); c.lineTo(L + pw, T + ph + 0.5); c.stroke();
       c.fillStyle = '#333'; c.textAlign = 'center';
@@ -118,9 +120,9 @@ export function operatorTable(r) {
     { key: 'name', label: 'operator' }, { key: 'calls', label: 'calls', num: true, fmt: exact },
     { key: 'device_self_ns', label: 'device self', num: true, fmt: dur, bar: true }, { key: 'device_total_ns', label: 'device total', num: true, fmt: dur },
     { key: 'host_self_ns', label: 'host self', num: true, fmt: dur }, { key: 'host_total_ns', label: 'host total', num: true, fmt: dur },
-    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : 'no', plain: true, width: '5.5em', title: 'launches matrix products that can run on tensor cores' },
+    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, width: '7em', title: 'launches matrix products that can run on tensor cores' },
     { key: 'tensor_core_self_ns', label: 'on tensor cores', num: true, fmt: dur },
-    { key: 'input_shapes', label: 'input shapes' }], { sort: 'device_self_ns', testid: 'operator-table', filter: true }));
+    { key: 'input_shapes', label: 'input shapes' }], { sort: 'device_self_ns', testid: 'operator-table', filter: true, tall: true }));
 }
 
 export function kernelTable(r) {
@@ -131,8 +133,8 @@ export function kernelTable(r) {
     { key: 'max_ns', label: 'max', num: true, fmt: dur },
     { key: 'mean_blocks_per_sm', label: 'blocks/SM', num: true, fmt: (v) => v ? v.toFixed(2) : '' },
     { key: 'mean_occupancy_ratio', label: 'occupancy', num: true, fmt: pct },
-    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : 'no', plain: true, width: '6em' },
-    { key: 'top_operator', label: 'launched by' }], { sort: 'total_ns', testid: 'kernel-table', filter: true }));
+    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, width: '7.5em' },
+    { key: 'top_operator', label: 'launched by' }], { sort: 'total_ns', testid: 'kernel-table', filter: true, tall: true }));
 }
 
 // traceTimeline draws lanes (GPU streams first) with every nesting level,
@@ -151,13 +153,13 @@ export function traceTimeline(body, input, s) {
   const panel = el('div', { class: 'panel', 'data-testid': 'trace-event', 'data-state': 'empty' }, el('p', { class: 'muted' }, 'Click an event for its details.'));
   const reset = el('button', { onclick: () => { vp.t0 = s.start_ns; vp.t1 = Math.max(s.end_ns, s.start_ns + 1); refresh(); } }, 'whole trace');
   const node = el('div', { class: 'tracetl', 'data-testid': 'trace-timeline', 'data-state': 'loading' },
-    el('div', { class: 'toolbar' }, el('h4', {}, 'Trace timeline'), reset, el('span', { class: 'muted hint' }, 'wheel: zoom · drag: pan · click: an event\'s details · shaded: steps')),
+    el('div', { class: 'toolbar' }, el('h4', {}, 'Trace timeline'), reset, el('span', { class: 'muted hint' }, 'wheel: zoom · drag: pan · click: an event\'s details · shaded: the steps as measured (GPU time)')),
     el('div', { class: 'tlscroll' }, canvas), info, panel);
   body.append(node);
   const vp = { t0: s.start_ns, t1: Math.max(s.end_ns, s.start_ns + 1) };
   const steps = (s.result.steps || []).map((x) => ({ name: x.name, t0: x.start_ns - s.base_ns, t1: x.start_ns - s.base_ns + x.duration_ns }));
   let data = null, seq = 0, sel = null;
-  const W = () => Math.max(400, node.clientWidth - 4);
+  const W = () => Math.max(400, node.querySelector('.tlscroll').clientWidth);
   async function refresh() {
     const my = ++seq;
     const w = W() - LABEL;
