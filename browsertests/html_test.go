@@ -78,7 +78,7 @@ func TestBundleViews(t *testing.T) {
 	s := serve(t, Testdata("bundles", "lm_small_bf16"))
 	open(t, b, s.URL+"/", "memory-timeline", "phase-table")
 	numbersInside(t, b, "bundle memory view")
-	open(t, b, s.URL+"/?view=state", "allocator-state")
+	open(t, b, s.URL+"/?view=state", "allocator-state", "state-breakdown")
 	numbersInside(t, b, "bundle allocator state")
 	noErrors(t, b)
 }

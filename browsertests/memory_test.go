@@ -150,7 +150,7 @@ func commas(n int64) string {
 func TestAllocatorState(t *testing.T) {
 	b := browser(t)
 	s := serve(t, gpt2s)
-	open(t, b, s.URL+"/?view=state", "allocator-state")
+	open(t, b, s.URL+"/?view=state", "allocator-state", "state-breakdown")
 	if got := eval[string](t, b, `document.querySelector('[data-testid=allocator-state]').dataset.event`); got != "560" {
 		t.Fatalf("the state opens at entry %s, want the peak (560)", got)
 	}
