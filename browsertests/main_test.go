@@ -142,9 +142,10 @@ func numbersInside(t *testing.T, b *Browser, where string) {
 	t.Helper()
 	bad := eval[[]string](t, b, `(() => { const out = [], W = window.innerWidth;
 	  for (const c of document.querySelectorAll('.table td.num, .table th.num')) {
-	    const r = c.getBoundingClientRect();
+	    const r = c.getBoundingClientRect(), box = c.closest('.tablewrap').getBoundingClientRect();
 	    if (r.width === 0 && r.height === 0) continue; // a hidden table
-	    if (r.left < 0 || r.right > W + 0.5 || c.scrollWidth > c.clientWidth + 1)
+	    // inside the window, inside the table's box (which clips), the whole text shown
+	    if (r.left < Math.max(0, box.left) - 0.5 || r.right > Math.min(W, box.right) + 0.5 || c.scrollWidth > c.clientWidth + 1)
 	      out.push(c.closest('[data-testid]')?.dataset.testid + ': "' + c.innerText + '" at ' + Math.round(r.left) + '-' + Math.round(r.right) + ' (text ' + c.scrollWidth + ' px in ' + c.clientWidth + ')');
 	  }
 	  return out.slice(0, 8); })()`)

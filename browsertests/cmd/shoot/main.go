@@ -3,7 +3,7 @@
 // makes the README's pictures with it):
 //
 //	go run ./cmd/shoot -url http://127.0.0.1:8080/ -w 1280 -h 800 -wait memory-timeline \
-//	    -do 'window.__ptscope.memory.goToPeak()' -click-block -out mem.png
+//	    -do 'window.__ptscope.memory.goToPeak()' -do @click-block -out mem.png
 package main
 
 import (
@@ -29,7 +29,7 @@ func main() {
 	out := flag.String("out", "", "write a PNG of the viewport here")
 	var wait, do, print list
 	flag.Var(&wait, "wait", "wait until the element with this data-testid is ready (repeatable)")
-	flag.Var(&do, "do", "evaluate this JavaScript (awaited) before the screenshot, in order (repeatable)")
+	flag.Var(&do, "do", "evaluate this JavaScript (awaited) before the screenshot, in order (repeatable); @click-block clicks the middle of the memory timeline and waits for the block panel")
 	flag.Var(&print, "print", "print this JavaScript's value as JSON (repeatable)")
 	clickBlock := flag.Bool("click-block", false, "click the largest drawn block of the memory timeline near its middle")
 	settle := flag.Duration("settle", 300*time.Millisecond, "wait this long before the screenshot")
@@ -55,6 +55,12 @@ func run(u string, w, h int, out string, wait, do, print []string, clickBlock bo
 		}
 	}
 	for _, js := range do {
+		if js == "@click-block" {
+			if err := browsertests.ClickMiddleBlock(b); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := browsertests.Eval[any](b, js); err != nil {
 			return fmt.Errorf("%s: %v", js, err)
 		}

@@ -211,10 +211,13 @@ async function showMemory(it, view, body) {
   const stepsTable = stepTable(res, tl);
   if (stepsTable) right.append(stepsTable);
   if (summary.phase_rows && summary.phase_rows.length) {
-    right.append(el('h3', {}, 'Phases (ptscope run)'), table(summary.phase_rows.map((p) => ({ ...p, peak_bytes: p.peak_bytes < 0 ? null : p.peak_bytes })), [
-      { key: 'step', label: 'step', num: true }, { key: 'phase', label: 'phase', plain: true }, { key: 'rank', label: 'rank', num: true },
+    // one rank's phases (the usual bundle) need no rank column
+    const ranks = new Set(summary.phase_rows.map((p) => p.rank));
+    left.append(el('h3', {}, 'Phases (ptscope run)'), table(summary.phase_rows.map((p) => ({ ...p, peak_bytes: p.peak_bytes < 0 ? null : p.peak_bytes })), [
+      { key: 'step', label: 'step', num: true }, { key: 'phase', label: 'phase', plain: true },
+      ranks.size > 1 ? { key: 'rank', label: 'rank', num: true } : null,
       { key: 'allocated_before_bytes', label: 'before', num: true, fmt: bytes }, { key: 'allocated_after_bytes', label: 'after', num: true, fmt: bytes },
-      { key: 'delta_bytes', label: 'delta', num: true, fmt: bytes, bar: true }, { key: 'peak_bytes', label: 'peak', num: true, fmt: bytes }],
+      { key: 'delta_bytes', label: 'delta', num: true, fmt: bytes, bar: true }, { key: 'peak_bytes', label: 'peak', num: true, fmt: bytes }].filter(Boolean),
     { sort: 'step', desc: false, testid: 'phase-table' }));
   }
   const showFinding = (f) => {

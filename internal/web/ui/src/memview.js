@@ -195,7 +195,7 @@ export class MemoryTimeline {
     this.markers(c, H);
     // the selected and the hovered block
     const sel = this.selectedIndex();
-    if (sel >= 0) this.outline(c, d.blocks[sel], '#000', 2);
+    if (sel >= 0) this.mark(c, d.blocks[sel]);
     if (this.hover && this.hover.k >= 0 && this.hover.k !== sel) this.outline(c, d.blocks[this.hover.k], '#333', 1);
     c.restore();
     this.phaseStrip(c, H);
@@ -223,6 +223,14 @@ export class MemoryTimeline {
       const y = Math.round(this.Y(v)) + 0.5;
       c.beginPath(); c.moveTo(AXIS_L, y); c.lineTo(AXIS_L + this.plotW(), y); c.stroke();
     }
+  }
+
+  // mark shows the selected block: filled in magenta (a colour no
+  // category has), outlined when it is tall enough
+  mark(c, b) {
+    c.fillStyle = 'rgba(214, 0, 147, .75)';
+    this.pieces(b, (xa, xb, yt, yb) => { c.fillRect(xa, yt, xb - xa, yb - yt); });
+    this.outline(c, b, '#8b005f', 1.5);
   }
 
   outline(c, b, color, width) {
@@ -558,8 +566,18 @@ export function trimPath(p) {
   return m ? p.slice(m[0].length) : p;
 }
 
+// stackList lists a stack innermost first, the user's frame highlighted;
+// plumbing frames (module __call__ machinery, the same in every stack) are
+// folded behind a toggle.
 export function stackList(frames) {
   if (!frames || !frames.length) return el('p', { class: 'muted' }, 'no frames recorded (allocated before the recording, or on a thread without Python frames)');
-  return el('ol', { class: 'stack' }, frames.map((f) => el('li', { class: f.user ? 'user' : null, title: `${f.name} ${f.filename}:${f.line}` },
+  const plumbing = frames.filter((f) => f.kind === 'plumbing').length;
+  const list = el('ol', { class: 'stack' + (plumbing ? ' folded' : '') }, frames.map((f) => el('li', { class: [f.user ? 'user' : '', f.kind === 'plumbing' ? 'plumbing' : ''].join(' ').trim() || null, title: `${f.name} ${f.filename}:${f.line}` },
     el('span', { class: 'fn' }, f.name), el('span', { class: 'file' }, mid(`${trimPath(f.filename)}:${f.line}`, 24)))));
+  if (!plumbing) return list;
+  const toggle = link(`show the ${plumbing} module-call frames`, () => {
+    const folded = list.classList.toggle('folded');
+    toggle.textContent = folded ? `show the ${plumbing} module-call frames` : 'fold the module-call frames';
+  }, { class: 'fold' });
+  return el('div', {}, list, toggle);
 }

@@ -18,7 +18,7 @@ export function table(rows, cols, opts = {}) {
   const ths = cols.map((c) => el('th', { class: c.num ? 'num' : null, title: c.title || null,
     onclick: () => { desc = sortKey === c.key ? !desc : !!c.num; sortKey = c.key; render(); } }, c.label));
   const head = el('tr', {}, ths);
-  const colgroup = el('colgroup', {}, cols.map((c) => el('col', { style: c.num || c.width ? `width:${c.width || numWidth(c)}` : null })));
+  const colgroup = el('colgroup', {}, cols.map((c) => el('col', { style: c.num || c.width ? `width:${c.width || numWidth(c, rows)}` : null })));
   const max = opts.max || 500;
   const barMax = {};
   for (const c of cols) if (c.bar) barMax[c.key] = Math.max(1e-300, ...rows.map((r) => Math.abs(r[c.key] || 0)));
@@ -65,8 +65,10 @@ export function table(rows, cols, opts = {}) {
   return t;
 }
 
-// numWidth is a numeric column's width from its label and format: sizes
-// ("1023 MiB"), durations ("999.9 ms") and percentages fit 5.6em.
-function numWidth(c) {
-  return Math.max(4.2, 0.64 * c.label.length + 2.2, c.wide ? 7.5 : 5.6) + 'em';
+// numWidth is a numeric column's width: room for its label (and the sort
+// arrow) and its longest formatted value (digits are tabular, about 0.6em).
+function numWidth(c, rows) {
+  let n = 0;
+  for (const r of rows) n = Math.max(n, String(c.fmt ? c.fmt(r[c.key], r) : r[c.key] ?? '').length);
+  return Math.max(3, 0.62 * c.label.length + 2, 0.6 * n + 1.4, c.wide ? 7.5 : 0).toFixed(1) + 'em';
 }
