@@ -7,7 +7,7 @@
 # `analyze --json` beside the server's time to ready, then the browser
 # numbers (browsertests TestMeasure in headless Chromium at 1280 x 800:
 # apt-get install chromium-headless-shell).
-# Usage: scripts/bench_serve.sh [SNAPSHOT [TRACE]]
+# Usage: scripts/bench_serve.sh [SNAPSHOT [TRACE]]   (TRACE "-": the snapshot only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${TMPDIR:-/tmp}/ptscope-bench-serve
@@ -16,7 +16,7 @@ model=${SNAPGEN_MODEL:-gpt2s}
 snap=${1:-$work/${model}_1m.pickle}
 trace=${2:-$work/trace350.json}
 [ -f "$snap" ] || go run ./scripts/gensnapshot -model "$model" -o "$snap"
-if [ ! -f "$trace" ] && [ -f ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json ]; then
+if [ "$trace" != - ] && [ ! -f "$trace" ] && [ -f ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json ]; then
 	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 350MB -o "$trace"
 fi
 go build -o "$work/ptscope" ./cmd/ptscope

@@ -53,7 +53,7 @@ func (o *HTMLOptions) defaults() {
 	}
 }
 
-// htmlData is window.__PTSCOPE_DATA__: the inputs and the views' answers
+// htmlData is the page's data (<script id="ptscope-data">): the inputs and the views' answers
 // the file holds, recorded by calling each view's one function (views.go)
 // with the queries the page will ask; ui/src/data.js answers the page's
 // requests from them.

@@ -392,11 +392,11 @@ func TestHTMLTilesAndBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := page.String()
-	i := strings.Index(s, "window.__PTSCOPE_DATA__")
-	j := strings.Index(s[i:], "=") + i + 1
+	const open = `<script type="application/json" id="ptscope-data">`
+	j := strings.Index(s, open) + len(open)
 	k := strings.Index(s[j:], "</script>") + j
 	var d htmlData
-	if err := json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(s[j:k]), ";")), &d); err != nil {
+	if err := json.Unmarshal([]byte(s[j:k]), &d); err != nil {
 		t.Fatal(err)
 	}
 	tiles := d.Answers["mem/view"]

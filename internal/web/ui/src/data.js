@@ -1,8 +1,12 @@
 // The page's one data path: get(view, params) asks the server's API
 // (/api/v1/VIEW), or, in an --html file, finds the answer the file
-// recorded for that query (window.__PTSCOPE_DATA__, written by
-// internal/web html.go from the same Go functions the server calls).
-const inline = typeof window !== 'undefined' ? window.__PTSCOPE_DATA__ : null;
+// recorded for that query (the JSON of <script id="ptscope-data">, written
+// by internal/web html.go from the same Go functions the server calls).
+const inline = (() => {
+  const e = typeof document !== 'undefined' && document.getElementById('ptscope-data');
+  return e ? JSON.parse(e.textContent) : null;
+})();
+if (inline) window.__PTSCOPE_DATA__ = inline; // for tests and tools
 export const htmlMode = !!inline;
 
 export class ApiError extends Error {}

@@ -174,8 +174,7 @@ async function showMemory(it, view, body) {
     const ev = params.has('event') ? +params.get('event') : time != null ? null : res.peak.event_index;
     return stateView(body, { input: it.id, device, summary, event: ev, time, setParams });
   }
-  let sources = [];
-  try { sources = (await get('mem/breakdown', { input: it.id, device, by: 'source' })).rows; } catch (e) { /* shown without them */ }
+  const sourcesAsked = get('mem/breakdown', { input: it.id, device, by: 'source' }).then((r) => r.rows, () => []);
   const answersBox = el('div');
   body.append(answersBox);
   const grid = el('div', { class: 'memgrid' });
@@ -230,7 +229,7 @@ async function showMemory(it, view, body) {
     if (ev != null) tl.zoomTo(ev - Math.max(20, summary.entries / 200), ev + Math.max(20, summary.entries / 200));
     tl.node.scrollIntoView({ behavior: 'smooth' });
   };
-  answersBox.append(memoryAnswers(summary, sources, {
+  answersBox.append(memoryAnswers(summary, await sourcesAsked, {
     peak: () => { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); },
     highlight: (by, key, name) => bd.highlight(by, key, name),
     zoom: (x0, x1) => tl.zoomTo(x0, x1),

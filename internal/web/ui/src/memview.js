@@ -48,12 +48,21 @@ export class MemoryTimeline {
     this.sel = null; // the selected block: {k, id, details}
     this.hover = null;
     this.installEvents();
-    new ResizeObserver(() => { if (this.data && this.size().w !== this.drawnW) this.refresh(); }).observe(this.node);
+    new ResizeObserver(() => {
+      const w = this.width;
+      this.measure();
+      if (this.data && this.width !== w) this.refresh();
+    }).observe(this.node);
   }
 
+  // measure reads the plot's width from the page (a layout); size() and
+  // the coordinate functions use the last measure, so that drawing
+  // thousands of blocks asks the page for nothing
+  measure() { this.width = Math.max(200, Math.floor(this.node.getBoundingClientRect().width) - 2); }
+
   size() {
-    const r = this.node.getBoundingClientRect();
-    return { w: Math.max(200, Math.floor(r.width) - 2), h: HEIGHT };
+    if (!this.width) this.measure();
+    return { w: this.width, h: HEIGHT };
   }
 
   plotW() { return this.size().w - AXIS_L - 8; }
@@ -111,6 +120,7 @@ export class MemoryTimeline {
       for (const b of d.blocks) if (b.keys && b.keys[j] === +key) b.flags |= 1;
     }
     this.data = d;
+    this.yr = null;
     this.hover = null;
     this.lastSent = sentBytes('mem/view');
     this.lastFetchMS = performance.now() - t0;
@@ -134,7 +144,8 @@ export class MemoryTimeline {
   }
 
   X(e) { return AXIS_L + (e - this.vp.x0) / (this.vp.x1 - this.vp.x0) * this.plotW(); }
-  Y(b) { const [y0, y1] = this.yRange(); return TOP + this.plotH() - (b - y0) / (y1 - y0) * this.plotH(); }
+  // Y uses the byte range of the last draw (yr), as what is on screen
+  Y(b) { const [y0, y1] = this.yr || this.yRange(); return TOP + this.plotH() - (b - y0) / (y1 - y0) * this.plotH(); }
   entryAt(px) { return this.vp.x0 + (px - AXIS_L) / this.plotW() * (this.vp.x1 - this.vp.x0); }
   bytesAt(py) { const [y0, y1] = this.yRange(); return y0 + (TOP + this.plotH() - py) / this.plotH() * (y1 - y0); }
 
@@ -159,6 +170,7 @@ export class MemoryTimeline {
   draw() {
     const d = this.data;
     if (!d) return;
+    this.yr = this.yRange();
     const c = this.canvas.getContext('2d');
     const { w, h } = this.size();
     this.drawnW = w;

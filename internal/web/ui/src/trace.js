@@ -159,9 +159,13 @@ export function traceTimeline(body, input, s) {
   const vp = { t0: s.start_ns, t1: Math.max(s.end_ns, s.start_ns + 1) };
   const steps = (s.result.steps || []).map((x) => ({ name: x.name, t0: x.start_ns - s.base_ns, t1: x.start_ns - s.base_ns + x.duration_ns }));
   let data = null, seq = 0, sel = null;
-  const W = () => Math.max(400, node.querySelector('.tlscroll').clientWidth);
+  // the width is measured once per draw (X runs for every event drawn)
+  let width = 0;
+  const measure = () => { width = Math.max(400, node.querySelector('.tlscroll').clientWidth); };
+  const W = () => width || (measure(), width);
   async function refresh() {
     const my = ++seq;
+    measure();
     const w = W() - LABEL;
     let v;
     try { v = await get('trace/view', { input, t0: Math.floor(vp.t0), t1: Math.ceil(vp.t1), w }); } catch (e) { info.textContent = 'error: ' + e.message; node.dataset.state = 'error'; return; }
@@ -171,6 +175,7 @@ export function traceTimeline(body, input, s) {
   }
   const X = (t) => LABEL + (t - vp.t0) / (vp.t1 - vp.t0) * (W() - LABEL);
   function draw() {
+    measure();
     const w = W();
     const dpr = devicePixelRatio || 1;
     canvas.width = w * dpr; canvas.height = H * dpr;
