@@ -289,8 +289,6 @@ func TestLoopbackAddr(t *testing.T) {
 	}
 }
 
-func testRoot(t *testing.T) string { return testfixture.Root(t) }
-
 // A folder is searched again: a file written later is added once its size
 // has settled, and loads.
 func TestRescanFindsNewFiles(t *testing.T) {
