@@ -34,6 +34,19 @@ export function traceOverview(r, input, s) {
   const bd = el('div', { 'data-testid': 'breakdown' }, el('h4', {}, `Average step time breakdown (${dur(tot)})`),
     el('div', { class: 'stackbar' }, parts.map(([k, v]) => el('span', { style: `width:${100 * v / tot}%;background:${bdColor(k)}`, title: `${k}: ${dur(v)} (${pct(v / tot)})` }, v / tot > 0.1 ? `${k} ${pct(v / tot)}` : ''))),
     el('div', { class: 'legend' }, parts.map(([k, v]) => swatch(bdColor(k), `${k} ${dur(v)} (${pct(v / tot)})`))));
+  // per step, the same breakdown as bars on one scale (the plugin's step
+  // time breakdown chart); at most 60 steps
+  const steps = (r.steps || []).slice(0, 60);
+  const longest = Math.max(1, ...steps.map((x) => x.duration_ns || 0));
+  if (steps.length > 1) {
+    bd.append(el('h4', {}, 'Per step'), el('div', { class: 'stepbars' }, steps.map((x) => {
+      const b = Object.entries(x.breakdown || {}).filter(([, v]) => typeof v === 'number' && v > 0).map(([k, v]) => [k.replace(/_ns$/, ''), v]);
+      return el('div', { class: 'stepbar' }, el('span', { class: 'name', title: x.name }, x.name),
+        el('span', { class: 'bar' }, el('span', { class: 'stackbar', style: `width:${(100 * (x.duration_ns || 0) / longest).toFixed(1)}%` },
+          b.map(([k, v]) => el('span', { style: `width:${(100 * v / Math.max(1, b.reduce((a, [, y]) => a + y, 0))).toFixed(2)}%;background:${bdColor(k)}`, title: `${k}: ${dur(v)}` })))),
+        el('span', { class: 'num' }, dur(x.duration_ns)));
+    })));
+  }
   node.append(el('h3', {}, `Rank ${r.rank}${r.world_size ? ' of ' + r.world_size : ''}: ${exact(r.events)} events, ${(r.steps || []).length} steps`),
     el('div', { class: 'twocol' }, kv, bd));
   if (r.steps && r.steps.length) {
