@@ -201,6 +201,10 @@ func TestWindowedSteps(t *testing.T) {
 	row := func(name string) string {
 		return `[...document.querySelectorAll('[data-testid=step-table] tbody tr')].find((tr) => tr.cells[0].textContent === '` + name + `')`
 	}
+	// steps in their order (step 10 after step 9, not after step 1)
+	if names := eval[[]string](t, b, `[...document.querySelectorAll('[data-testid=step-table] tbody tr')].slice(0, 12).map((tr) => tr.cells[0].textContent)`); len(names) < 12 || names[2] != "step 2" || names[10] != "step 10" {
+		t.Errorf("steps in the order %q", names)
+	}
 	span := `(() => { const v = window.__ptscope.memory.vp; return [v.x0, v.x1]; })()`
 	before := eval[[]float64](t, b, span)
 	if flag := eval[string](t, b, row("step 0")+`.innerText`); !strings.Contains(flag, "no trace here") {

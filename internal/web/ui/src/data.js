@@ -7,6 +7,7 @@ const inline = (() => {
   return e ? JSON.parse(e.textContent) : null;
 })();
 if (inline) window.__PTSCOPE_DATA__ = inline; // for tests and tools
+export const parsedAt = typeof performance !== 'undefined' ? performance.now() : 0;
 export const htmlMode = !!inline;
 
 export class ApiError extends Error {}

@@ -2,7 +2,7 @@
 // state, trace, operators, kernels, distributed), the input by ?input=, the
 // device by ?device=; ?view=diff&a=&b= compares two inputs. Test hooks: data-testid and data-state="ready" on drawn views;
 // window.__ptscope.timings.
-import { get, htmlMode } from './data.js';
+import { get, htmlMode, parsedAt } from './data.js';
 import { el, bytes, exact, dur, pct, fill } from './fmt.js';
 import { MemoryTimeline, blockPanel } from './memview.js';
 import { memoryAnswers } from './answers.js';
@@ -11,7 +11,7 @@ import { stateView } from './state.js';
 import { findingsList } from './findings.js';
 import { traceOverview, traceTimeline, operatorTable, kernelTable, distributedView } from './trace.js';
 
-window.__ptscope = { timings: { start: performance.now() }, errors: [] };
+window.__ptscope = { timings: { start: performance.now(), dataParsed: parsedAt }, errors: [] };
 
 const params = new URLSearchParams(location.search);
 const app = document.getElementById('app');
@@ -162,6 +162,7 @@ function pollNewInputs(n) {
 async function showMemory(it, view, body) {
   const device = params.has('device') ? +params.get('device') : it.devices[0].device;
   const summary = await get('mem/summary', { input: it.id, device });
+  window.__ptscope.timings.memSummary = performance.now();
   const res = summary.result;
   if (it.devices.length > 1) {
     body.append(el('div', { class: 'toolbar' }, 'device ', el('select', { onchange: (e) => { setParams({ device: e.target.value }); location.reload(); } },
@@ -205,9 +206,30 @@ async function showMemory(it, view, body) {
   const x0 = params.get('x0'), x1 = params.get('x1');
   const drawn = x0 != null && x1 != null ? tl.zoomTo(+x0, +x1) : tl.refresh();
   left.append(panel);
-  const bd = await breakdowns(it.id, device, (hl) => tl.setHighlight(hl));
+  // the answers first (they need only the summary and the source lines),
+  // then the timeline's first draw, then the tables
+  let bd = null, stepsTable = null;
+  const showFinding = (f) => {
+    const at = f.at || {};
+    const ev = at.event_index ?? f.event_index;
+    if (at.view === 'state') { location.search = stateURL(ev ?? res.peak.event_index); return; }
+    if (at.view === 'steps' && at.name && bd) { bd.highlightName('source', at.name); return; }
+    if (at.view === 'steps' && stepsTable) { stepsTable.scrollIntoView({ behavior: 'smooth' }); return; }
+    if (ev != null && ev === res.peak.event_index) { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); return; }
+    if (ev != null) tl.zoomTo(ev - Math.max(20, summary.entries / 200), ev + Math.max(20, summary.entries / 200));
+    tl.node.scrollIntoView({ behavior: 'smooth' });
+  };
+  answersBox.append(memoryAnswers(summary, await sourcesAsked, {
+    peak: () => { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); },
+    highlight: (by, key, name) => bd ? bd.highlight(by, key, name) : tl.setHighlight(`${by}:${key}`),
+    zoom: (x0, x1) => tl.zoomTo(x0, x1),
+    steps: () => (stepsTable || tl.node).scrollIntoView({ behavior: 'smooth' }),
+    finding: showFinding,
+  }));
+  await drawn;
+  bd = await breakdowns(it.id, device, (hl) => tl.setHighlight(hl));
   right.append(bd);
-  const stepsTable = stepTable(res, tl);
+  stepsTable = stepTable(res, tl);
   if (stepsTable) right.append(stepsTable);
   if (summary.phase_rows && summary.phase_rows.length) {
     // one rank's phases (the usual bundle) need no rank column
@@ -219,25 +241,7 @@ async function showMemory(it, view, body) {
       { key: 'delta_bytes', label: 'delta', num: true, fmt: bytes, bar: true }, { key: 'peak_bytes', label: 'peak', num: true, fmt: bytes }].filter(Boolean),
     { sort: 'step', desc: false, testid: 'phase-table' }));
   }
-  const showFinding = (f) => {
-    const at = f.at || {};
-    const ev = at.event_index ?? f.event_index;
-    if (at.view === 'state') { location.search = stateURL(ev ?? res.peak.event_index); return; }
-    if (at.view === 'steps' && at.name) { bd.highlightName('source', at.name); return; }
-    if (at.view === 'steps' && stepsTable) { stepsTable.scrollIntoView({ behavior: 'smooth' }); return; }
-    if (ev != null && ev === res.peak.event_index) { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); return; }
-    if (ev != null) tl.zoomTo(ev - Math.max(20, summary.entries / 200), ev + Math.max(20, summary.entries / 200));
-    tl.node.scrollIntoView({ behavior: 'smooth' });
-  };
-  answersBox.append(memoryAnswers(summary, await sourcesAsked, {
-    peak: () => { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); },
-    highlight: (by, key, name) => bd.highlight(by, key, name),
-    zoom: (x0, x1) => tl.zoomTo(x0, x1),
-    steps: () => (stepsTable || tl.node).scrollIntoView({ behavior: 'smooth' }),
-    finding: showFinding,
-  }));
   body.append(findingsList(res.findings || [], showFinding));
-  await drawn;
   if (params.has('block')) {
     try {
       const b = await get('mem/block', { input: it.id, device, id: +params.get('block') });

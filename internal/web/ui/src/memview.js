@@ -106,7 +106,10 @@ export class MemoryTimeline {
     this.node.dataset.state = 'loading';
     let d;
     try {
-      d = decodeView(await get('mem/view', p, true), this.color);
+      const buf = await get('mem/view', p, true);
+      window.__ptscope.timings.memViewFetched ??= performance.now();
+      d = decodeView(buf, this.color);
+      window.__ptscope.timings.memViewDecoded ??= performance.now();
     } catch (e) {
       if (my === this.seq) this.fail(e);
       return;
@@ -193,12 +196,20 @@ export class MemoryTimeline {
       c.fillStyle = bandLight;
       c.fillRect(xa, this.Y(d.allocMax[k]), xb - xa, this.Y(d.allocMin[k]) - this.Y(d.allocMax[k]));
     }
-    // blocks
+    // blocks: one path per colour (and highlight), filled once (blocks
+    // do not overlap; a fillRect per piece costs several times more)
     const hl = !!this.ctx.highlight;
+    const paths = new Map();
     for (const b of d.blocks) {
-      c.fillStyle = this.colorOf(b);
-      c.globalAlpha = hl && !(b.flags & 1) ? 0.22 : 1;
-      this.pieces(b, (xa, xb, yt, yb) => { if (xb >= AXIS_L && xa <= R) c.fillRect(xa, yt, xb - xa, yb - yt); });
+      const k = this.colorOf(b) + (hl && !(b.flags & 1) ? '/dim' : '');
+      let p = paths.get(k);
+      if (!p) paths.set(k, p = new Path2D());
+      this.pieces(b, (xa, xb, yt, yb) => { if (xb >= AXIS_L && xa <= R) p.rect(xa, yt, xb - xa, yb - yt); });
+    }
+    for (const [k, p] of paths) {
+      c.fillStyle = k.replace('/dim', '');
+      c.globalAlpha = k.endsWith('/dim') ? 0.22 : 1;
+      c.fill(p);
     }
     c.globalAlpha = 1;
     // highlighted bytes per column (small blocks included)

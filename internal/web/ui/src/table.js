@@ -34,10 +34,12 @@ export function table(rows, cols, opts = {}) {
     let re = null;
     try { re = filter ? new RegExp(filter, 'i') : null; } catch (e) { re = null; }
     let rs = rows.filter((r) => !re || cols.some((c) => !c.num && re.test(String(c.fmt ? c.fmt(r[c.key], r) : r[c.key] ?? ''))));
+    // a sort key may be a field that is no column (steps by index)
     const k = sortKey, col = cols.find((c) => c.key === k);
+    const numeric = col ? col.num : rows.length > 0 && typeof rows[0][k] === 'number';
     rs = rs.slice().sort((a, b) => {
       const x = a[k], y = b[k];
-      const d = col && col.num ? (x ?? -Infinity) - (y ?? -Infinity) : String(x ?? '').localeCompare(String(y ?? ''));
+      const d = numeric ? (x ?? -Infinity) - (y ?? -Infinity) : String(x ?? '').localeCompare(String(y ?? ''), undefined, { numeric: true });
       return desc ? -d : d;
     });
     ths.forEach((th, i) => th.dataset.sort = cols[i].key === sortKey ? (desc ? 'desc' : 'asc') : '');
