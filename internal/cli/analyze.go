@@ -180,5 +180,6 @@ func loadSnapshots(e *env, paths []string, o load.SnapshotOptions) (*load.Snapsh
 		p.Stop()
 		fmt.Fprintf(e.stderr, "ptscope: %s\n", msg)
 	}
+	o.Source = e.source()
 	return load.Snapshots(e.ctx, paths, o)
 }

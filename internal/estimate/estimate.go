@@ -3,7 +3,7 @@ package estimate
 import (
 	"fmt"
 
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/envelope"
 )
 
 // FragmentationRatio is the allowance for caching-allocator fragmentation on top of the
@@ -21,7 +21,7 @@ func Estimate(m Model, s Setup, dev Device) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Header: report.NewHeader("estimate"), Model: m, Setup: s, Device: dev,
+	res := &Result{Header: envelope.NewHeader("estimate"), Model: m, Setup: s, Device: dev,
 		Params: m.Params(), ActiveParams: m.ActiveParams()}
 	for k := 0; k < s.PP; k++ {
 		res.Ranks = append(res.Ranks, newStage(m, s, dev, k).build())

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/envelope"
 )
 
 // SweepAxis is one setup field (or the model) and the values to try, as text.
@@ -27,7 +27,7 @@ type SweepRow struct {
 
 // SweepResult is the document of `ptscope estimate --sweep`.
 type SweepResult struct {
-	report.Header
+	envelope.Header
 	Device Device      `json:"device"`
 	Axes   []SweepAxis `json:"axes"`
 	Rows   []SweepRow  `json:"rows"`
@@ -188,7 +188,7 @@ func Sweep(models []Model, base Setup, dev Device, axes []SweepAxis) (*SweepResu
 	if modelAxis < 0 && len(models) != 1 {
 		return nil, fmt.Errorf("sweep: want one model, got %d", len(models))
 	}
-	res := &SweepResult{Header: report.NewHeader("estimate"), Device: dev, Axes: axes}
+	res := &SweepResult{Header: envelope.NewHeader("estimate"), Device: dev, Axes: axes}
 	idx := make([]int, len(axes))
 	bestOf := map[string]int{} // model -> row index
 	for i := 0; i < n; i++ {

@@ -16,13 +16,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/pickle"
 )
 
@@ -61,12 +62,13 @@ type Reader struct {
 	io.Reader
 	Compression Compression
 	closers     []func() error
+	src         *Source // counts the bytes read for its watchdog
 }
 
 // Read reads decompressed bytes, counting them for the budget watchdog.
 func (r *Reader) Read(p []byte) (int, error) {
 	n, err := r.Reader.Read(p)
-	progressOff.Add(int64(n))
+	r.src.progressOff.Add(int64(n))
 	return n, err
 }
 
@@ -82,16 +84,16 @@ func (r *Reader) Close() error {
 }
 
 // Open opens name and returns its decompressed content. "-" is the standard
-// input (SetStdin); a pipe, a terminal or a process substitution (<(...),
+// input (NewSource's stdin); a pipe, a terminal or a process substitution (<(...),
 // /dev/stdin) that Find already opened to tell its kind is handed over as
 // Find left it, since such a stream can be read only once.
-func Open(name string) (*Reader, error) {
-	Track(name)
-	if r := takeStream(name); r != nil {
+func (s *Source) Open(name string) (*Reader, error) {
+	s.Track(name)
+	if r := s.takeStream(name); r != nil {
 		return r, nil
 	}
 	if name == "-" {
-		r, err := NewReader(stdinReader())
+		r, err := s.NewReader(s.stdin)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name(name), err)
 		}
@@ -101,7 +103,7 @@ func Open(name string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewReader(f)
+	r, err := s.NewReader(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", Name(name), err)
@@ -110,12 +112,13 @@ func Open(name string) (*Reader, error) {
 	return r, nil
 }
 
-// NewReader wraps r with the decompressor its magic bytes call for.
-func NewReader(r io.Reader) (*Reader, error) {
+// NewReader wraps r with the decompressor its magic bytes call for (a zstd
+// window is bounded by the budget).
+func (s *Source) NewReader(r io.Reader) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	head, _ := br.Peek(6)
 	c := Detect(head)
-	out := &Reader{Compression: c}
+	out := &Reader{Compression: c, src: s}
 	switch c {
 	case Gzip:
 		zr, err := kgzip.NewReader(br)
@@ -136,7 +139,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 		// cap, 512 MiB, is what zstd --long=29 needs. The decoder streams,
 		// so the decompressed size itself is never held.
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<34),
-			zstd.WithDecoderMaxWindow(uint64(min(MaxInMemory(), 512<<20))))
+			zstd.WithDecoderMaxWindow(uint64(min(s.MaxInMemory(), 512<<20))))
 		if err != nil {
 			return nil, fmt.Errorf("zstd header: %w", err)
 		}
@@ -149,8 +152,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 }
 
 // ReadHead returns up to n decompressed bytes from the start of name.
-func ReadHead(name string, n int) ([]byte, error) {
-	r, err := Open(name)
+func (s *Source) ReadHead(name string, n int) ([]byte, error) {
+	r, err := s.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -218,11 +221,11 @@ type File struct {
 // they hold, sorted by path. Files whose content is of no known kind are
 // skipped inside folders and reported as errors when named directly. A folder
 // with a manifest.json is a bundle and is returned whole; a rank folder of a
-// bundle named directly is a Bundle input too (capture.ListBundle lists the
+// bundle named directly is a Bundle input too (bundle.ListBundle lists the
 // bundle with that rank alone). "-" is the
 // standard input. Entries of a folder that cannot be read (a subfolder or a
 // file without permission) are skipped and summed up in one warning.
-func Find(paths []string, want ...Kind) ([]File, error) {
+func (s *Source) Find(paths []string, want ...Kind) ([]File, error) {
 	ok := func(k Kind) bool {
 		if len(want) == 0 {
 			return k != Unknown
@@ -244,7 +247,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			}
 		}
 		if st == nil || !st.IsDir() {
-			k, err := sniffInput(p, st)
+			k, err := s.sniffInput(p, st)
 			if err != nil {
 				return nil, quotePathError(err)
 			}
@@ -254,7 +257,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			out = append(out, File{p, k})
 			continue
 		}
-		if capture.IsBundleRank(p) && ok(Bundle) {
+		if bundle.IsBundleRank(p) && ok(Bundle) {
 			out = append(out, File{p, Bundle}) // that rank of its bundle, read as the bundle reads it
 			continue
 		}
@@ -276,7 +279,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if d.IsDir() {
-				if capture.IsBundle(path) && ok(Bundle) {
+				if bundle.IsBundle(path) && ok(Bundle) {
 					out = append(out, File{path, Bundle})
 					return fs.SkipDir
 				}
@@ -288,7 +291,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			if d.Type()&fs.ModeSymlink != 0 || !d.Type().IsRegular() {
 				return nil
 			}
-			k, err := sniffFile(path)
+			k, err := s.sniffFile(path)
 			if err != nil {
 				skipped = append(skipped, quotePathError(err).Error())
 				return nil
@@ -307,15 +310,15 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			if len(skipped) > 1 {
 				what = "entries"
 			}
-			warn(fmt.Sprintf("%s: skipped %d unreadable %s (first: %s)", Name(p), len(skipped), what, skipped[0]))
+			s.warn(fmt.Sprintf("%s: skipped %d unreadable %s (first: %s)", Name(p), len(skipped), what, skipped[0]))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
 
-func sniffFile(p string) (Kind, error) {
-	head, err := ReadHead(p, 4096)
+func (s *Source) sniffFile(p string) (Kind, error) {
+	head, err := s.ReadHead(p, 4096)
 	if err != nil && len(head) == 0 {
 		return Unknown, err
 	}
@@ -330,17 +333,17 @@ func sniffFile(p string) (Kind, error) {
 // A stream already sniffed and not yet opened keeps the kind it was found
 // to be: a command may Find its inputs twice (to tell their kinds, then
 // in the loader) and a stream cannot be read again.
-func sniffInput(p string, st fs.FileInfo) (Kind, error) {
+func (s *Source) sniffInput(p string, st fs.FileInfo) (Kind, error) {
 	if st != nil && st.Mode().IsRegular() {
-		return sniffFile(p)
+		return s.sniffFile(p)
 	}
-	if k, ok := pendingKind(p); ok {
+	if k, ok := s.pendingKind(p); ok {
 		return k, nil
 	}
 	var raw io.Reader
 	var closeRaw func() error
 	if p == "-" {
-		raw = stdinReader()
+		raw = s.stdin
 	} else {
 		f, err := os.Open(p)
 		if err != nil {
@@ -348,7 +351,7 @@ func sniffInput(p string, st fs.FileInfo) (Kind, error) {
 		}
 		raw, closeRaw = f, f.Close
 	}
-	r, err := NewReader(raw)
+	r, err := s.NewReader(raw)
 	if err != nil {
 		if closeRaw != nil {
 			closeRaw()
@@ -366,18 +369,54 @@ func sniffInput(p string, st fs.FileInfo) (Kind, error) {
 	}
 	r.Reader = br
 	k := Sniff(head)
-	putStream(p, r, k)
+	s.putStream(p, r, k)
 	return k, nil
 }
 
-// Streams opened by Find, waiting for Open; the standard input; the
-// warning sink.
-var (
-	streamMu sync.Mutex
-	streams  = map[string]pending{}
+// Source is where one command's inputs come from and what reading them may
+// use: the memory budget, the standard input ("-"), where warnings go, the
+// streams Find opened for Open, and the progress its watchdog reports. cli
+// makes one per command and passes it down to every reader; nothing here
+// is process-wide, so commands may run one after another, or side by side,
+// in one process (the live heap they are checked against is the process's,
+// though: see Watch).
+type Source struct {
+	budget   int64
 	stdin    io.Reader
-	warnTo   io.Writer
-)
+	warnings io.Writer
+
+	streamMu sync.Mutex
+	streams  map[string]pending // opened by Find, waiting for Open
+
+	progressName atomic.Pointer[string]
+	progressOff  atomic.Int64
+}
+
+// NewSource makes a Source with a memory budget of budget bytes (0: the
+// DefaultBudget; at least 64 MiB), reading "-" from stdin (os.Stdin when
+// nil) and writing Find's warnings, one line each prefixed "ptscope:
+// warning: ", to warnings (os.Stderr when nil).
+func NewSource(budget int64, stdin io.Reader, warnings io.Writer) *Source {
+	if budget <= 0 {
+		budget = DefaultBudget()
+	}
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	if warnings == nil {
+		warnings = os.Stderr
+	}
+	return &Source{budget: max(budget, minBudget), stdin: stdin, warnings: warnings, streams: map[string]pending{}}
+}
+
+// Or returns s, or a Source with the default budget and the process's
+// standard streams when s is nil (a library caller that sets no limits).
+func Or(s *Source) *Source {
+	if s == nil {
+		return NewSource(0, nil, nil)
+	}
+	return s
+}
 
 // pending is a stream Find opened and Open has not taken yet.
 type pending struct {
@@ -385,70 +424,45 @@ type pending struct {
 	kind Kind
 }
 
-func putStream(name string, r *Reader, k Kind) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	if old, ok := streams[name]; ok {
+func (s *Source) putStream(name string, r *Reader, k Kind) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	if old, ok := s.streams[name]; ok {
 		old.r.Close()
 	}
-	streams[name] = pending{r, k}
+	s.streams[name] = pending{r, k}
 }
 
-func takeStream(name string) *Reader {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	p, ok := streams[name]
+func (s *Source) takeStream(name string) *Reader {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	p, ok := s.streams[name]
 	if !ok {
 		return nil
 	}
-	delete(streams, name)
+	delete(s.streams, name)
 	return p.r
 }
 
-func pendingKind(name string) (Kind, bool) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	p, ok := streams[name]
+func (s *Source) pendingKind(name string) (Kind, bool) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	p, ok := s.streams[name]
 	return p.kind, ok
 }
 
-// SetStdin sets what "-" reads (os.Stdin when nil) and drops the streams
-// a previous Find left unread.
-func SetStdin(r io.Reader) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	stdin = r
-	for name, p := range streams {
+// Close closes the streams Find opened that no Open took.
+func (s *Source) Close() {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	for name, p := range s.streams {
 		p.r.Close()
-		delete(streams, name)
+		delete(s.streams, name)
 	}
 }
 
-func stdinReader() io.Reader {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	if stdin == nil {
-		return os.Stdin
-	}
-	return stdin
-}
-
-// SetWarnings sets where Find writes its warnings (os.Stderr when nil), one
-// line each, prefixed "ptscope: warning: ".
-func SetWarnings(w io.Writer) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	warnTo = w
-}
-
-func warn(msg string) {
-	streamMu.Lock()
-	w := warnTo
-	streamMu.Unlock()
-	if w == nil {
-		w = os.Stderr
-	}
-	fmt.Fprintf(w, "ptscope: warning: %s\n", Escape(msg))
+func (s *Source) warn(msg string) {
+	fmt.Fprintf(s.warnings, "ptscope: warning: %s\n", Escape(msg))
 }
 
 // Name returns a file name as it can be printed: as is when it is printable

@@ -1,19 +1,19 @@
 package memory
 
-import "github.com/ptscope/ptscope/internal/report"
+import "github.com/ptscope/ptscope/internal/envelope"
 
 // Report is the document of `ptscope analyze` (docs/json.md): the v2
 // envelope, every input with the results of its devices, and a comparison
 // when there are several.
 type Report struct {
-	report.Header
+	envelope.Header
 	Inputs     []*Input     `json:"inputs"`
 	Comparison []CompareRow `json:"comparison,omitempty"` // two or more device results only
 }
 
 // NewReport returns an empty analyze document.
 func NewReport() *Report {
-	return &Report{Header: report.NewHeader("analyze"), Inputs: []*Input{}}
+	return &Report{Header: envelope.NewHeader("analyze"), Inputs: []*Input{}}
 }
 
 // Input is one analysed file (or one rank of a ptscope run bundle).

@@ -9,7 +9,7 @@ import (
 )
 
 // Facts are what analysing a part of a trace needs to know about all of
-// it, from one scan over its events in file order (FactScanner): the whole
+// it, from one scan over its events in file order (factScanner): the whole
 // trace at once in Analyze, batch by batch while the streaming path reads
 // a trace too large to hold.
 type Facts struct {
@@ -47,10 +47,10 @@ const (
 	nameMarker
 )
 
-// FactScanner collects the Facts of a trace from its events, given in file
+// factScanner collects the Facts of a trace from its events, given in file
 // order in one or more batches (kineto.Stream's; string ids must be those
 // of one table, as Stream's are).
-type FactScanner struct {
+type factScanner struct {
 	f   Facts
 	cls []uint8 // per string id
 	lk  flowLinker
@@ -161,12 +161,12 @@ func (l *flowLinker) linked() bool {
 	return l.finished
 }
 
-// NewFactScanner returns an empty scanner.
-func NewFactScanner() *FactScanner {
-	return &FactScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{}}}
+// newFactScanner returns an empty scanner.
+func newFactScanner() *factScanner {
+	return &factScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{}}}
 }
 
-func (s *FactScanner) class(t *kineto.Trace, id uint32) uint8 {
+func (s *factScanner) class(t *kineto.Trace, id uint32) uint8 {
 	if int(id) >= len(s.cls) {
 		s.cls = append(s.cls, make([]uint8, len(t.Strings)-len(s.cls))...)
 	}
@@ -191,7 +191,7 @@ func (s *FactScanner) class(t *kineto.Trace, id uint32) uint8 {
 }
 
 // Add scans the events of b, the next batch of the trace.
-func (s *FactScanner) Add(b *kineto.Trace) {
+func (s *factScanner) Add(b *kineto.Trace) {
 	f := &s.f
 	ev := &b.Events
 	f.events += ev.Len() + len(b.Memory) + len(b.Flows)
@@ -247,7 +247,7 @@ func (s *FactScanner) Add(b *kineto.Trace) {
 
 // Facts returns the facts, given the trace's header (what kineto.Stream
 // returns, or the whole trace): its metadata, path, size and damage.
-func (s *FactScanner) Facts(header *kineto.Trace) *Facts {
+func (s *factScanner) Facts(header *kineto.Trace) *Facts {
 	f := s.f
 	if !s.noLinks {
 		f.fwdBwdFlows = s.lk.linked()
@@ -268,7 +268,7 @@ func (f *Facts) deviceList() []int {
 
 // scanFacts scans a whole trace for Analyze (without fwdBwdFlows).
 func scanFacts(t *kineto.Trace) *Facts {
-	s := NewFactScanner()
+	s := newFactScanner()
 	s.noLinks = true
 	s.Add(t)
 	return s.Facts(t)

@@ -12,14 +12,13 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/rankname"
 )
 
 // Options tune the analysis.
@@ -164,8 +163,6 @@ func tcEligible(g *graph) (all, yes int64) {
 	return all, yes
 }
 
-var rankName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
 // AnalyzeTraces analyses one trace per rank and compares the ranks.
 func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 	ranks := make([]*Rank, 0, len(traces))
@@ -179,7 +176,7 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 // "rank3.123.pt.trace.json", else the next free number), sorts them and,
 // with two or more, compares them.
 func Compare(ranks []*Rank) *Report {
-	rep := &Report{Header: report.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
+	rep := &Report{Header: envelope.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
 	seen := map[int]bool{}
 	for _, r := range ranks {
 		if r.hasRank {
@@ -189,8 +186,8 @@ func Compare(ranks []*Rank) *Report {
 	for _, r := range ranks {
 		if !r.hasRank {
 			r.Rank = -1
-			if m := rankName.FindStringSubmatch(filepath.Base(r.Path)); m != nil {
-				r.Rank, _ = strconv.Atoi(m[1])
+			if n, ok := rankname.Of(filepath.Base(r.Path)); ok {
+				r.Rank = n
 			}
 			if len(ranks) > 1 && (r.Rank < 0 || seen[r.Rank]) {
 				r.Rank = 0

@@ -3,8 +3,8 @@ package perf
 import (
 	"fmt"
 
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Report is the complete analysis of one or more traces (one per rank): the
@@ -17,7 +17,7 @@ import (
 // Kineto trace (before 2024 `ts` itself is absolute); Rank.TimeOrigin says
 // when a trace's clock is not the Unix epoch.
 type Report struct {
-	report.Header
+	envelope.Header
 	Ranks     []Rank            `json:"ranks"`
 	CrossRank *CrossRank        `json:"cross_rank,omitempty"` // two or more ranks
 	Findings  []finding.Finding `json:"findings"`             // across ranks (rank findings are in each rank)

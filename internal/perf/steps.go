@@ -44,9 +44,9 @@ type Phase struct {
 func findSteps(g *graph, phases []Phase, base int64, unixClock bool) *stepPlanner {
 	ev := g.ev
 	src := StepsProfiler
-	markers := make([]StepMarker, 0, len(g.steps))
+	markers := make([]stepMarker, 0, len(g.steps))
 	for _, i := range g.steps {
-		markers = append(markers, StepMarker{Name: g.t.Name(int(i)), TS: ev.TS[i], End: ev.End(int(i))})
+		markers = append(markers, stepMarker{Name: g.t.Name(int(i)), TS: ev.TS[i], End: ev.End(int(i))})
 	}
 	steps := markerSteps(markers)
 	if len(steps) == 0 {
@@ -212,27 +212,27 @@ func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 	return steps
 }
 
-// StepMarker is a ProfilerStep#N annotation (IsStepMarker): its name and
+// stepMarker is a ProfilerStep#N annotation (isStepMarker): its name and
 // host span.
-type StepMarker struct {
+type stepMarker struct {
 	Name    string
 	TS, End int64
 }
 
-// IsStepMarker reports whether an event of kind k named name marks a step.
-func IsStepMarker(k kineto.Kind, name string) bool {
+// isStepMarker reports whether an event of kind k named name marks a step.
+func isStepMarker(k kineto.Kind, name string) bool {
 	return isOp(k) && strings.HasPrefix(name, "ProfilerStep#")
 }
 
-// SortStepMarkers sorts markers given in file order by start, exactly as
+// sortStepMarkers sorts markers given in file order by start, exactly as
 // the whole-trace analysis orders them.
-func SortStepMarkers(ms []StepMarker) {
+func sortStepMarkers(ms []stepMarker) {
 	sort.Slice(ms, func(a, b int) bool { return ms[a].TS < ms[b].TS })
 }
 
-// markerSteps makes one step per marker (sorted by SortStepMarkers); a
+// markerSteps makes one step per marker (sorted by sortStepMarkers); a
 // marker that repeats the previous one's name is skipped.
-func markerSteps(markers []StepMarker) []stepSpan {
+func markerSteps(markers []stepMarker) []stepSpan {
 	var steps []stepSpan
 	for _, m := range markers {
 		num := -1

@@ -11,7 +11,7 @@ import (
 // A window is the part of a trace one analysis covers: Analyze covers the
 // whole trace in one window; the streaming path (AnalyzeWindow) splits a
 // trace too large to hold into windows of consecutive steps, analysed one
-// at a time and merged (Merger). A window's trace holds the events it
+// at a time and merged (windowMerger). A window's trace holds the events it
 // owns and, as context, every event that overlaps its time, so that each
 // event's relations (enclosing ops, launches, the work of its steps) are
 // whole; only owned events are counted, so that the merge counts each
@@ -81,7 +81,7 @@ func (g *graph) seqOf(i int32) int64 {
 	return g.seq[i]
 }
 
-// partial is what one window adds to a rank's result (Merger sums them).
+// partial is what one window adds to a rank's result (windowMerger sums them).
 type partial struct {
 	steps      []stepPart
 	ops        map[rowKey]*Operator

@@ -25,6 +25,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	AfterRead func()
 	// Log receives one line per failed request and per scan error (nil: none).
 	Log io.Writer
+	// Source finds and opens the inputs, within its memory budget (nil:
+	// the default Source).
+	Source *input.Source
 }
 
 // Server serves the inputs under Options.Roots.
@@ -57,6 +61,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, inputs: newInputs(), mux: http.NewServeMux(), seen: map[string]int64{}}
 	s.inputs.opts = opts.Memory
 	s.inputs.afterRead = opts.AfterRead
+	s.inputs.src = input.Or(opts.Source)
 	if opts.Log != nil {
 		s.logger = log.New(opts.Log, "ptscope serve: ", 0)
 	}

@@ -370,9 +370,8 @@ func TestRootsInOrder(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(dir, "nope.pickle")
-	input.SetStdin(strings.NewReader(smallTrace))
-	defer input.SetStdin(nil)
-	s, err := New(Options{Roots: []string{snap, missing, sub, "-"}, Rescan: time.Hour})
+	src := input.NewSource(0, strings.NewReader(smallTrace), nil)
+	s, err := New(Options{Roots: []string{snap, missing, sub, "-"}, Rescan: time.Hour, Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

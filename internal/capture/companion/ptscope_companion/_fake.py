@@ -162,6 +162,16 @@ def _make_dispatch_mode(tracker):
         UnsupportedOperatorException = NotImplementedError
 
     scalar = aten._local_scalar_dense.default
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily as real_ok
+    except Exception:  # pragma: no cover
+        FakeTensor, real_ok = None, None
+
+    def _all_real(args, kwargs):
+        """Every tensor argument is a real tensor (made outside the fake mode:
+        a DeviceMesh's mesh, data loaded through numpy), and there is one."""
+        ts = _leaves(kwargs, _leaves(args, []))
+        return bool(ts) and not any(isinstance(t, FakeTensor) or tracker.is_gpu(t) for t in ts)
 
     class MemoryTracker(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -174,6 +184,9 @@ def _make_dispatch_mode(tracker):
                 gpu = True
             if kwargs.get("pin_memory"):
                 kwargs = dict(kwargs, pin_memory=False)
+            if real_ok is not None and not gpu and _all_real(args, kwargs):
+                with real_ok():
+                    return func(*args, **kwargs)
             if func is scalar:
                 try:
                     return func(*args, **kwargs)
@@ -361,6 +374,35 @@ def _patch_cuda(torch, tracker, total):
         mem._snapshot = lambda *a, **k: {"segments": [], "device_traces": [[]]}
 
 
+def _patch_swap_tensors(torch, tracker):
+    """Module.to("cuda") swaps each fake parameter with its converted copy
+    (torch.utils.swap_tensors), which refuses a tensor something holds a
+    weak reference to. The copy here differs from the parameter only in
+    standing for GPU memory: where swapping is refused, the parameter's own
+    storage is counted as GPU memory instead (the copy's count goes with the
+    copy), or its data is replaced when dtype or shape changed."""
+    utils = getattr(torch, "utils", None)
+    orig = getattr(utils, "swap_tensors", None)
+    if orig is None:
+        return
+
+    def swap_tensors(t1, t2):
+        try:
+            return orig(t1, t2)
+        except RuntimeError as err:
+            if "weakref" not in str(err):
+                raise
+        if t1.dtype == t2.dtype and t1.shape == t2.shape and t1.stride() == t2.stride():
+            if tracker.is_gpu(t2):
+                tracker.add(t1.untyped_storage(), None)
+            return None
+        t1.data = t2.data
+        return None
+
+    swap_tensors.__wrapped__ = orig
+    utils.swap_tensors = swap_tensors
+
+
 def _patch_foreach_default(torch):
     """Optimizers choose foreach kernels for CUDA tensors by default; the fake
     tensors here are CPU tensors, so make the same choice where foreach
@@ -496,11 +538,22 @@ class FakeCapture(Capture):
 
     def _write_simulation(self):
         t = self.tracker
-        write_atomic(os.path.join(self.dir, "simulation.json"), json.dumps({
-            "mode": "fake", "world_size": 1, "rank": self.rank, "backend": None,
-            "unsupported_ops": t.unsupported, "values_read": t.items,
-            "problems": ["--no-gpu: %d tensor value read(s) were answered with 1" % t.items] if t.items else [],
-        }, indent=1))
+        facts = {"mode": "fake", "world_size": 1, "rank": self.rank, "backend": None}
+        sim = _simulation()
+        if sim is not None:  # --no-gpu --simulate-world-size: the fake process group's facts too
+            facts.update(sim.facts)
+            facts["mode"] = "fake"
+        problems = list(facts.get("problems") or [])
+        if t.items:
+            problems.append("--no-gpu: %d tensor value read(s) were answered with 1" % t.items)
+        facts.update(unsupported_ops=t.unsupported, values_read=t.items, problems=problems)
+        write_atomic(os.path.join(self.dir, "simulation.json"), json.dumps(facts, indent=1))
+
+
+def _simulation():
+    from . import _STATE
+
+    return _STATE.get("sim")
 
 
 def start(torch_mod, cfg, bundle):
@@ -514,6 +567,7 @@ def start(torch_mod, cfg, bundle):
     tracker = Tracker()
     _patch_cuda(torch, tracker, total)
     _patch_foreach_default(torch)
+    _patch_swap_tensors(torch, tracker)
     cap = FakeCapture(cfg, bundle, tracker, total)
     tracker.capture = cap
     fake = FakeTensorMode(allow_non_fake_inputs=True)

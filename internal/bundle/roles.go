@@ -1,11 +1,11 @@
-package capture
+package bundle
 
 import (
 	"fmt"
 	"path/filepath"
 	"sort"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // Tensor roles (tensors.jsonl): what the training process's tensors were,

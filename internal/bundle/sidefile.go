@@ -1,4 +1,4 @@
-package capture
+package bundle
 
 import (
 	"bufio"
@@ -36,13 +36,13 @@ const (
 // not regular files.
 var errNotRegular = errors.New("not a regular file")
 
-// openSideFile opens path for reading if it is a regular file: a symlink
+// OpenSideFile opens path for reading if it is a regular file: a symlink
 // (wherever it points), a FIFO, a socket, a device or a folder is an error
 // that names path and wraps errNotRegular. It never blocks on a FIFO: the
 // type is checked before the open, the open neither follows a symlink nor
 // waits for a writer, and the type is checked again on the open file. A
 // missing file's error wraps fs.ErrNotExist.
-func openSideFile(path string) (*os.File, int64, error) {
+func OpenSideFile(path string) (*os.File, int64, error) {
 	st, err := os.Lstat(path)
 	if err != nil {
 		return nil, 0, err
@@ -86,11 +86,11 @@ func notRegular(path string, m fs.FileMode) error {
 	return fmt.Errorf("%s: %w (%s); bundle files are read only as regular files", path, errNotRegular, what)
 }
 
-// readSideFile reads the bundle side file at path, a regular file of at
-// most limit bytes (see openSideFile). Every error but a missing file's
+// ReadSideFile reads the bundle side file at path, a regular file of at
+// most limit bytes (see OpenSideFile). Every error but a missing file's
 // names path; a missing file's wraps fs.ErrNotExist.
-func readSideFile(path string, limit int64) ([]byte, error) {
-	f, size, err := openSideFile(path)
+func ReadSideFile(path string, limit int64) ([]byte, error) {
+	f, size, err := OpenSideFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) {
 			return nil, err
@@ -121,7 +121,7 @@ func tooLarge(path string, size, limit int64) error {
 // newline is a torn write and skipped; any other bad line is an error
 // naming the file and byte offset.
 func readJSONL(path string, fn func([]byte) error) error {
-	f, size, err := openSideFile(path)
+	f, size, err := OpenSideFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -179,7 +179,7 @@ func readJSONL(path string, fn func([]byte) error) error {
 // countLines counts the lines of the side file path (a last line without a
 // newline included), reading at most limit bytes of it.
 func countLines(path string, limit int64) (int, error) {
-	f, _, err := openSideFile(path)
+	f, _, err := OpenSideFile(path)
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package capture
+package bundle
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // Manifest is a bundle's manifest.json (schema_version 1, see docs/bundle.md).
@@ -44,6 +44,31 @@ type Manifest struct {
 	Ranks                  []RankInfo      `json:"ranks"`
 	Files                  []string        `json:"files"`
 	Warnings               []string        `json:"warnings"`
+}
+
+// Simulation modes (Manifest.Mode, Simulation.Mode).
+const (
+	ModeCapture       = "capture"        // a real run: every rank on its own GPU
+	ModeSimulateWorld = "simulate-world" // one rank of a larger world on one GPU, collectives fake (--simulate-world-size)
+	ModeFake          = "fake"           // no GPU: fake tensors and a memory tracker (--no-gpu)
+)
+
+// Simulation is the manifest's "simulation" object: how the run was
+// simulated and what its numbers do not count.
+type Simulation struct {
+	Mode      string `json:"mode"`
+	WorldSize int    `json:"world_size"`
+	Rank      int    `json:"rank"`            // the (first) simulated rank
+	Ranks     []int  `json:"ranks,omitempty"` // every simulated rank, when several ran one after another
+	Backend   string `json:"backend,omitempty"`
+	// Imbalance is --simulate-imbalance (0 = none): the hottest expert
+	// receives that factor times the mean tokens per expert.
+	Imbalance   float64           `json:"imbalance,omitempty"`
+	NotCounted  []string          `json:"not_counted"`
+	Collectives map[string]int    `json:"collectives,omitempty"`     // calls per torch.distributed function, all ranks
+	Faked       map[string]string `json:"faked,omitempty"`           // how each called collective's outputs were made
+	Unsupported []string          `json:"unsupported_ops,omitempty"` // ops the fake mode could not run (fake)
+	Problems    []string          `json:"problems,omitempty"`
 }
 
 // SignalRecord is a signal ptscope received while the command ran
@@ -314,7 +339,7 @@ func ListBundle(dir string) (*Bundle, error) {
 	}
 	b := &Bundle{Dir: dir}
 	mpath := filepath.Join(dir, "manifest.json")
-	data, err := readSideFile(mpath, MaxJSONSideFileBytes)
+	data, err := ReadSideFile(mpath, MaxJSONSideFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bundle %s: %w", dir, err)
 	}
@@ -369,7 +394,7 @@ func rankDirNumber(name string) (int, bool) {
 func readRank(dir string, n int) (*Rank, error) {
 	r := &Rank{Rank: n, Dir: dir}
 	ppath := filepath.Join(dir, "process.json")
-	if data, err := readSideFile(ppath, MaxJSONSideFileBytes); err == nil {
+	if data, err := ReadSideFile(ppath, MaxJSONSideFileBytes); err == nil {
 		if err := json.Unmarshal(data, &r.Info); err != nil {
 			return nil, fmt.Errorf("%s: %w", ppath, err)
 		}
@@ -383,7 +408,7 @@ func readRank(dir string, n int) (*Rank, error) {
 		// OOM.Count, describe a later OOM the program caught, without the
 		// snapshot, which the first's record describes
 		opath := filepath.Join(dir, "oom.json")
-		if data, err := readSideFile(opath, MaxJSONSideFileBytes); err == nil {
+		if data, err := ReadSideFile(opath, MaxJSONSideFileBytes); err == nil {
 			var o OOM
 			if err := json.Unmarshal(data, &o); err != nil {
 				return nil, fmt.Errorf("%s: %w", opath, err)
@@ -470,4 +495,82 @@ func snapshotOrder(path string) int64 {
 		return 1 << 51
 	}
 	return 1 << 45
+}
+
+// SimulationSummary is one line describing a simulated bundle for reports
+// ("" for a real capture).
+func (m *Manifest) SimulationSummary() string {
+	if !m.Simulated || m.Simulation == nil {
+		return ""
+	}
+	s := m.Simulation
+	switch s.Mode {
+	case ModeSimulateWorld:
+		return fmt.Sprintf("simulated: %s of %d on one GPU, %s collectives (not counted: %s)", s.rankWords(), s.WorldSize, orDefault(s.Backend, "fake"), strings.Join(shortNotCounted(s.Mode), ", "))
+	case ModeFake:
+		if s.WorldSize > 1 {
+			return fmt.Sprintf("simulated without a GPU: %s of %d (fake tensors, fake collectives; not counted: %s)", s.rankWords(), s.WorldSize, strings.Join(shortNotCounted(s.Mode), ", "))
+		}
+		return fmt.Sprintf("simulated without a GPU (fake tensors; not counted: %s)", strings.Join(shortNotCounted(s.Mode), ", "))
+	}
+	return "simulated (" + s.Mode + ")"
+}
+
+// rankWords names the simulated ranks: "rank 5", "ranks 0-3 one after another".
+func (s *Simulation) rankWords() string {
+	if len(s.Ranks) > 1 {
+		return "ranks " + RankList(s.Ranks) + " one after another"
+	}
+	return fmt.Sprintf("rank %d", s.Rank)
+}
+
+// RankList is 0-3,5 for [0 1 2 3 5] (sorted input).
+func RankList(rs []int) string {
+	var parts []string
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", rs[i], rs[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(rs[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// FakedLines says, one line per collective the program called, how the
+// simulation made its outputs ("all_to_all_single x12: every source ...").
+func (m *Manifest) FakedLines() []string {
+	if m.Simulation == nil {
+		return nil
+	}
+	s := m.Simulation
+	names := make([]string, 0, len(s.Faked))
+	for k := range s.Faked {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]string, 0, len(names))
+	for _, k := range names {
+		out = append(out, fmt.Sprintf("%s x%d: %s", k, s.Collectives[k], s.Faked[k]))
+	}
+	return out
+}
+
+func shortNotCounted(mode string) []string {
+	if mode == ModeFake {
+		return []string{"CUDA context", "cuBLAS workspace", "allocator cache"}
+	}
+	return []string{"NCCL buffers", "communication time", "data-dependent imbalance"}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package capture
+package bundle
 
 import (
 	"errors"
@@ -128,17 +128,17 @@ func TestReadSideFile(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a.json")
 	writeFile(t, p, "12345")
-	if data, err := readSideFile(p, 5); err != nil || string(data) != "12345" {
+	if data, err := ReadSideFile(p, 5); err != nil || string(data) != "12345" {
 		t.Errorf("at the limit: %q %v", data, err)
 	}
-	if _, err := readSideFile(p, 4); err == nil || !strings.Contains(err.Error(), "5 bytes, more than the 4 B") {
+	if _, err := ReadSideFile(p, 4); err == nil || !strings.Contains(err.Error(), "5 bytes, more than the 4 B") {
 		t.Errorf("over the limit: %v", err)
 	}
-	if _, err := readSideFile(filepath.Join(dir, "missing.json"), 5); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := ReadSideFile(filepath.Join(dir, "missing.json"), 5); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v, want fs.ErrNotExist", err)
 	}
 	plant(t, filepath.Join(dir, "p"), "fifo")
-	if _, err := within(t, 5*time.Second, func() error { _, err := readSideFile(filepath.Join(dir, "p"), 5); return err }), errNotRegular; !errors.Is(err, errNotRegular) {
+	if _, err := within(t, 5*time.Second, func() error { _, err := ReadSideFile(filepath.Join(dir, "p"), 5); return err }), errNotRegular; !errors.Is(err, errNotRegular) {
 		t.Errorf("fifo: %v", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestCountLines(t *testing.T) {
 	}
 }
 
-// finishManifest runs after every `ptscope run` on a folder the command
+// FinishManifest runs after every `ptscope run` on a folder the command
 // could write to: hostile side files become warnings, never a hang.
 func TestFinishManifestHostileSideFiles(t *testing.T) {
 	t.Parallel()
@@ -174,9 +174,7 @@ func TestFinishManifestHostileSideFiles(t *testing.T) {
 	plant(t, filepath.Join(dir, "rank0", "live.jsonl"), "fifo")
 	m := within(t, 5*time.Second, func() *Manifest {
 		m := &Manifest{}
-		finishManifest(dir, m, nil)
-		tl := newTailer(dir)
-		tl.poll()
+		FinishManifest(dir, m, nil)
 		return m
 	})
 	got := strings.Join(m.Warnings, "\n")
@@ -184,28 +182,5 @@ func TestFinishManifestHostileSideFiles(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings %q: want %q", got, want)
 		}
-	}
-}
-
-// The live tailer drops a line that never ends instead of buffering it.
-func TestTailerLongLine(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	p := filepath.Join(dir, "rank0", "live.jsonl")
-	writeFile(t, p, strings.Repeat("x", MaxJSONLLineBytes+10))
-	tl := newTailer(dir)
-	tl.poll()
-	if n := len(tl.partial["rank0"]); n != 0 {
-		t.Errorf("partial line of %d bytes kept", n)
-	}
-	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("xx\n" + `{"time_us":5,"rank":0,"step":2,"allocated_bytes":7}` + "\n")
-	f.Close()
-	tl.poll()
-	if s := tl.last["rank0"]; s.Step != 2 || s.AllocatedBytes != 7 {
-		t.Errorf("sample after the long line: %+v", s)
 	}
 }

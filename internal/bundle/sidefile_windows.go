@@ -1,6 +1,6 @@
 //go:build windows
 
-package capture
+package bundle
 
 const sideOpenFlags = 0
 
