@@ -121,7 +121,8 @@ export function keyColor(k) {
 
 // swatch is a legend entry.
 export function swatch(color, label, attrs = {}) {
-  return el('span', { class: 'sw', ...attrs }, el('i', { style: `background:${color}` }), label);
+  const text = String(label);
+  return el('span', { class: 'sw', title: text, ...attrs }, el('i', { style: `background:${color}` }), text.length > 36 ? mid(text, 22) : text);
 }
 
 // fill replaces node's children with kids (nested arrays flattened, null

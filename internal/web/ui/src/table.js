@@ -18,7 +18,7 @@ export function table(rows, cols, opts = {}) {
   const ths = cols.map((c) => el('th', { class: c.num ? 'num' : null, title: c.title || null,
     onclick: () => { desc = sortKey === c.key ? !desc : !!c.num; sortKey = c.key; render(); } }, c.label));
   const head = el('tr', {}, ths);
-  const colgroup = el('colgroup', {}, cols.map((c) => el('col', { style: c.num || c.width ? `width:${c.width || numWidth(c, rows)}` : null })));
+  const colgroup = el('colgroup', {}, cols.map((c) => el('col', { style: c.num || c.width || c.plain ? `width:${c.width || numWidth(c, rows)}` : null })));
   const max = opts.max || 500;
   const barMax = {};
   for (const c of cols) if (c.bar) barMax[c.key] = Math.max(1e-300, ...rows.map((r) => Math.abs(r[c.key] || 0)));
@@ -67,8 +67,9 @@ export function table(rows, cols, opts = {}) {
   return t;
 }
 
-// numWidth is a numeric column's width: room for its label (and the sort
-// arrow) and its longest formatted value (digits are tabular, about 0.6em).
+// numWidth is a numeric (or short plain) column's width: room for its
+// label (and the sort arrow) and its longest formatted value (digits are
+// tabular, about 0.6em).
 function numWidth(c, rows) {
   let n = 0;
   for (const r of rows) n = Math.max(n, String(c.fmt ? c.fmt(r[c.key], r) : r[c.key] ?? '').length);

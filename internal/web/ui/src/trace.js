@@ -133,9 +133,9 @@ export function operatorTable(r) {
     { key: 'name', label: 'operator' }, { key: 'calls', label: 'calls', num: true, fmt: exact },
     { key: 'device_self_ns', label: 'device self', num: true, fmt: dur, bar: true }, { key: 'device_total_ns', label: 'device total', num: true, fmt: dur },
     { key: 'host_self_ns', label: 'host self', num: true, fmt: dur }, { key: 'host_total_ns', label: 'host total', num: true, fmt: dur },
-    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, width: '7em', title: 'launches matrix products that can run on tensor cores' },
+    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, title: 'launches matrix products that can run on tensor cores' },
     { key: 'tensor_core_self_ns', label: 'on tensor cores', num: true, fmt: dur },
-    { key: 'input_shapes', label: 'input shapes' }], { sort: 'device_self_ns', testid: 'operator-table', filter: true, tall: true }));
+    { key: 'input_shapes', label: 'input shapes', width: '26%' }], { sort: 'device_self_ns', testid: 'operator-table', filter: true, tall: true }));
 }
 
 export function kernelTable(r) {
@@ -146,8 +146,8 @@ export function kernelTable(r) {
     { key: 'max_ns', label: 'max', num: true, fmt: dur },
     { key: 'mean_blocks_per_sm', label: 'blocks/SM', num: true, fmt: (v) => v ? v.toFixed(2) : '' },
     { key: 'mean_occupancy_ratio', label: 'occupancy', num: true, fmt: pct },
-    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, width: '7.5em' },
-    { key: 'top_operator', label: 'launched by' }], { sort: 'total_ns', testid: 'kernel-table', filter: true, tall: true }));
+    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true },
+    { key: 'top_operator', label: 'launched by', width: '24%' }], { sort: 'total_ns', testid: 'kernel-table', filter: true, tall: true }));
 }
 
 // traceTimeline draws lanes (GPU streams first) with every nesting level,
