@@ -87,8 +87,12 @@ type RankInfo struct {
 	OOM                    *OOM            `json:"oom"`
 	Features               map[string]bool `json:"features"`
 	Precision              *Precision      `json:"precision"` // nil if no forward ran (or before this field existed)
-	History                *History        `json:"history"`   // how allocation stacks were recorded (nil before this field existed)
-	StackWindows           []StackWindow   `json:"stack_windows"`
+	// Model is what the companion saw of the model at the first forward
+	// (a Hugging Face config, the token ids' shape); internal/estimate reads
+	// it for `estimate --from`. Absent before this field existed.
+	Model        json.RawMessage `json:"model,omitempty"`
+	History      *History        `json:"history"` // how allocation stacks were recorded (nil before this field existed)
+	StackWindows []StackWindow   `json:"stack_windows"`
 }
 
 // History says how allocator history was recorded: Context is the
