@@ -98,7 +98,9 @@ func (r whatifRow) modelAndSetup() (Model, Setup, error) {
 
 // heldOut says whether a row is in the held-back set: runs no term of the
 // estimate was fitted on (h_ on one GPU, m_ on 2 and 4 real GPUs).
-func (r whatifRow) heldOut() bool { return strings.HasPrefix(r.Row, "h_") || strings.HasPrefix(r.Row, "m_") }
+func (r whatifRow) heldOut() bool {
+	return strings.HasPrefix(r.Row, "h_") || strings.HasPrefix(r.Row, "m_")
+}
 
 // TestHeldOut holds the estimate within 3% of torch.cuda.max_memory_allocated on every
 // real run of whatif_runs.jsonl: the held-back set (10 single-GPU setups, 3 Qwen3 shapes,

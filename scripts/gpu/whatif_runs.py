@@ -83,7 +83,9 @@ LONG = dict(model_type="llama", vocab_size=32000, hidden_size=1024, intermediate
             num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=2,
             max_position_embeddings=16384, rms_norm_eps=1e-5, tie_word_embeddings=False,
             hidden_act="silu", rope_theta=10000.0)
-FAMILIES = {"l32": L32, "qwen3": QWEN3, "phi3": PHI3, "qwen25": QWEN25, "smol": SMOL, "mistralw": MISTRALW,
+# Qwen3-1.7B's shape (held out for the per-head q/k norms)
+QWEN3B = dict(QWEN3, hidden_size=2048, intermediate_size=6144)
+FAMILIES = {"qwen3b": QWEN3B, "l32": L32, "qwen3": QWEN3, "phi3": PHI3, "qwen25": QWEN25, "smol": SMOL, "mistralw": MISTRALW,
             "llamamha": LLAMAMHA, "gpt2m": GPT2M, "mixtrals": MIXTRALS, "wide": WIDE, "long": LONG}
 
 
@@ -94,8 +96,8 @@ def row(name, family, precision, kind, mode="train", attn="sdpa", ckpt=False, mb
     return r
 
 
-def loop(name, precision, mb, seq=256, ckpt=False, steps=4):
-    return row(name, "l32", precision, "loop", ckpt=ckpt, mb=mb, seq=seq, steps=steps, keep="step")
+def loop(name, precision, mb, seq=256, ckpt=False, steps=4, **kw):
+    return row(name, "l32", precision, "loop", ckpt=ckpt, mb=mb, seq=seq, steps=steps, keep="step", **kw)
 
 
 ROWS = [
@@ -139,6 +141,19 @@ ROWS = [
     row("h_l32_infer_amp", "l32", "amp_bf16", "ladder", mode="infer", mb=8, seq=2048),
     row("h_wide_amp_ckpt_s4096", "wide", "amp_bf16", "ladder", ckpt=True, mb=1, seq=4096),
     row("h_long_amp_s8192", "long", "amp_bf16", "ladder", mb=1, seq=8192),
+    # second batch: grad accumulation (the OOM run's proposal), fused AdamW, the HF Trainer,
+    # Qwen3's per-head q/k norms on shapes the fix never saw
+    loop("re_oom_mb24_acc2", "amp_bf16", 24, seq=512, accum=2),
+    loop("re_oom_mb16_acc3", "amp_bf16", 16, seq=512, accum=3),
+    loop("re_bf16_mb8_fused", "amp_bf16", 8, fused=True),
+    row("tr_l32_amp", "l32", "amp_bf16", "trainer"),
+    row("tr_l32_amp_ckpt", "l32", "amp_bf16", "trainer", ckpt=True),
+    row("tr_qwen2_amp", "qwen2", "amp_bf16", "trainer"),
+    row("tr_mistral_bf16", "mistral", "bf16", "trainer"),
+    row("tr_gpt2l_fp32_eager", "gpt2", "fp32", "trainer", attn="eager", mb=2),
+    row("h_qwen3b_amp", "qwen3b", "amp_bf16", "ladder", mb=2),
+    row("h_qwen3_bf16", "qwen3", "bf16", "ladder", mb=8),
+    row("h_qwen3_fp32", "qwen3", "fp32", "ladder", mb=2),
     # held out, real GPUs under torchrun
     row("m_qwen25_fsdp2_ws2", "qwen25", "fsdp_mp_bf16", "dist", dist="fsdp2", world=2),
     row("m_mistralw_tp2_hf", "mistralw", "amp_bf16", "dist", dist="tp_hf", world=2),
@@ -146,8 +161,12 @@ ROWS = [
     row("m_mistralw_fsdp2_tp2_ws4", "mistralw", "amp_bf16", "dist", dist="fsdp2_tp", world=4, tp=2),
 ]
 GROUPS = {
-    "rerun": [r["row"] for r in ROWS if r["row"].startswith("re_") and not r.get("alloc_conf")],
+    "rerun": [r["row"] for r in ROWS if r["row"].startswith("re_") and not r.get("alloc_conf") and not r.get("accum")
+              and not r.get("fused")],
     "heldout_a": ["h_qwen25_amp_s2048", "h_qwen25_amp_ckpt", "h_smol_fp32", "h_mistralw_bf16", "h_llamamha_amp_eager"],
+    "batch2_loop": ["re_oom_mb24_acc2", "re_oom_mb16_acc3", "re_bf16_mb8_fused"],
+    "batch2_trainer": ["tr_l32_amp", "tr_l32_amp_ckpt", "tr_qwen2_amp", "tr_mistral_bf16", "tr_gpt2l_fp32_eager"],
+    "batch2_qwen3": ["h_qwen3b_amp", "h_qwen3_bf16", "h_qwen3_fp32"],
     "heldout_b": ["h_gpt2m_amp", "h_mixtrals_bf16", "h_l32_infer_amp", "h_wide_amp_ckpt_s4096", "h_long_amp_s8192"],
 }
 
@@ -171,14 +190,18 @@ def run_loop(r):
     model.train()
     x = torch.randint(0, cfg.vocab_size, (r["micro_batch"], r["seq"]), device="cuda")
     amp = r["precision"] == "amp_bf16"
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if r.get("fused") else None)
+    accum = r.get("accum", 1)
     m = {"memory_limit_bytes": limit, "parameter_bytes": hf_ladder.storage_bytes(model.parameters()),
          "parameters": sum(p.numel() for p in model.parameters())}
     t0 = time.time()
     for step in range(r["steps"]):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            out = model(input_ids=x, labels=x)
-        out.loss.backward()
+        for micro in range(accum):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                out = model(input_ids=x, labels=x)
+            (out.loss / accum).backward()
+            if micro < accum - 1:
+                del out
         opt.step()
         opt.zero_grad(set_to_none=True)
         del out
@@ -192,6 +215,45 @@ def run_loop(r):
     m["max_memory_allocated"] = torch.cuda.max_memory_allocated()
     m["max_memory_reserved"] = torch.cuda.max_memory_reserved()
     del opt, model
+    return cfg, m
+
+
+def run_trainer(r):
+    """The Hugging Face Trainer with its defaults (its optimizer, its loss
+    inside compute_loss, the output dropped), a fixed-length synthetic set."""
+    import torch
+    import hf_ladder
+    from transformers import Trainer, TrainingArguments
+    cfg, model = hf_ladder.build(r)
+    n, seq, vocab = 64, r["seq"], cfg.vocab_size
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return n
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, vocab, (seq,))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    args = TrainingArguments(output_dir="/tmp/whatif_trainer_" + r["row"], per_device_train_batch_size=r["micro_batch"],
+                             max_steps=4, learning_rate=1e-4, bf16=r["precision"] == "amp_bf16",
+                             gradient_checkpointing=r["grad_ckpt"], logging_strategy="no", save_strategy="no",
+                             report_to=[], dataloader_num_workers=0, disable_tqdm=True)
+    tr = Trainer(model=model, args=args, train_dataset=Data())
+    m = {"parameter_bytes": hf_ladder.storage_bytes(model.parameters()),
+         "parameters": sum(p.numel() for p in model.parameters()), "optim": str(args.optim)}
+    t0 = time.time()
+    tr.train()
+    torch.cuda.synchronize()
+    m["steps_s"] = round(time.time() - t0, 3)
+    if tr.optimizer is not None:
+        m["optimizer_state_bytes"] = hf_ladder.storage_bytes(hf_ladder.optimizer_tensors(tr.optimizer))
+        m["optimizer_class"] = type(getattr(tr.optimizer, "optimizer", tr.optimizer)).__name__
+        dflt = getattr(getattr(tr.optimizer, "optimizer", tr.optimizer), "defaults", {})
+        m["optimizer_defaults"] = {k: str(v) for k, v in dflt.items() if k in ("foreach", "fused", "lr")}
+    m["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+    m["max_memory_reserved"] = torch.cuda.max_memory_reserved()
+    del tr, model
     return cfg, m
 
 
@@ -226,6 +288,8 @@ def run_row(r):
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     if r["kind"] == "loop":
         return run_loop(r)
+    if r["kind"] == "trainer":
+        return run_trainer(r)
     if r.get("dist") == "fsdp2_tp":
         # hf_ladder.measure wraps through its distribute(); this layout is wrapped here
         orig = hf_ladder.distribute
