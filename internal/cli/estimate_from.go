@@ -14,8 +14,7 @@ import (
 )
 
 // runFromBundle reads what one rank of a bundle measured for `estimate
-// --from`: rank < 0 picks the simulated rank of a simulated run, else the
-// lowest rank.
+// --from`: rank < 0 picks the lowest rank (a simulated run's one rank).
 func runFromBundle(dir string, rank int) (*whatif.Run, error) {
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return nil, usagef("%s is a file; --from takes the folder of a ptscope run bundle (a snapshot is read by ptscope analyze)", dir)

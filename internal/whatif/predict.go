@@ -203,14 +203,14 @@ func (p *Predictor) calibrate() {
 		}
 	}
 	if m.keptOK {
-		set(cSaved, m.kept, savedAfterForward(p.baseR), true, "allocated when backward starts minus when forward starts, in a steady step")
+		set(cSaved, m.kept, savedAfterForward(p.baseR), true, "allocated when backward starts minus when forward starts, in a steady step: saved activations, weight copies, logits, loss")
 	} else {
 		c.how[cSaved] = "estimated: the run completed no step"
 		c.est[cSaved] = savedAfterForward(p.baseR)
 		p.calibrateFromOOM()
 	}
 	if m.heldOK {
-		set(cHeld, m.held, heldAfterBackward(p.baseR), m.held > 0, "allocated after backward minus before forward, less the gradients")
+		set(cHeld, m.held, heldAfterBackward(p.baseR), m.held > 0, "allocated after backward minus before forward, less the gradients: the outputs the caller holds")
 	} else {
 		c.how[cHeld], c.est[cHeld] = "estimated: the run completed no step", heldAfterBackward(p.baseR)
 	}
@@ -415,8 +415,8 @@ func (p *Predictor) stateRows(res *Result, nr *estimate.Result) {
 	row(cOpt, "optimizer state", nms.OptimizerStateBytes+nms.FP32GradCopyBytes)
 	row(cDDP, "DDP buckets", nms.DDPBucketsBytes)
 	row(cOther, "workspaces, buffers, batch", p.dev.CublasWorkspaceBytes)
-	row(cSaved, "kept after forward (activations, logits, loss)", savedAfterForward(nr))
-	row(cHeld, "outputs held after backward", heldAfterBackward(nr))
+	row(cSaved, "kept after forward", savedAfterForward(nr))
+	row(cHeld, "held after backward", heldAfterBackward(nr))
 }
 
 // peakRows are the temporaries at the peak and the peak; it returns the
@@ -484,7 +484,7 @@ func (p *Predictor) deviceRows(res *Result, bt, nt *estimate.Rank, peak, runPeak
 		outside, outsideOK = u, true
 	}
 	outsideN := outside + ctxN - ctxB
-	res.Rows = append(res.Rows, Row{Term: "outside the allocator (CUDA context, NCCL)", RunBytes: outside, Measured: outsideOK,
+	res.Rows = append(res.Rows, Row{Term: "outside the allocator", RunBytes: outside, Measured: outsideOK,
 		EstimateBytes: ctxB, PredictBytes: outsideN, DiffBytes: outsideN - outside,
 		How: ifStr(outsideOK, "the device's memory in use (live samples) beyond the reserved peak; NCCL buffers changed as the layout changes them",
 			"estimated: the CUDA context and NCCL buffers of the estimate")})
