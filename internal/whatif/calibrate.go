@@ -22,8 +22,6 @@ const (
 	nClass
 )
 
-var classNames = [nClass]string{"other", "parameters", "optimizer state", "DDP buckets", "gradients", "kept after forward", "held by the caller", "temporaries"}
-
 func classOf(ph estimate.PhaseName, term string) class {
 	switch term {
 	case "parameters", "master_weights":

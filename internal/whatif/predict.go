@@ -7,6 +7,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/estimate"
 	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/units"
 )
 
 // Row is one term of a prediction: what the run measured (RunBytes, when
@@ -278,18 +279,13 @@ func (p *Predictor) deviceRows(res *Result, bt, nt *estimate.Rank, peak, runPeak
 
 // addNotes says what the prediction could not take from the run.
 func (p *Predictor) addNotes(res *Result, peakPhase estimate.Phase) {
-	c, m := &p.cal, p.meas
-	for k := class(0); k < nClass; k++ {
-		if !c.measured[k] && k != cTemp && c.est[k] > 0 && k != cDDP {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s: the run does not show it; estimated", classNames[k]))
-		}
-	}
+	m := p.meas
 	if _, ok := m.peaks[peakPhase.Name]; !ok && m.complete {
 		res.Notes = append(res.Notes, fmt.Sprintf("the %s phase's own peak: the run's peak counter never rose in it; its temporaries are estimated", peakPhase.Name))
 	}
 	if o := p.run.OOM; o != nil && m.oomRecord {
-		res.Notes = append(res.Notes, fmt.Sprintf("the run ran out of memory at step %d in its %s with %d B allocated, asking for %d B more",
-			o.Step, o.Phase, m.oomAt, o.RequestedBytes))
+		res.Notes = append(res.Notes, fmt.Sprintf("the run ran out of memory at step %d in its %s with %s allocated, asking for %s more",
+			o.Step, o.Phase, units.Bytes(m.oomAt), units.Bytes(o.RequestedBytes)))
 	}
 	sort.Strings(res.Notes[len(p.notes):])
 }
@@ -317,7 +313,7 @@ func (p *Predictor) fragmentation(expandable bool, dynB, dynN int64) (int64, str
 		return expandableOverhead(dynN), "expandable segments: 0.25% of the non-persistent peak (measured 0.23% on the H100, docs/estimate.md)", ok
 	case !ok:
 		f := int64(float64(dynN) * estimate.FragmentationRatio)
-		return f, fmt.Sprintf("estimated: %.0f%% of the non-persistent peak (the run shows no reserved memory)", 100*estimate.FragmentationRatio), false
+		return f, fmt.Sprintf("estimated: %.0f%% of the non-persistent peak (the run never reached a steady step's fragmentation)", 100*estimate.FragmentationRatio), false
 	case !expandable && r.ExpandableSegments:
 		f := int64(float64(dynN) * estimate.FragmentationRatio)
 		return f, fmt.Sprintf("the run had expandable segments: %.0f%% of the non-persistent peak without them (the estimate's allowance)", 100*estimate.FragmentationRatio), true
