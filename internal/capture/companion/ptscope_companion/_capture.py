@@ -163,6 +163,8 @@ class Capture(PhasesMixin):
         self.limit_at = None  # the reserved peak when the memory fraction was last read
         self.limit = 0
         self.inner_seen = False  # a module was called inside a root's forward (precision's autocast check)
+        self.input_seen = False  # the model's token ids were seen (model facts' first_input), or given up on
+        self.inner_calls = 0  # inner module calls looked at for them
         self.peak_device_used = 0
         self.peak_rss = 0
         self.handles = []
