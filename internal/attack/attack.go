@@ -5,9 +5,10 @@
 // fields that lie, quadratic opcodes, truncations and mutations of real
 // artifacts, fields of the wrong type) with what ptscope must answer: an
 // exit code and a line it must print, within the time and memory bounds of
-// docs/security.md. The tests run every case through the real command in a
-// child process and measure its peak RSS and wall time; the fuzz targets of
-// the decoders take the small cases as seeds.
+// docs/security.md. The tests run every case through the real command: in
+// a child process, whose peak RSS and CPU time they measure, when the case
+// is about such a bound, else in their own process, in parallel; the fuzz
+// targets of the decoders take the small cases as seeds.
 //
 // Nothing here is an exploit of a known bug: the cases are the shapes an
 // attacker (or a damaged file) would try first, kept as regression tests.

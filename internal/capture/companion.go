@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 // companionFS is the pure-Python companion: sitecustomize.py (chains to any
@@ -244,7 +246,7 @@ func verifyCompanion(dir string, files map[string][]byte, dirs map[string]bool) 
 			if !ok {
 				return fmt.Errorf("%s: not a companion file", p)
 			}
-			got, err := readSideFile(p, int64(len(want)))
+			got, err := bundle.ReadSideFile(p, int64(len(want)))
 			if err != nil || !bytes.Equal(got, want) {
 				return fmt.Errorf("%s: content differs from this ptscope's companion", p)
 			}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 // The companion's stack windows, tensor inventories and module attribution,
@@ -29,13 +31,13 @@ func snapshotFacts(t *testing.T, py, snapshot, code string, v any) {
 
 // trainRank runs testdata/faketrain.py for steps steps in mode under o and
 // returns the first rank of its bundle; a failed run or bundle ends the test.
-func trainRank(t *testing.T, o Options, py string, steps int, mode string) *Rank {
+func trainRank(t *testing.T, o Options, py string, steps int, mode string) *bundle.Rank {
 	t.Helper()
 	r := runIt(t, o, py, "testdata/faketrain.py", strconv.Itoa(steps), mode)
 	if r.res.ExitCode != 0 {
 		t.Fatalf("%s: exit %d: %s", mode, r.res.ExitCode, r.stderr)
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +194,10 @@ func TestFakeTorchTensorRoles(t *testing.T) {
 			}
 			first, step0 := &rk.Inventories[0], &rk.Inventories[2]
 			n := int64(len(names))
-			if first.Bytes(KindParameter) != n*4<<20 || first.Bytes(KindGradient) != 0 || first.Bytes(KindOptimizerState) != 0 {
+			if first.Bytes(bundle.KindParameter) != n*4<<20 || first.Bytes(bundle.KindGradient) != 0 || first.Bytes(bundle.KindOptimizerState) != 0 {
 				t.Errorf("first forward: %+v", first.Tensors)
 			}
-			if step0.Bytes(KindParameter) != n*4<<20 || step0.Bytes(KindGradient) != n*4<<20 || step0.Bytes(KindOptimizerState) != 2*n*4<<20 {
+			if step0.Bytes(bundle.KindParameter) != n*4<<20 || step0.Bytes(bundle.KindGradient) != n*4<<20 || step0.Bytes(bundle.KindOptimizerState) != 2*n*4<<20 {
 				t.Errorf("end of step 0: %+v", step0.Tensors)
 			}
 			for _, name := range names {
@@ -295,10 +297,10 @@ func TestFakeTorchOptimizerFreed(t *testing.T) {
 	}
 	freed, end := &rk.Inventories[5], &rk.Inventories[6]
 	// two 4 MiB parameters, AdamW-like state of two tensors each
-	if freed.Bytes(KindOptimizerState) != 16<<20 || freed.Bytes(KindParameter) != 8<<20 {
+	if freed.Bytes(bundle.KindOptimizerState) != 16<<20 || freed.Bytes(bundle.KindParameter) != 8<<20 {
 		t.Errorf("optimizer_freed: %+v", freed.Tensors)
 	}
-	if end.Bytes(KindOptimizerState) != 0 || end.Bytes(KindParameter) != 8<<20 {
+	if end.Bytes(bundle.KindOptimizerState) != 0 || end.Bytes(bundle.KindParameter) != 8<<20 {
 		t.Errorf("end: %+v", end.Tensors)
 	}
 	if !rk.Info.Features["optimizer_finalizer"] {
@@ -315,7 +317,7 @@ func TestFakeTorchFSDPInventory(t *testing.T) {
 	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	rk := trainRank(t, o, py, 4, "fsdp")
-	var fwd, step *Inventory
+	var fwd, step *bundle.Inventory
 	for i := range rk.Inventories {
 		inv := &rk.Inventories[i]
 		switch {
@@ -343,7 +345,7 @@ func TestFakeTorchFSDPInventory(t *testing.T) {
 	if n := len(fwd.Tensors); n != 8 {
 		t.Errorf("forward_end: %d tensors, want 8 (2 shards, 2 unsharded, 4 states)", n)
 	}
-	if step.Bytes(KindParameter) != 8<<20 || step.Bytes(KindGradient) != 8<<20 || step.Bytes(KindOptimizerState) != 16<<20 {
+	if step.Bytes(bundle.KindParameter) != 8<<20 || step.Bytes(bundle.KindGradient) != 8<<20 || step.Bytes(bundle.KindOptimizerState) != 16<<20 {
 		t.Errorf("end of step 0: %+v", step.Tensors)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/report/rundir"
 )
 
@@ -29,7 +30,7 @@ type Result struct {
 	Dir      string         // the bundle folder ("" when none could be made: nothing was captured)
 	ExitCode int            // the command's exit code; 128+N when killed by signal N
 	Signal   syscall.Signal // the signal that killed the command, or 0
-	Manifest Manifest
+	Manifest bundle.Manifest
 }
 
 // ErrNotFound is wrapped by the StartError of a command that is not there
@@ -84,9 +85,9 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	}
 	cfg, _ := json.Marshal(opts.config())
 	start := time.Now()
-	m := Manifest{
+	m := bundle.Manifest{
 		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv,
-		StartTime: start.UTC(), Status: StatusRunning, Options: cfg, Ranks: []RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []SignalRecord{},
+		StartTime: start.UTC(), Status: bundle.StatusRunning, Options: cfg, Ranks: []bundle.RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []bundle.SignalRecord{},
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
 		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
 	}
@@ -98,11 +99,97 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		fmt.Fprintf(status, "ptscope: warning: %s; the command runs without capture\n", why)
 	}
 
-	runID := newRunID()
-	env := withVar(base, runIDEnv, runID)
-	if dir != "" {
-		env = childEnv(env, comp.Dir, dir, string(cfg), opts.Simulate.env()...)
+	res := &Result{Dir: dir}
+	ranks := []int{-1} // -1: one child, as the options say
+	if len(opts.Simulate.Ranks) > 1 {
+		ranks = opts.Simulate.Ranks
 	}
+	var tail *tailer
+	var rl *relay
+	for i, r := range ranks {
+		env := base
+		if dir != "" {
+			ccfg, extra := cfg, opts.Simulate.env()
+			if r >= 0 {
+				ccfg, extra = opts.childConfig(r), opts.Simulate.forRank(r).env()
+			}
+			env = childEnv(base, comp.Dir, dir, string(ccfg), extra...)
+		}
+		c, err := runChild(path, argv, env, opts, dir, status)
+		if err != nil {
+			var se *StartError
+			if errors.As(err, &se) && dir != "" {
+				end := time.Now()
+				m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
+				m.Status, m.ExitCode = bundle.StatusFailedToStart, se.Code
+				m.Warnings = append(m.Warnings, se.Error())
+				if err := bundle.WriteManifest(dir, &m); err != nil {
+					fmt.Fprintf(status, "ptscope: warning: %v\n", err)
+				}
+			}
+			if se != nil {
+				return &Result{Dir: dir, ExitCode: se.Code, Manifest: m}, se
+			}
+			return nil, err
+		}
+		res.ExitCode, res.Signal, tail, rl = c.exitCode, c.signal, c.tail, c.relay
+		m.Signals = append(m.Signals, c.signals...)
+		if (res.ExitCode != 0 || res.Signal != 0) && i+1 < len(ranks) {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("simulation: rank %d ended with exit status %d; ranks %s were not simulated", r, res.ExitCode, bundle.RankList(ranks[i+1:])))
+			break
+		}
+	}
+	end := time.Now()
+	m.EndTime = ptr(end.UTC())
+	m.DurationNs = end.Sub(start).Nanoseconds()
+	m.Status = bundle.StatusFinished
+	m.ExitCode = res.ExitCode
+	if res.Signal != 0 {
+		m.Signal = res.Signal.String()
+	}
+	if dir != "" {
+		bundle.FinishManifest(dir, &m, opts.Ranks)
+		finishSimulation(dir, &m, opts.Simulate)
+		if err := bundle.WriteManifest(dir, &m); err != nil {
+			return nil, err
+		}
+	}
+	res.Manifest = m
+
+	// ptscope's lines start on a line of their own
+	out := &lineStarter{w: status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
+	for _, warn := range m.Warnings {
+		if opts.Quiet && strings.HasPrefix(warn, bundle.NoCapturePrefix) {
+			continue // asked for quiet: it stays in the manifest
+		}
+		fmt.Fprintf(out, "ptscope: warning: %s\n", warn)
+	}
+	if !opts.Quiet {
+		tail.poll()
+		writeSummary(out, res, tail)
+	} else if res.Signal != 0 && res.Signal != syscall.SIGINT && res.Signal != syscall.SIGPIPE {
+		// what a shell says of a job killed by a signal (it says nothing
+		// for SIGINT and SIGPIPE); ptscope's own status is 128+N and
+		// tells the shell nothing of the kind
+		fmt.Fprintf(out, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
+	}
+	return res, nil
+}
+
+// child is how one launched command ended.
+type child struct {
+	exitCode int
+	signal   syscall.Signal
+	signals  []bundle.SignalRecord
+	tail     *tailer
+	relay    *relay
+}
+
+// runChild starts argv with env, forwards signals to it while it runs and
+// waits for it; a command that cannot start is a *StartError.
+func runChild(path string, argv, env []string, opts Options, dir string, status io.Writer) (*child, error) {
+	runID := newRunID()
+	env = withVar(env, runIDEnv, runID)
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	cmd.Env = env
@@ -112,7 +199,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	cmd.Stdin = opts.Stdin
 
 	w := startWatch(runIDEnv + "=" + runID)
-	defer w.close()
+	defer w.close() // before ptscope's own exit: its leftovers are the command's business
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
@@ -123,17 +210,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		rl.abort()
-		se := startError(argv[0], err)
-		if dir != "" {
-			end := time.Now()
-			m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
-			m.Status, m.ExitCode = StatusFailedToStart, se.Code
-			m.Warnings = append(m.Warnings, se.Error())
-			if err := writeManifest(dir, &m); err != nil {
-				fmt.Fprintf(status, "ptscope: warning: %v\n", err)
-			}
-		}
-		return &Result{Dir: dir, ExitCode: se.Code, Manifest: m}, se
+		return nil, startError(argv[0], err)
 	}
 	rl.started()
 	fw := &forwarder{p: cmd.Process, dir: dir, watch: w, window: groupWindow}
@@ -151,58 +228,22 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	wg.Wait()
 	rl.finish(time.Second)
 
-	res := &Result{Dir: dir}
+	c := &child{tail: tail, relay: rl, signals: append([]bundle.SignalRecord{}, fw.records...)}
 	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-		res.Signal = st.Signal()
-		res.ExitCode = 128 + int(st.Signal())
+		c.signal = st.Signal()
+		c.exitCode = 128 + int(st.Signal())
 	} else if cmd.ProcessState != nil {
-		res.ExitCode = cmd.ProcessState.ExitCode()
+		c.exitCode = cmd.ProcessState.ExitCode()
 	} else if waitErr != nil {
 		return nil, waitErr
 	}
-	end := time.Now()
-	m.EndTime = ptr(end.UTC())
-	m.DurationNs = end.Sub(start).Nanoseconds()
-	m.Status = StatusFinished
-	m.ExitCode = res.ExitCode
-	if res.Signal != 0 {
-		m.Signal = res.Signal.String()
-	}
-	m.Signals = append([]SignalRecord{}, fw.records...)
-	if dir != "" {
-		finishManifest(dir, &m, opts.Ranks)
-		finishSimulation(dir, &m, opts.Simulate)
-		if err := writeManifest(dir, &m); err != nil {
-			return nil, err
-		}
-	}
-	res.Manifest = m
-	w.close() // before ptscope's own exit: its leftovers are the command's business
-
-	// ptscope's lines start on a line of their own
-	out := &lineStarter{w: status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
-	for _, warn := range m.Warnings {
-		if opts.Quiet && strings.HasPrefix(warn, noCapturePrefix) {
-			continue // asked for quiet: it stays in the manifest
-		}
-		fmt.Fprintf(out, "ptscope: warning: %s\n", warn)
-	}
-	if !opts.Quiet {
-		tail.poll()
-		writeSummary(out, res, tail)
-	} else if res.Signal != 0 && res.Signal != syscall.SIGINT && res.Signal != syscall.SIGPIPE {
-		// what a shell says of a job killed by a signal (it says nothing
-		// for SIGINT and SIGPIPE); ptscope's own status is 128+N and
-		// tells the shell nothing of the kind
-		fmt.Fprintf(out, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
-	}
-	return res, nil
+	return c, nil
 }
 
 // prepareCapture unpacks the companion and makes the bundle folder with its
 // first manifest; why says, when either failed, why nothing will be
 // captured (dir is then "").
-func prepareCapture(opts Options, name string, m *Manifest, status io.Writer) (dir string, comp *Companion, why string) {
+func prepareCapture(opts Options, name string, m *bundle.Manifest, status io.Writer) (dir string, comp *Companion, why string) {
 	comp, err := InstallCompanion(opts.CacheDir)
 	if err != nil {
 		return "", nil, err.Error()
@@ -224,7 +265,7 @@ func prepareCapture(opts Options, name string, m *Manifest, status io.Writer) (d
 	if err := os.Mkdir(filepath.Join(dir, ".ptscope"), 0o755); err != nil {
 		return "", comp, fmt.Sprintf("cannot write in the bundle folder %s: %v", dir, err)
 	}
-	if err := writeManifest(dir, m); err != nil {
+	if err := bundle.WriteManifest(dir, m); err != nil {
 		return "", comp, fmt.Sprintf("cannot write in the bundle folder %s: %v", dir, err)
 	}
 	return dir, comp, ""
@@ -277,7 +318,7 @@ type forwarder struct {
 	dir      string // the bundle ("" = none: SIGUSR1 is dropped)
 	watch    *watch // nil = none: a terminal's SIGINT/SIGQUIT is assumed to reach the command
 	window   time.Duration
-	records  []SignalRecord
+	records  []bundle.SignalRecord
 	requests int
 }
 
@@ -295,12 +336,12 @@ func (f *forwarder) run(sigs <-chan os.Signal, done <-chan struct{}) {
 // handle passes sig on to the command unless the command got it already;
 // SIGUSR1 becomes a snapshot request for the companion instead.
 func (f *forwarder) handle(sig syscall.Signal, at time.Time) {
-	rec := SignalRecord{Signal: sig.String(), Time: at.UTC()}
+	rec := bundle.SignalRecord{Signal: sig.String(), Time: at.UTC()}
 	switch {
 	case sig == syscall.SIGUSR1:
 		if f.dir != "" {
 			f.requests++
-			_ = writeFileAtomic(filepath.Join(f.dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(f.requests)))
+			_ = bundle.WriteFileAtomic(filepath.Join(f.dir, ".ptscope", "snapshot_request"), []byte(strconv.Itoa(f.requests)))
 		}
 	case f.watch != nil:
 		rec.ToGroup = f.watch.sawToo(sig, at, f.window)

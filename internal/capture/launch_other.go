@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 // Result is the outcome of Run.
@@ -14,7 +16,7 @@ type Result struct {
 	Dir      string
 	ExitCode int
 	Signal   syscall.Signal
-	Manifest Manifest
+	Manifest bundle.Manifest
 }
 
 // ErrNotFound wraps a command that could not be started.

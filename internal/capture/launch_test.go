@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
@@ -95,7 +96,7 @@ func TestRunPassThrough(t *testing.T) {
 	if !strings.Contains(r.stderr, "err-line\n") {
 		t.Errorf("stderr = %q", r.stderr)
 	}
-	b, err := ReadBundle(o.OutDir) // via OUT/latest
+	b, err := bundle.ReadBundle(o.OutDir) // via OUT/latest
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestFakeTorchCapture(t *testing.T) {
 	if r.res.ExitCode != 0 || !strings.Contains(r.stdout, "max_memory_allocated=") {
 		t.Fatalf("exit %d stdout %q stderr %q", r.res.ExitCode, r.stdout, r.stderr)
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestFakeTorchOOMCaught(t *testing.T) {
 	if r.res.ExitCode != 0 {
 		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestFakeTorchOOM(t *testing.T) {
 	if r.res.ExitCode != 1 || !strings.Contains(r.stderr, "CUDA out of memory") {
 		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,13 +377,13 @@ func TestFakeTorchOOM(t *testing.T) {
 	}
 	// what the tensors were when it ran out: parameters and optimizer state
 	// (the gradients of step 0 were freed by zero_grad)
-	var oomInv *Inventory
+	var oomInv *bundle.Inventory
 	for i := range rk.Inventories {
 		if rk.Inventories[i].At == "oom" {
 			oomInv = &rk.Inventories[i]
 		}
 	}
-	if oomInv == nil || oomInv.Step != 1 || oomInv.Bytes(KindParameter) != 8<<20 || oomInv.Bytes(KindOptimizerState) != 16<<20 || oomInv.Bytes(KindGradient) != 0 {
+	if oomInv == nil || oomInv.Step != 1 || oomInv.Bytes(bundle.KindParameter) != 8<<20 || oomInv.Bytes(bundle.KindOptimizerState) != 16<<20 || oomInv.Bytes(bundle.KindGradient) != 0 {
 		t.Errorf("oom inventory %+v", oomInv)
 	}
 	if last := rk.Phases[len(rk.Phases)-1]; last.Name != "forward" || last.Step != 1 || !last.Aborted {
@@ -423,7 +424,7 @@ func TestFakeTorchRanks(t *testing.T) {
 			if r.res.ExitCode != 0 {
 				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
 			}
-			b, err := ReadBundle(r.res.Dir)
+			b, err := bundle.ReadBundle(r.res.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -497,7 +498,7 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 			if r.res.ExitCode != 0 {
 				t.Fatalf("exit %d: %s", r.res.ExitCode, r.stderr)
 			}
-			b, err := ReadBundle(r.res.Dir)
+			b, err := bundle.ReadBundle(r.res.Dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -577,13 +578,13 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 			}
 			// recorded once, at the first forward: 2 x 1M parameters (3 in
 			// the Lightning-like model, found through training_step's self)
-			want2 := Precision{ParameterBytesByDtype: map[string]int64{"float32": 8 << 20}}
+			want2 := bundle.Precision{ParameterBytesByDtype: map[string]int64{"float32": 8 << 20}}
 			if tt.mode == "roots" || tt.mode == "lightning" || tt.mode == "nograd" {
 				want2.ParameterBytesByDtype["float32"] = 12 << 20
 			}
 			switch tt.mode {
 			case "bf16":
-				want2 = Precision{ParameterBytesByDtype: map[string]int64{"bfloat16": 4 << 20}, AutocastCUDA: true, AutocastDtype: "bfloat16"}
+				want2 = bundle.Precision{ParameterBytesByDtype: map[string]int64{"bfloat16": 4 << 20}, AutocastCUDA: true, AutocastDtype: "bfloat16"}
 			case "accel":
 				want2.AutocastCUDA, want2.AutocastDtype = true, "bfloat16"
 			}

@@ -3,14 +3,13 @@ package capture
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -55,186 +54,24 @@ func childEnv(base []string, compDir, bundle, cfg string, extra ...string) []str
 	return append(out, "PYTHONPATH="+pp, "PTSCOPE_BUNDLE="+bundle, "PTSCOPE_CONFIG="+cfg)
 }
 
-func writeFileAtomic(path string, data []byte) error {
-	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.tmp%d", filepath.Base(path), os.Getpid()))
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-func writeManifest(dir string, m *Manifest) error {
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(dir, "manifest.json"), append(data, '\n'))
-}
-
-// procRecord is a .ptscope/proc/<pid>.json marker left by the companion in
-// every Python process it loaded in.
-type procRecord struct {
-	Pid            int    `json:"pid"`
-	Python         string `json:"python"`
-	Torch          string `json:"torch"`
-	TorchInstalled *bool  `json:"torch_installed"`
-	CUDAAvailable  *bool  `json:"cuda_available"`
-	CUDAInit       bool   `json:"cuda_initialized"`
-	Skipped        bool   `json:"skipped"`
-}
-
-// finishManifest fills the per-rank facts, files and warnings after the run.
-func finishManifest(dir string, m *Manifest, ranks []int) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		n, ok := rankDirNumber(e.Name())
-		if !ok || !e.IsDir() {
-			continue
-		}
-		info := RankInfo{Dir: e.Name(), Rank: n}
-		if data, err := readSideFile(filepath.Join(dir, e.Name(), "process.json"), MaxJSONSideFileBytes); err == nil {
-			if err := json.Unmarshal(data, &info); err != nil {
-				m.Warnings = append(m.Warnings, fmt.Sprintf("%s/process.json: %v", e.Name(), err))
-			}
-			info.Dir = e.Name()
-		} else if errors.Is(err, fs.ErrNotExist) {
-			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process ended before writing process.json (killed?)", e.Name()))
-		} else {
-			m.Warnings = append(m.Warnings, err.Error())
-		}
-		if info.Unfinished() {
-			m.Warnings = append(m.Warnings, fmt.Sprintf("%s: the process did not finish normally; no end snapshot", e.Name()))
-		}
-		m.Ranks = append(m.Ranks, info)
-	}
-	sort.SliceStable(m.Ranks, func(i, j int) bool { return m.Ranks[i].Rank < m.Ranks[j].Rank })
-	for _, r := range m.Ranks {
-		if m.DeviceName == "" && r.DeviceName != "" {
-			m.DeviceName, m.DeviceTotalMemoryBytes = r.DeviceName, r.DeviceTotalMemoryBytes
-		}
-		if m.AllocatorSettings == nil && r.AllocatorSettings != nil {
-			m.AllocatorSettings = r.AllocatorSettings
-		}
-		if m.TorchVersion == "" {
-			m.TorchVersion, m.CUDAVersion = r.TorchVersion, r.CUDAVersion
-		}
-		if r.WorldSize != nil && *r.WorldSize > m.WorldSize {
-			m.WorldSize = *r.WorldSize
-		}
-		if r.OOM != nil {
-			m.Warnings = append(m.Warnings, r.OOM.warning(r.Rank, r.Dir))
-		}
-	}
-	if m.WorldSize == 0 && len(m.Ranks) > 0 {
-		m.WorldSize = len(m.Ranks)
-	}
-	if len(m.Ranks) == 0 {
-		if w := noCaptureWarning(dir, ranks); w != "" {
-			m.Warnings = append(m.Warnings, w)
-		}
-	}
-	if n, err := countLines(filepath.Join(dir, "companion.log"), maxLogBytes); err == nil && n > 0 {
-		m.Warnings = append(m.Warnings, fmt.Sprintf("the companion logged %d message(s); see %s", n, filepath.Join(dir, "companion.log")))
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		m.Warnings = append(m.Warnings, err.Error())
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		name := d.Name()
-		if strings.HasPrefix(name, ".") && p != dir {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() && name != "manifest.json" {
-			if rel, err := filepath.Rel(dir, p); err == nil {
-				m.Files = append(m.Files, filepath.ToSlash(rel))
-			}
-		}
-		return nil
-	})
-	sort.Strings(m.Files)
-}
-
-// noCapturePrefix starts the warning that nothing was captured (--quiet
-// leaves it out of the terminal output).
-const noCapturePrefix = "nothing was captured: "
-
-// noCaptureWarning explains, in one line, why no rank was captured.
-func noCaptureWarning(dir string, ranks []int) string {
-	procs, _ := filepath.Glob(filepath.Join(dir, ".ptscope", "proc", "*.json"))
-	var loaded, withTorch, skipped, noTorch, noCUDA, cudaInit int
-	python, torchVer := "", ""
-	for _, p := range procs {
-		data, err := readSideFile(p, MaxJSONSideFileBytes)
-		if err != nil {
-			continue
-		}
-		var r procRecord
-		if json.Unmarshal(data, &r) != nil {
-			continue
-		}
-		loaded++
-		switch {
-		case r.Skipped:
-			skipped++
-		case r.Torch != "":
-			withTorch++
-			torchVer = r.Torch
-			if r.CUDAInit {
-				cudaInit++
-			}
-			if r.CUDAAvailable != nil && !*r.CUDAAvailable {
-				noCUDA++
-			}
-		case r.TorchInstalled != nil && !*r.TorchInstalled:
-			noTorch++
-			python = r.Python
-		}
-	}
-	switch {
-	case loaded == 0:
-		return noCapturePrefix + "no Python process loaded the ptscope companion (is the command a Python program or launcher such as python or torchrun? python -I, -E or -S ignore PYTHONPATH)"
-	case skipped == loaded:
-		return fmt.Sprintf(noCapturePrefix+"no process matched --ranks %v", ranks)
-	case withTorch == 0 && noTorch > 0:
-		return fmt.Sprintf(noCapturePrefix+"PyTorch is not installed in the command's Python %s (the command ran without capture)", python)
-	case withTorch == 0:
-		return noCapturePrefix + "the command never imported torch"
-	case cudaInit > 0:
-		return noCapturePrefix + "torch initialised CUDA but no process allocated GPU memory"
-	case noCUDA == withTorch:
-		return fmt.Sprintf(noCapturePrefix+"torch %s reports no usable CUDA device (torch.cuda.is_available() is False)", torchVer)
-	default:
-		return noCapturePrefix + "torch never initialised CUDA (no GPU visible, or a CPU-only run)"
-	}
-}
-
 // tailer follows rank*/live.jsonl while the command runs.
 type tailer struct {
 	dir     string
 	offsets map[string]int64
-	last    map[string]Sample
-	peak    map[string]Sample // per-field maxima
+	last    map[string]bundle.Sample
+	peak    map[string]bundle.Sample // per-field maxima
 	partial map[string][]byte
 }
 
 func newTailer(dir string) *tailer {
-	return &tailer{dir: dir, offsets: map[string]int64{}, last: map[string]Sample{}, peak: map[string]Sample{}, partial: map[string][]byte{}}
+	return &tailer{dir: dir, offsets: map[string]int64{}, last: map[string]bundle.Sample{}, peak: map[string]bundle.Sample{}, partial: map[string][]byte{}}
 }
 
 func (t *tailer) poll() {
 	files, _ := filepath.Glob(filepath.Join(t.dir, "rank*", "live.jsonl"))
 	for _, f := range files {
 		key := filepath.Base(filepath.Dir(f))
-		fh, _, err := openSideFile(f)
+		fh, _, err := bundle.OpenSideFile(f)
 		if err != nil {
 			continue
 		}
@@ -247,13 +84,13 @@ func (t *tailer) poll() {
 				if i < 0 {
 					break
 				}
-				var s Sample
+				var s bundle.Sample
 				if json.Unmarshal(buf[:i], &s) == nil {
 					t.add(key, s)
 				}
 				buf = buf[i+1:]
 			}
-			if len(buf) > MaxJSONLLineBytes {
+			if len(buf) > bundle.MaxJSONLLineBytes {
 				buf = nil // not a sample line; what follows up to the next newline fails to parse
 			}
 			t.partial[key] = append([]byte(nil), buf...)
@@ -262,7 +99,7 @@ func (t *tailer) poll() {
 	}
 }
 
-func (t *tailer) add(key string, s Sample) {
+func (t *tailer) add(key string, s bundle.Sample) {
 	t.last[key] = s
 	p := t.peak[key]
 	p.MaxAllocatedBytes = max(p.MaxAllocatedBytes, s.MaxAllocatedBytes, s.AllocatedBytes)
@@ -279,8 +116,8 @@ func (t *tailer) keys() []string {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		a, _ := rankDirNumber(keys[i])
-		b, _ := rankDirNumber(keys[j])
+		a, _ := bundle.RankDirNumber(keys[i])
+		b, _ := bundle.RankDirNumber(keys[j])
 		if a != b {
 			return a < b
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 // Commands that cannot start get a shell's status (126 found but not
@@ -62,7 +64,7 @@ func TestRunStartFailures(t *testing.T) {
 				}
 				return
 			}
-			b, err := ReadBundle(o.OutDir)
+			b, err := bundle.ReadBundle(o.OutDir)
 			if err != nil {
 				t.Fatal(err)
 			}

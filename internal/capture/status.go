@@ -50,6 +50,9 @@ func writeSummary(w io.Writer, res *Result, t *tailer) {
 	fmt.Fprintf(w, "ptscope: bundle %s (%s, %s)\n", res.Dir, how, took)
 	if line := m.SimulationSummary(); line != "" {
 		fmt.Fprintf(w, "ptscope: %s\n", line)
+		for _, f := range m.FakedLines() {
+			fmt.Fprintf(w, "ptscope:   faked %s\n", f)
+		}
 	}
 	if len(m.Ranks) == 0 {
 		return

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 func TestTailerAndStatus(t *testing.T) {
@@ -37,8 +39,8 @@ func TestTailerAndStatus(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	res := &Result{Dir: dir, ExitCode: 128 + 9, Signal: syscall.SIGKILL, Manifest: Manifest{DurationNs: 1500000000, Ranks: []RankInfo{
-		{Dir: "rank0", Rank: 0, DeviceName: "NVIDIA H100 80GB HBM3", Steps: 9, MaxAllocatedBytes: 1 << 30, Snapshots: []string{"a", "b"}, OOM: &OOM{Step: 7}},
+	res := &Result{Dir: dir, ExitCode: 128 + 9, Signal: syscall.SIGKILL, Manifest: bundle.Manifest{DurationNs: 1500000000, Ranks: []bundle.RankInfo{
+		{Dir: "rank0", Rank: 0, DeviceName: "NVIDIA H100 80GB HBM3", Steps: 9, MaxAllocatedBytes: 1 << 30, Snapshots: []string{"a", "b"}, OOM: &bundle.OOM{Step: 7}},
 	}}}
 	writeSummary(&buf, res, tl)
 	out := buf.String()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 // TestFakeTorchHistoryWindows covers the default history mode, "windows":
@@ -213,7 +215,7 @@ func TestFakeTorchKilledKeepsWindows(t *testing.T) {
 	if r.res.Signal != syscall.SIGKILL {
 		t.Fatalf("exit %d, signal %v: %s", r.res.ExitCode, r.res.Signal, r.stderr)
 	}
-	b, err := ReadBundle(r.res.Dir)
+	b, err := bundle.ReadBundle(r.res.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/estimate"
 )
@@ -15,7 +16,7 @@ func measurementFromBundle(dir string) (estimate.Measurement, error) {
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return m, usagef("%s is a file; --calibrate takes the folder of a ptscope run bundle (ptscope run or simulate writes one; a snapshot is read by ptscope analyze)", dir)
 	}
-	b, err := capture.ReadBundle(dir)
+	b, err := bundle.ReadBundle(dir)
 	if err != nil {
 		return m, err
 	}

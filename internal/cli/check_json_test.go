@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/check"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
@@ -20,7 +21,7 @@ func TestCheckJSON(t *testing.T) {
 	t.Parallel()
 	tiny, leak := snap("validate_gpt2tiny_fp32.pickle.xz"), snap("leak_gpt2_2l.pickle.xz")
 	code, out, errs := run(t, "check", "--json", "--max-peak", "1GiB", "--no-leak", tiny, leak)
-	var doc checkDoc
+	var doc check.Doc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("exit %d, %v: %q", code, err, out)
 	}
@@ -51,7 +52,7 @@ func TestCheckJSON(t *testing.T) {
 	}
 
 	code, out, _ = run(t, "check", "--json", "--max-peak", "2GiB", tiny)
-	doc = checkDoc{}
+	doc = check.Doc{}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || !doc.Passed || len(doc.Checks) != 1 || len(doc.Failures) != 0 {
 		t.Errorf("passing check: exit %d, %v, %+v", code, err, doc)
 	}
@@ -88,7 +89,7 @@ func TestCheckPhasesOnly(t *testing.T) {
 		passed bool
 	}{{top, true}, {top - 1, false}} {
 		code, out, _ := run(t, "check", "--json", "--max-peak", strconv.FormatInt(c.limit, 10), dir)
-		var doc checkDoc
+		var doc check.Doc
 		if err := json.Unmarshal([]byte(out), &doc); err != nil {
 			t.Fatalf("exit %d: %v: %q", code, err, out)
 		}

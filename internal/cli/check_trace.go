@@ -2,12 +2,11 @@ package cli
 
 import (
 	"flag"
-	"fmt"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/check"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/perf"
-	"github.com/ptscope/ptscope/internal/units"
 )
 
 // traceChecks are check's thresholds on Kineto traces (and the traces of
@@ -38,7 +37,7 @@ func (c *traceChecks) any() bool { return c.minUtil >= 0 || c.maxDL >= 0 }
 // check applies the trace thresholds to every profiler trace under paths,
 // printing one line per rank; it returns the failures.
 func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
-	files, err := input.Find(paths, input.Trace, input.Bundle)
+	files, err := e.source().Find(paths, input.Trace, input.Bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -57,30 +56,9 @@ func (c *traceChecks) check(e *env, paths []string) ([]string, error) {
 	if len(tp) == 0 {
 		return nil, usagef("check: --min-gpu-util/--max-dataloader need profiler traces, none found in %s", strings.Join(paths, ", "))
 	}
-	rep, err := LoadTraceReport(e.ctx, tp, perf.Options{})
+	rep, err := loadTraceReport(e, tp, perf.Options{})
 	if err != nil {
 		return nil, err
 	}
-	var fails []string
-	for _, r := range rep.Ranks {
-		where := fmt.Sprintf("%s rank %d", r.Path, r.Rank)
-		dl := r.DataLoaderRatio
-		fmt.Fprintf(e.stdout, "%s: GPU utilization %s, DataLoader %s of the step (%s of the host's step time)\n", where,
-			units.Percent(r.GPUUtilizationRatio), units.Percent(dl), units.Percent(r.HostDataLoaderRatio))
-		if c.minUtil >= 0 {
-			ok := r.GPUUtilizationRatio >= c.minUtil
-			e.checks.add(r.Path, -1, r.Rank, "gpu_utilization_ratio", num(r.GPUUtilizationRatio), c.minUtil, ok)
-			if !ok {
-				fails = append(fails, fmt.Sprintf("%s: GPU utilization %s < %s", where, units.Percent(r.GPUUtilizationRatio), units.Percent(c.minUtil)))
-			}
-		}
-		if c.maxDL >= 0 {
-			ok := dl <= c.maxDL
-			e.checks.add(r.Path, -1, r.Rank, "dataloader_ratio", num(dl), c.maxDL, ok)
-			if !ok {
-				fails = append(fails, fmt.Sprintf("%s: DataLoader takes %s of the step > %s", where, units.Percent(dl), units.Percent(c.maxDL)))
-			}
-		}
-	}
-	return fails, nil
+	return check.Trace(e.stdout, rep, check.Limits{MinGPUUtil: c.minUtil, MaxDataLoader: c.maxDL}, e.checks), nil
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/check"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/term"
@@ -32,7 +33,11 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
-	checks *checkLog // check --json's records (nil otherwise)
+	checks *check.Log // check --json's records (nil otherwise)
+
+	budget int64         // --max-memory (0: the default)
+	src    *input.Source // made by source()
+	over   chan error    // the budget watchdog's error (invoke)
 }
 
 type command struct {
@@ -94,14 +99,36 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // invoke runs c, turning a panic into exit 2 with one line: a bug, but
 // the user still gets a clear message and an exit code instead of a trace.
-func invoke(c command, e *env, args []string) (code int) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(e.stderr, "ptscope: internal error in %s: %v (please report it)\n", c.name, r)
-			code = ExitUsage
+// The command runs on a goroutine of its own so that the memory budget's
+// watchdog (env.source) can end it: its error is printed and returned as
+// exit 2 at once, and the command, abandoned, is left to the caller (main
+// exits; a test that runs Main in its process leaves it to finish). The
+// runtime's soft memory limit the command set is restored.
+func invoke(c command, e *env, args []string) int {
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	e.ctx, e.over = ctx, make(chan error, 1)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	done := make(chan int, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				fmt.Fprintf(e.stderr, "ptscope: internal error in %s: %v (please report it)\n", c.name, r)
+				done <- ExitUsage
+			}
+		}()
+		code := exitCode(e.stderr, c.run(e, args))
+		if e.src != nil {
+			e.src.Close() // streams Find opened and nothing read
 		}
+		done <- code
 	}()
-	return exitCode(e.stderr, c.run(e, args))
+	select {
+	case code := <-done:
+		return code
+	case err := <-e.over:
+		return exitCode(e.stderr, err)
+	}
 }
 
 func lookup(name string) (command, bool) {

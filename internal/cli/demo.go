@@ -63,6 +63,7 @@ func demoCommand() command {
 		if err != nil {
 			return err
 		}
+		o.Source = e.source()
 		set, err := load.SnapshotBytes(e.ctx, sampleName, sampleSnapshot, o)
 		if err != nil {
 			return err
@@ -72,4 +73,4 @@ func demoCommand() command {
 	return c
 }
 
-func inputReader(r io.Reader) (io.Reader, error) { return input.NewReader(r) }
+func inputReader(r io.Reader) (io.Reader, error) { return input.NewSource(0, nil, nil).NewReader(r) }

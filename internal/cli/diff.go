@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"context"
 	"io"
 	"path/filepath"
 	"runtime"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/diff"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
@@ -82,11 +81,11 @@ func loadDiff(e *env, a, b string) (*diff.Report, error) {
 	tuneGC()
 	p := term.StartProgress(e.stderr, "diff")
 	defer p.Stop()
-	ka, err := sideKinds(a)
+	ka, err := sideKinds(e, a)
 	if err != nil {
 		return nil, err
 	}
-	kb, err := sideKinds(b)
+	kb, err := sideKinds(e, b)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +94,7 @@ func loadDiff(e *env, a, b string) (*diff.Report, error) {
 	}
 	load := func(path string, k sideKind, other sideKind) (diff.Input, error) {
 		p.SetLabel("diff: reading " + filepath.Base(path))
-		return loadSide(e.ctx, path, k.memory && other.memory, k.trace && other.trace)
+		return loadSide(e, path, k.memory && other.memory, k.trace && other.trace)
 	}
 	ia, err := load(a, ka, kb)
 	if err != nil {
@@ -113,9 +112,9 @@ type sideKind struct{ memory, trace bool }
 
 func (k sideKind) String() string { return diff.Holds(k.memory, k.trace) }
 
-func sideKinds(path string) (sideKind, error) {
+func sideKinds(e *env, path string) (sideKind, error) {
 	var k sideKind
-	files, err := input.Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
+	files, err := e.source().Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
 	if err != nil {
 		return k, err
 	}
@@ -128,7 +127,7 @@ func sideKinds(path string) (sideKind, error) {
 			k.trace = true
 		case input.Bundle:
 			bundles++
-			b, err := capture.ReadBundle(f.Path)
+			b, err := bundle.ReadBundle(f.Path)
 			if err != nil {
 				return k, err
 			}
@@ -148,17 +147,17 @@ func sideKinds(path string) (sideKind, error) {
 }
 
 // loadSide analyses what one side holds of the kinds both sides share.
-func loadSide(ctx context.Context, path string, mem, tr bool) (diff.Input, error) {
+func loadSide(e *env, path string, mem, tr bool) (diff.Input, error) {
 	in := diff.Input{Path: path}
 	if mem {
-		set, err := load.Snapshots(ctx, []string{path}, load.SnapshotOptions{AfterRead: runtime.GC})
+		set, err := load.Snapshots(e.ctx, []string{path}, load.SnapshotOptions{AfterRead: runtime.GC, Source: e.source()})
 		if err != nil {
 			return in, err
 		}
 		in.Memory = set.Report
 	}
 	if tr {
-		set, err := load.Traces(ctx, []string{path}, load.TraceOptions{})
+		set, err := load.Traces(e.ctx, []string{path}, load.TraceOptions{Source: e.source()})
 		if err != nil {
 			return in, err
 		}

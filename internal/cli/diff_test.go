@@ -21,7 +21,7 @@ const bundleTracePath = "../../testdata/bundles/lm_small_bf16/rank0/trace_step4.
 func shortTrace(t *testing.T, dir string) string {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.Open(bundleTracePath) }, &buf,
+	if _, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.NewSource(0, nil, nil).Open(bundleTracePath) }, &buf,
 		export.TraceTrim{MinDuration: 20_000}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/export"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
@@ -21,32 +21,27 @@ import (
 	"github.com/ptscope/ptscope/internal/units"
 )
 
-const exportUsage = `Usage: ptscope export FORMAT [flags] INPUT
+// exportUsage is the usage text of export; its "Formats:" list is the
+// formats' help, in the order of exportFormats.
+func exportUsage() string {
+	var b strings.Builder
+	b.WriteString(exportUsageHead)
+	for _, f := range exportFormats {
+		b.WriteString(f.help)
+	}
+	b.WriteString(exportUsageTail)
+	return b.String()
+}
+
+const exportUsageHead = `Usage: ptscope export FORMAT [flags] INPUT
        ptscope export parquet -o DIR INPUT...
 
 Write a snapshot or a profiler trace in a format other tools read.
 
 Formats:
-  pprof       allocator memory as a pprof heap profile (go tool pprof -http,
-              flame graph): inuse_space/inuse_objects at the peak (or --at),
-              alloc_space/alloc_objects over the recording; Python frames as
-              functions, category, stream and module as labels
-  folded      folded stacks ("frame;frame;frame bytes") of the memory alive at
-              the peak (or --at), for flamegraph.pl and speedscope
-  perfetto    Chrome trace JSON for ui.perfetto.dev and chrome://tracing: a
-              snapshot's allocated and reserved memory (and by category) as
-              counter tracks with steps and phases as slices; a profiler trace
-              trimmed to --steps and --min-duration so that a huge trace opens
-  memory-viz  a snapshot in the JSON form PyTorch's memory_viz opens
-              (pytorch.org/memory_viz), trimmed to --steps or --from/--to and
-              to allocations of --min-size, so that a snapshot too big for it
-              opens; -o FILE.pickle writes it as a pickle (for python -m
-              torch.cuda._memory_viz)
-  parquet     tables of every rank of snapshots, traces, bundles and folders
-              of ranks (ranks, snapshots, steps, categories and modules at the
-              peak, top stacks, operators, kernels, collectives, findings) into
-              the folder -o DIR, for DuckDB and Spark (docs/parquet.md)
+`
 
+const exportUsageTail = `
 INPUT is a snapshot (pickle or JSON, compressed or not), a Kineto trace
 (perfetto only) or a ptscope run bundle (its last snapshot; --rank picks the
 rank). The output goes to -o FILE (written atomically) or stdout; a line on
@@ -85,10 +80,8 @@ type exportFlags struct {
 	rank        int
 }
 
-var exportFormats = []string{"pprof", "folded", "perfetto", "memory-viz", "parquet"}
-
 func exportCommand() command {
-	c := command{name: "export", summary: "write snapshots and traces for pprof, Perfetto, memory_viz, flame graphs", usage: exportUsage}
+	c := command{name: "export", summary: "write snapshots and traces for pprof, Perfetto, memory_viz, flame graphs", usage: exportUsage()}
 	c.run = func(e *env, args []string) error {
 		var f exportFlags
 		fs := newFlagSet(e, c)
@@ -111,49 +104,32 @@ func exportCommand() command {
 			return err
 		}
 		if len(pos) == 0 {
-			return usagef("export: give a format (%s) and an input; see ptscope help export", strings.Join(exportFormats, ", "))
+			return usagef("export: give a format (%s) and an input; see ptscope help export", formatNames())
 		}
 		format := pos[0]
-		if !validFormat(format) {
-			return usagef("export: unknown format %q (want one of %s)", format, strings.Join(exportFormats, ", "))
+		ef := lookupFormat(format)
+		if ef == nil {
+			return usagef("export: unknown format %q (want one of %s)", format, formatNames())
 		}
 		set := map[string]bool{}
 		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-		if format == "parquet" || pf.any(set) {
+		if ef.many != nil {
+			return ef.many(e, format, pos[1:], &f, &pf, set)
+		}
+		if pf.any(set) {
 			return runExportParquet(e, format, pos[1:], &f, &pf, set)
 		}
 		if len(pos) != 2 {
 			return usagef("export %s: give exactly one input, not %d", format, len(pos)-1)
 		}
-		return runExport(e, format, pos[1], &f, set)
+		return runExport(e, ef, pos[1], &f, set)
 	}
 	return c
 }
 
-func validFormat(f string) bool {
-	for _, x := range exportFormats {
-		if f == x {
-			return true
-		}
-	}
-	return false
-}
-
-// exportFlagUse says which formats and input kinds each flag applies to.
-var exportFlagUse = map[string]struct {
-	formats string // space-separated
-	kind    input.Kind
-}{
-	"at":           {"pprof folded", input.Snapshot},
-	"from":         {"memory-viz", input.Snapshot},
-	"to":           {"memory-viz", input.Snapshot},
-	"min-size":     {"memory-viz", input.Snapshot},
-	"max-points":   {"perfetto", input.Snapshot},
-	"min-duration": {"perfetto", input.Trace},
-}
-
-func runExport(e *env, format, path string, f *exportFlags, set map[string]bool) error {
-	files, err := input.Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
+func runExport(e *env, ef *exportFormat, path string, f *exportFlags, set map[string]bool) error {
+	format := ef.name
+	files, err := e.source().Find([]string{path}, input.Snapshot, input.Trace, input.Bundle)
 	if err != nil {
 		return err
 	}
@@ -174,17 +150,17 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	} else if set["rank"] {
 		return usagef("export: --rank applies to bundles; %s is a %s", path, kind)
 	}
-	if kind == input.Trace && format != "perfetto" {
-		return usagef("export %s: %s is a profiler trace; %s exports allocator snapshots (perfetto exports traces)", format, file.Path, format)
+	if kind == input.Trace && ef.trace == nil {
+		return usagef("export %s: %s is a profiler trace; %s exports allocator snapshots (%s exports traces)", format, file.Path, format, traceFormats())
 	}
-	for _, name := range []string{"at", "from", "to", "min-size", "max-points", "min-duration"} {
-		use := exportFlagUse[name]
-		if set[name] && (!strings.Contains(" "+use.formats+" ", " "+format+" ") || use.kind != kind) {
-			return usagef("export %s: --%s does not apply to a %s (it is for %s of a %s)", format, name, kind, use.formats, use.kind)
+	for _, name := range formatFlags {
+		formats, fkind := flagUse(name)
+		if set[name] && (!strings.Contains(" "+formats+" ", " "+format+" ") || fkind != kind) {
+			return usagef("export %s: --%s does not apply to a %s (it is for %s of a %s)", format, name, kind, formats, fkind)
 		}
 	}
-	if set["steps"] && !(format == "perfetto" && kind == input.Trace) && format != "memory-viz" {
-		return usagef("export %s: --steps applies to perfetto of a trace and to memory-viz", format)
+	if set["steps"] && !ef.takes("steps", kind) {
+		return usagef("export %s: --steps applies to %s", format, stepsUse())
 	}
 	if set["steps"] && (set["from"] || set["to"]) {
 		return usagef("export %s: give --steps or --from/--to, not both", format)
@@ -199,7 +175,7 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 	}
 	var summary string
 	if kind == input.Trace {
-		summary, err = exportTrace(e, file.Path, out, f, set)
+		summary, err = ef.trace(e, file.Path, out, f, set)
 	} else {
 		summary, err = exportSnapshot(e, format, file.Path, out, f, set, target)
 	}
@@ -218,8 +194,8 @@ func runExport(e *env, format, path string, f *exportFlags, set map[string]bool)
 // read as one (a rank recorded in stack windows: snap is "", the run's peak
 // view) or its snapshot snap, with what the rank recorded either way.
 type rankTarget struct {
-	b    *capture.Bundle
-	r    *capture.Rank
+	b    *bundle.Bundle
+	r    *bundle.Rank
 	snap string
 }
 
@@ -228,7 +204,7 @@ type rankTarget struct {
 // rank recorded in stack windows, its run; for any other, its last
 // snapshot.
 func bundleTarget(dir string, rank int) (*rankTarget, error) {
-	b, err := capture.ListBundle(dir)
+	b, err := bundle.ListBundle(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +214,7 @@ func bundleTarget(dir string, rank int) (*rankTarget, error) {
 		if rank >= 0 && lr.Rank != rank {
 			continue
 		}
-		r, err := capture.ReadRank(lr.Dir, lr.Rank)
+		r, err := bundle.ReadRank(lr.Dir, lr.Rank)
 		if err != nil {
 			return nil, err
 		}
@@ -257,7 +233,7 @@ func bundleTarget(dir string, rank int) (*rankTarget, error) {
 }
 
 func exportTrace(e *env, path string, out *output, f *exportFlags, set map[string]bool) (string, error) {
-	o := export.TraceTrim{}
+	o := export.TraceTrim{Source: e.source()}
 	if set["steps"] {
 		a, b, err := parseSteps(f.steps)
 		if err != nil {
@@ -275,7 +251,7 @@ func exportTrace(e *env, path string, out *output, f *exportFlags, set map[strin
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
 	defer p.Stop()
 	open := func() (io.ReadCloser, error) {
-		r, err := input.Open(path)
+		r, err := o.Source.Open(path)
 		if err != nil {
 			return nil, err
 		}
@@ -329,7 +305,7 @@ func parseSteps(s string) (int, int, error) {
 func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, set map[string]bool, target *rankTarget) (string, error) {
 	tuneGC()
 	p := term.StartProgress(e.stderr, "export: reading "+filepath.Base(path))
-	o := load.SnapshotOptions{AfterRead: runtime.GC}
+	o := load.SnapshotOptions{AfterRead: runtime.GC, Source: e.source()}
 	if f.device >= 0 {
 		o.Devices = []int{f.device}
 	}
@@ -355,51 +331,68 @@ func exportSnapshot(e *env, format, path string, out *output, f *exportFlags, se
 		}
 		return "", fmt.Errorf("%s: the snapshot holds no segments and no trace entries", path)
 	}
-	if len(in.Devices) > 1 && (format == "pprof" || format == "folded") {
+	ef := lookupFormat(format)
+	if len(in.Devices) > 1 && ef.oneDevice {
 		return "", usagef("export %s: %s has devices %v; give --device", format, path, s.Devices())
 	}
 	var ms []*export.Memory
 	for _, a := range in.Devices {
 		ms = append(ms, export.FromAnalysis(a, path))
 	}
-	switch format {
-	case "pprof", "folded":
-		return exportLive(format, ms[0], out, f)
-	case "perfetto":
-		sum, err := export.WritePerfetto(out, ms, export.PerfettoOptions{MaxPoints: f.maxPoints})
-		if err != nil {
-			return "", err
-		}
-		s := fmt.Sprintf("Chrome trace JSON, %s counter points, %s slices", units.Count(int64(sum.Counters)), units.Count(int64(sum.Slices)))
-		if sum.Counters == 0 {
-			s += " (the snapshot has no trace entries: nothing to draw over time)"
-		}
-		if sum.Thinned {
-			s += fmt.Sprintf(" (counter tracks thinned to %s points)", units.Count(int64(f.maxPoints)))
-		}
-		return s, nil
-	case "memory-viz":
-		return exportMemViz(s, ms, out, f, set)
-	}
-	return "", usagef("export: unknown format %q", format)
+	return ef.snapshot(s, ms, out, f, set)
 }
 
-func exportLive(format string, m *export.Memory, out *output, f *exportFlags) (string, error) {
+// exportPerfettoMemory writes a snapshot's memory as Perfetto counter
+// tracks.
+func exportPerfettoMemory(_ *snapshot.Snapshot, ms []*export.Memory, out *output, f *exportFlags, _ map[string]bool) (string, error) {
+	sum, err := export.WritePerfetto(out, ms, export.PerfettoOptions{MaxPoints: f.maxPoints})
+	if err != nil {
+		return "", err
+	}
+	s := fmt.Sprintf("Chrome trace JSON, %s counter points, %s slices", units.Count(int64(sum.Counters)), units.Count(int64(sum.Slices)))
+	if sum.Counters == 0 {
+		s += " (the snapshot has no trace entries: nothing to draw over time)"
+	}
+	if sum.Thinned {
+		s += fmt.Sprintf(" (counter tracks thinned to %s points)", units.Count(int64(f.maxPoints)))
+	}
+	return s, nil
+}
+
+// livePoint resolves --at in the memory of the one device exported.
+func livePoint(m *export.Memory, f *exportFlags) (int, string, error) {
 	pt, err := export.ParsePoint(f.at)
 	if err != nil {
-		return "", usagef("--at: %v", err)
+		return 0, "", usagef("--at: %v", err)
 	}
 	at, desc, err := m.Resolve(pt)
 	if err != nil {
-		return "", usagef("--at: %v", err)
+		return 0, "", usagef("--at: %v", err)
 	}
-	if format == "pprof" {
-		sum, err := export.WritePProf(out, m, at, desc)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("pprof heap profile, %s in use (%s allocations) at %s, %s allocated over the recording",
-			units.Bytes(sum.InuseBytes), units.Count(sum.InuseObjects), desc, units.Bytes(sum.AllocBytes)), nil
+	return at, desc, nil
+}
+
+// exportPProf writes the memory alive at --at as a pprof heap profile.
+func exportPProf(_ *snapshot.Snapshot, ms []*export.Memory, out *output, f *exportFlags, _ map[string]bool) (string, error) {
+	m := ms[0]
+	at, desc, err := livePoint(m, f)
+	if err != nil {
+		return "", err
+	}
+	sum, err := export.WritePProf(out, m, at, desc)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("pprof heap profile, %s in use (%s allocations) at %s, %s allocated over the recording",
+		units.Bytes(sum.InuseBytes), units.Count(sum.InuseObjects), desc, units.Bytes(sum.AllocBytes)), nil
+}
+
+// exportFolded writes the memory alive at --at as folded stacks.
+func exportFolded(_ *snapshot.Snapshot, ms []*export.Memory, out *output, f *exportFlags, _ map[string]bool) (string, error) {
+	m := ms[0]
+	at, desc, err := livePoint(m, f)
+	if err != nil {
+		return "", err
 	}
 	sum, err := export.WriteFolded(out, m, at, desc)
 	if err != nil {
@@ -511,8 +504,8 @@ type output struct {
 
 func openOutput(e *env, name, format string) (*output, error) {
 	if name == "" || name == "-" {
-		if format == "pprof" && term.IsTerminal(e.stdout) {
-			return nil, usagef("export pprof: the profile is binary; give -o FILE (or pipe it)")
+		if ef := lookupFormat(format); ef != nil && ef.binary && term.IsTerminal(e.stdout) {
+			return nil, usagef("export %s: the profile is binary; give -o FILE (or pipe it)", format)
 		}
 		return &output{Writer: e.stdout, name: "stdout"}, nil
 	}

@@ -50,7 +50,7 @@ func runExportParquet(e *env, format string, paths []string, f *exportFlags, pf 
 	if pf.topStacks <= 0 {
 		return usagef("export parquet: --top-stacks must be positive")
 	}
-	found, err := fleet.Find(paths, input.Snapshot, input.Trace)
+	found, err := fleet.Find(e.source(), paths, input.Snapshot, input.Trace)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func runExportParquet(e *env, format string, paths []string, f *exportFlags, pf 
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	p := term.StartProgress(e.stderr, "export parquet")
-	rep, err := fleet.Summarize(e.ctx, "export", in, fleet.Options{Workers: pf.jobs, Snapshot: so,
+	rep, err := fleet.Summarize(e.ctx, "export", in, fleet.Options{Workers: pf.jobs, Snapshot: so, Source: e.source(),
 		Progress: func(done, total int) { p.SetLabel(fmt.Sprintf("export parquet: %d of %d inputs", done, total)) }},
 		func(l *fleet.Loaded) error {
 			if l.Memory != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ptscope/ptscope/internal/check"
 	"github.com/ptscope/ptscope/internal/fleet/fleetgen"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/testfixture"
@@ -24,7 +25,7 @@ import (
 func writeFleet(t *testing.T, n int) string {
 	t.Helper()
 	read := func(name string) []byte {
-		r, err := input.Open(snap(name))
+		r, err := input.NewSource(0, nil, nil).Open(snap(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +196,7 @@ func TestCheckFleet(t *testing.T) {
 	}
 	// --json: every rank's value of every threshold, the same verdict
 	code, out, _ = run(t, "check", "--json", "--max-peak", "1.5GiB", "--no-oom", dir)
-	var doc checkDoc
+	var doc check.Doc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || doc.Passed || len(doc.Failures) != 2 || len(doc.Checks) != 2*12 {
 		t.Errorf("--json: exit %d, %v, %d checks, failures %q", code, err, len(doc.Checks), doc.Failures)
 	}
@@ -295,7 +296,7 @@ func TestCheckFleetPhasesOnly(t *testing.T) {
 		t.Errorf("--max-peak %s: exit %d\n%s", below, code, errs)
 	}
 	code, out, _ := run(t, "check", "--json", "--max-peak", lim, "--no-leak", dir)
-	var doc checkDoc
+	var doc check.Doc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 || doc.Passed || len(doc.Checks) != 20 ||
 		len(doc.Failures) != 1 || !strings.Contains(doc.Failures[0], "unchecked (no allocator snapshot) on 10 of 10 ranks: rank 0 (phases only: --no-leak)") {
 		t.Fatalf("--no-leak: exit %d, %v, %+v", code, err, doc)

@@ -59,13 +59,19 @@ Simulation (docs/simulate.md): --simulate-world-size N runs the command as
 one rank (--simulate-rank, default 0) of an N-rank job on this one GPU:
 torch.distributed.init_process_group uses PyTorch's "fake" backend (no torchrun
 needed; RANK, WORLD_SIZE, LOCAL_RANK=0 are set), so DDP, FSDP2, DeviceMesh
-tensor parallelism and pipeline stages allocate what that rank would, while
-collectives exchange nothing. Not counted: NCCL buffers, communication time,
-data-dependent imbalance between ranks. --no-gpu (or --fake-tensors) runs the
-command without a GPU: CUDA tensors become fake tensors and a tracker counts
-their memory with the caching allocator's 512-byte rounding, per phase and per
-module (not counted: CUDA context, cuBLAS workspaces, allocator cache). Both
-bundles are marked simulated.
+tensor parallelism, pipeline stages and expert parallelism allocate what that
+rank would, while collectives exchange nothing: every rank is taken to be like
+the simulated one (all-to-alls give every source this rank's own chunk,
+received tensors read zeros; the run lists each faked collective's rule).
+--simulate-rank all (or 0,2-3) runs the ranks one after another into one
+bundle, a folder per rank (pipeline stages pass their shapes on through it).
+--simulate-imbalance F: the hottest expert receives F times the mean tokens.
+Not counted: NCCL buffers, communication time, data-dependent imbalance.
+--no-gpu (or --fake-tensors) runs the command without a GPU: CUDA tensors
+become fake tensors and a tracker counts their memory with the caching
+allocator's 512-byte rounding, per phase and per module (not counted: CUDA
+context, cuBLAS workspaces, allocator cache); with --simulate-world-size it
+simulates one rank of that world. Bundles are marked simulated.
 
 Examples:
   ptscope run -- python train.py --epochs 1
@@ -79,6 +85,12 @@ Examples:
   ptscope run --simulate-world-size 64 -- python train.py --fsdp
   ptscope run --simulate-world-size 8 --simulate-rank 7 -- \
       python train.py --pp 8
+  ptscope run --simulate-world-size 4 --simulate-rank all -- \
+      python pretrain_gpt.py --tensor-model-parallel-size 2 ...
+  ptscope run --simulate-world-size 8 --simulate-imbalance 1.3 -- \
+      python train_moe.py --ep 8
+  CUDA_VISIBLE_DEVICES= ptscope run --no-gpu --simulate-world-size 8 -- \
+      python train.py --fsdp
   CUDA_VISIBLE_DEVICES= ptscope run --no-gpu -- python train.py --steps 2
   ptscope analyze ptscope-runs/latest
 `
@@ -117,7 +129,8 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	live := fs.Bool("live", true, "show a live status line when stderr is a terminal")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no live status and no summary (warnings still print)")
 	fs.IntVar(&o.Simulate.WorldSize, "simulate-world-size", 0, "run the command as one rank of an N-rank job on one GPU (fake process group)")
-	fs.IntVar(&o.Simulate.Rank, "simulate-rank", 0, "the rank simulated by --simulate-world-size")
+	simRank := fs.String("simulate-rank", "0", "the rank(s) simulated by --simulate-world-size: a rank, a list such as 0,2-3, or all (one after another, one bundle)")
+	fs.Float64Var(&o.Simulate.Imbalance, "simulate-imbalance", 0, "MoE routing imbalance: the hottest expert of the simulated rank receives F times the mean tokens per expert (F >= 1)")
 	fs.BoolVar(&o.Simulate.NoGPU, "no-gpu", false, "run without a GPU: fake CUDA tensors, memory counted by a tracker")
 	fs.BoolVar(&o.Simulate.NoGPU, "fake-tensors", false, "same as --no-gpu")
 	if err := parseFlags(fs, args); err != nil {
@@ -154,8 +167,14 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	if o.Simulate.WorldSize < 0 || (o.Simulate.WorldSize == 0 && flagSet(fs, "simulate-world-size")) {
 		return usagef("run: --simulate-world-size must be at least 1")
 	}
-	if o.Simulate.NoGPU && o.Simulate.WorldSize > 0 {
-		return usagef("run: --no-gpu and --simulate-world-size cannot be combined yet")
+	if flagSet(fs, "simulate-rank") {
+		rs, err := capture.ParseSimulateRanks(*simRank, o.Simulate.WorldSize)
+		if err != nil {
+			return usagef("run: --%v", err)
+		}
+		if o.Simulate.Rank = rs[0]; len(rs) > 1 {
+			o.Simulate.Ranks = rs
+		}
 	}
 	o.Stdin, o.Stdout, o.Stderr = e.stdin, e.stdout, e.stderr
 	o.Status = e.stderr

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 )
 
 // TestRunHelperProcess is not a test: it is ptscope's main when the tests
@@ -258,7 +258,7 @@ func signalOnce(tmp string, sig syscall.Signal, group bool) error {
 	if err != nil || string(n) != "1" {
 		return fmt.Errorf("the command received %v %s times (%v), want once", sig, n, err)
 	}
-	b, err := capture.ReadBundle(out)
+	b, err := bundle.ReadBundle(out)
 	if err != nil {
 		return err
 	}

@@ -5,10 +5,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
@@ -38,7 +41,11 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--simulate-world-size", "0", "--", "true"}, "simulate-world-size must be at least 1"},
 		{[]string{"--simulate-world-size", "2", "--simulate-rank", "2", "--", "true"}, "simulate-rank 2 must be in 0..1"},
 		{[]string{"--simulate-rank", "1", "--", "true"}, "needs --simulate-world-size"},
-		{[]string{"--no-gpu", "--simulate-world-size", "2", "--", "true"}, "cannot be combined"},
+		{[]string{"--simulate-world-size", "4", "--simulate-rank", "1,x", "--", "true"}, "not a rank number"},
+		{[]string{"--simulate-rank", "all", "--", "true"}, "simulate-rank all needs --simulate-world-size"},
+		{[]string{"--simulate-world-size", "4", "--simulate-rank", "0-4", "--", "true"}, "simulate-rank 4 must be in 0..3"},
+		{[]string{"--simulate-world-size", "4", "--simulate-imbalance", "0.5", "--", "true"}, "simulate-imbalance 0.5"},
+		{[]string{"--simulate-imbalance", "1.3", "--", "true"}, "simulate-imbalance needs --simulate-world-size"},
 	}
 	for _, tt := range tests {
 		exited, _, _, err := runCLI(t, append([]string{"--out", t.TempDir()}, tt.args...)...)
@@ -67,7 +74,7 @@ func TestRunExitCodes(t *testing.T) {
 	if stderr != "" { // --quiet: the "nothing was captured" warning stays in the manifest
 		t.Errorf("stderr %q, want nothing with --quiet", stderr)
 	}
-	b, err := capture.ReadBundle(out)
+	b, err := bundle.ReadBundle(out)
 	if err != nil || len(b.Manifest.Warnings) != 1 || !strings.Contains(b.Manifest.Warnings[0], "no Python process loaded the ptscope companion") {
 		t.Errorf("manifest warnings %+v, %v", b, err)
 	}
@@ -100,7 +107,7 @@ func TestRunStreamsAndSummary(t *testing.T) {
 	if !strings.Contains(stderr, "ptscope: bundle ") || !strings.Contains(stderr, "_demo (exit 0") {
 		t.Errorf("summary missing: %q", stderr)
 	}
-	b, err := capture.ReadBundle(filepath.Join(out, "latest"))
+	b, err := bundle.ReadBundle(filepath.Join(out, "latest"))
 	if err != nil || b.Manifest.Name != "demo" || b.Manifest.Tool != "ptscope "+Version {
 		t.Errorf("bundle %+v %v", b, err)
 	}
@@ -111,5 +118,60 @@ func TestRunHelp(t *testing.T) {
 	code := Main(context.Background(), []string{"help", "run"}, nil, &out, &out)
 	if code != 0 || !strings.Contains(out.String(), "wait warm warm ACT") || !strings.Contains(out.String(), "ptscope run -- python train.py") {
 		t.Errorf("help run: code %d\n%s", code, out.String())
+	}
+}
+
+// TestRunSimulateAllRanksIsAJob: --simulate-rank all writes one bundle with
+// a folder per rank, which analyze reads as an N-rank job with each rank's
+// own peak (faketorch stands for torch).
+func TestRunSimulateAllRanksIsAJob(t *testing.T) {
+	py, err := testfixture.PythonPath()
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	if exec.Command(py, "-c", "import torch").Run() == nil {
+		t.Skip("real torch importable: faketorch would be shadowed")
+	}
+	ft, err := filepath.Abs("../capture/testdata/faketorch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", ft)
+	out := t.TempDir()
+	exited, _, stderr, err := runCLI(t, "--out", out, "--quiet", "--simulate-world-size", "4", "--simulate-rank", "all",
+		"--", py, "../capture/testdata/faketrain.py", "3")
+	if err != nil || exited != nil {
+		t.Fatalf("run: err %v exited %+v stderr %s", err, exited, stderr)
+	}
+	b, err := bundle.ReadBundle(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Ranks) != 4 || b.Manifest.Simulation == nil || len(b.Manifest.Simulation.Ranks) != 4 {
+		t.Fatalf("ranks %d simulation %+v", len(b.Ranks), b.Manifest.Simulation)
+	}
+	code, js, errs := run(t, "analyze", "--fleet", "on", "--json", filepath.Join(out, "latest"))
+	if code != 0 {
+		t.Fatalf("analyze: exit %d: %s", code, errs)
+	}
+	var doc struct {
+		Ranks  int `json:"ranks"`
+		Memory struct {
+			Ranks []struct {
+				Rank int   `json:"rank"`
+				Peak int64 `json:"peak_allocated_bytes"`
+			} `json:"ranks"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("%v: %s", err, js)
+	}
+	if doc.Ranks != 4 || len(doc.Memory.Ranks) != 4 {
+		t.Fatalf("analyze read %d ranks (%d with memory): %s", doc.Ranks, len(doc.Memory.Ranks), js)
+	}
+	for i, r := range doc.Memory.Ranks {
+		if want := b.Ranks[i].Info.MaxAllocatedBytes; r.Rank != b.Ranks[i].Rank || r.Peak != want || want == 0 {
+			t.Errorf("analyze rank %d peak %d, the bundle's rank %d has %d", r.Rank, r.Peak, b.Ranks[i].Rank, want)
+		}
 	}
 }

@@ -53,7 +53,7 @@ func serveCommand() command {
 			return usagef("serve: --addr %s is not a loopback address; add --allow-remote to serve it to the network", *addr)
 		}
 		tuneGC()
-		s, err := web.New(web.Options{Roots: paths, Rescan: *rescan, Log: e.stderr, AfterRead: runtime.GC})
+		s, err := web.New(web.Options{Roots: paths, Rescan: *rescan, Log: e.stderr, AfterRead: runtime.GC, Source: e.source()})
 		if err != nil {
 			return err
 		}

@@ -8,8 +8,7 @@ import (
 	"testing"
 )
 
-// runStdin runs ptscope with in as its standard input. Not parallel: "-"
-// is process-wide state in the input package.
+// runStdin runs ptscope with in as its standard input.
 func runStdin(t *testing.T, in []byte, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var o, e bytes.Buffer

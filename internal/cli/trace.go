@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -101,7 +100,7 @@ func traceCommand() command {
 			return err
 		}
 		prog := term.StartProgress(e.stderr, "trace: reading")
-		set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, KeepModels: out.html != "", Ranks: ff.ranks(), Progress: func(p string, i, n int) {
+		set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, Source: e.source(), KeepModels: out.html != "", Ranks: ff.ranks(), Progress: func(p string, i, n int) {
 			label := "trace: reading " + filepath.Base(p)
 			if n > 1 {
 				label += fmt.Sprintf(" (%d of %d)", i+1, n)
@@ -120,6 +119,9 @@ func traceCommand() command {
 				fmt.Fprintf(e.stderr, "ptscope: warning: %s: %s\n", r.Path, w)
 			}
 		}
+		for _, w := range set.Report.Warnings {
+			fmt.Fprintf(e.stderr, "ptscope: warning: %s\n", w)
+		}
 		out.writeHTML = func(w io.Writer) error { return htmlTraces(w, set) }
 		doc := tracereport.New(set.Report, v)
 		if out.name == "" && len(paths) > 0 {
@@ -130,11 +132,11 @@ func traceCommand() command {
 	return c
 }
 
-// LoadTraceReport reads and analyses Kineto traces (files, folders or
+// loadTraceReport reads and analyses Kineto traces (files, folders or
 // bundles, one trace per rank). `ptscope check` calls it for its trace
 // thresholds.
-func LoadTraceReport(ctx context.Context, paths []string, opt perf.Options) (*perf.Report, error) {
-	set, err := load.Traces(ctx, paths, load.TraceOptions{Analysis: opt})
+func loadTraceReport(e *env, paths []string, opt perf.Options) (*perf.Report, error) {
+	set, err := load.Traces(e.ctx, paths, load.TraceOptions{Analysis: opt, Source: e.source()})
 	if err != nil {
 		return nil, err
 	}

@@ -9,10 +9,10 @@
 package diff
 
 import (
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/perf"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Input is one side of a comparison: what was loaded from its path.
@@ -24,7 +24,7 @@ type Input struct {
 
 // Report is the document of `ptscope diff A B` (docs/json.md, "diff").
 type Report struct {
-	report.Header
+	envelope.Header
 	A Side `json:"a"`
 	B Side `json:"b"`
 	// Memory has one entry per device result found on both sides, Trace
@@ -167,7 +167,7 @@ func statusOf(inA, inB bool, a, b float64) Status {
 // when each side has one result of a kind, those two; otherwise by rank,
 // snapshot name and device (memory) or by rank (traces).
 func Compare(a, b Input) *Report {
-	rep := &Report{Header: report.NewHeader("diff"), A: side(a), B: side(b), Memory: []MemoryDiff{}, Trace: []TraceDiff{},
+	rep := &Report{Header: envelope.NewHeader("diff"), A: side(a), B: side(b), Memory: []MemoryDiff{}, Trace: []TraceDiff{},
 		Unmatched: []Unmatched{}, Findings: []finding.Finding{}}
 	if a.Memory != nil && b.Memory != nil {
 		pairs, un := pairMemory(a.Memory, b.Memory)

@@ -273,7 +273,7 @@ func TestTraceIdentity(t *testing.T) {
 func TestTraceShortEventsDropped(t *testing.T) {
 	path := bundleTracePath(t)
 	var buf bytes.Buffer
-	_, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.Open(path) }, &buf,
+	_, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.NewSource(0, nil, nil).Open(path) }, &buf,
 		export.TraceTrim{MinDuration: 20_000})
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +384,7 @@ func TestSharedFixtures(t *testing.T) {
 func TestTraceRankFolders(t *testing.T) {
 	full := bundleTracePath(t)
 	var buf bytes.Buffer
-	if _, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.Open(full) }, &buf,
+	if _, err := export.TrimTrace(context.Background(), func() (io.ReadCloser, error) { return input.NewSource(0, nil, nil).Open(full) }, &buf,
 		export.TraceTrim{MinDuration: 20_000}); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestTraceRankFolders(t *testing.T) {
 
 func mustOpen(t *testing.T, path string) io.Reader {
 	t.Helper()
-	r, err := input.Open(path)
+	r, err := input.NewSource(0, nil, nil).Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,13 @@ package diff
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/rankname"
 )
 
 // MemoryDiff compares one device of a snapshot in A with its partner in B.
@@ -112,14 +112,11 @@ func (e memEntry) key() string {
 
 func (e memEntry) where() Where { return Where{Path: e.in.Path, Rank: e.rank, Device: e.res.Device} }
 
-var rankPattern = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
 // rankOf reads a rank from a path's last elements ("rank3.pickle",
-// "rank_3/snapshot.pickle"); -1 when none says.
+// "rank_3/snapshot.pickle"; rankname's rule); -1 when none says.
 func rankOf(path string) int {
 	for i := 0; i < 3 && path != "." && path != "/" && path != ""; i++ {
-		if m := rankPattern.FindStringSubmatch(filepath.Base(path)); m != nil {
-			n, _ := strconv.Atoi(m[1])
+		if n, ok := rankname.Of(filepath.Base(path)); ok {
 			return n
 		}
 		path = filepath.Dir(path)

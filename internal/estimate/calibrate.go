@@ -3,7 +3,7 @@ package estimate
 import (
 	"sort"
 
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/envelope"
 )
 
 // PhaseMeasure is one forward/backward/optimizer phase of a measured run
@@ -15,6 +15,7 @@ type PhaseMeasure struct {
 	AllocatedAfter     int64
 	MaxAllocatedBefore int64
 	MaxAllocatedAfter  int64
+	MaxReservedAfter   int64
 	Nested             bool // ran inside another phase (optimizer.step(closure))
 	Aborted            bool
 }
@@ -44,7 +45,7 @@ type CalibrationRow struct {
 // the document of `ptscope estimate --calibrate BUNDLE`. Model, Setup,
 // Device and Params are the estimate's, in the shape of Result's.
 type Calibration struct {
-	report.Header
+	envelope.Header
 	Model     Model            `json:"model"`
 	Setup     Setup            `json:"setup"`
 	Device    Device           `json:"device"`
@@ -63,7 +64,7 @@ type Calibration struct {
 // step (activations, gradients, phase peaks: the steady state).
 func Calibrate(r *Result, m Measurement) Calibration {
 	top := r.Top()
-	c := Calibration{Header: report.NewHeader("estimate"), Model: r.Model, Setup: r.Setup, Device: r.Device, Params: r.Params,
+	c := Calibration{Header: envelope.NewHeader("estimate"), Model: r.Model, Setup: r.Setup, Device: r.Device, Params: r.Params,
 		Source: m.Source, Rank: m.Rank, Mode: m.Mode, Simulated: m.Simulated}
 	add := func(term string, est int64, meas int64, ok bool, how string) {
 		row := CalibrationRow{Term: term, EstimateBytes: est, MeasuredBytes: meas, Measured: ok, How: how}

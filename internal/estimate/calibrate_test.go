@@ -9,7 +9,7 @@ import (
 )
 
 // readPhases reads a bundle rank's phases.jsonl (the estimate package does not
-// depend on the capture package; the CLI converts capture.Phase the same way).
+// depend on the capture package; the CLI converts bundle.Phase the same way).
 func readPhases(t *testing.T, path string) []PhaseMeasure {
 	t.Helper()
 	f, err := os.Open(path)

@@ -1,8 +1,8 @@
 package estimate
 
 import (
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Term is one labelled amount of memory with the formula that produced it.
@@ -105,7 +105,7 @@ type Summary struct {
 // Result is an estimate for a model, setup and device: the document of
 // `ptscope estimate --json`.
 type Result struct {
-	report.Header
+	envelope.Header
 	Model        Model  `json:"model"`
 	Setup        Setup  `json:"setup"`
 	Device       Device `json:"device"`

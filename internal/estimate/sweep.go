@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/report"
+	"github.com/ptscope/ptscope/internal/envelope"
 )
 
 // SweepAxis is one setup field (or the model) and the values to try, as text.
@@ -27,7 +27,7 @@ type SweepRow struct {
 
 // SweepResult is the document of `ptscope estimate --sweep`.
 type SweepResult struct {
-	report.Header
+	envelope.Header
 	Device Device      `json:"device"`
 	Axes   []SweepAxis `json:"axes"`
 	Rows   []SweepRow  `json:"rows"`
@@ -89,6 +89,19 @@ var sweepFields = map[string]sweepAxis{
 		return err
 	}},
 }
+
+// SetAxis sets the setup field a sweep axis names ("micro-batch", "dtype",
+// ...; not "model") from a value's text.
+func SetAxis(s *Setup, name, value string) error {
+	f, ok := sweepFields[name]
+	if !ok || f.set == nil {
+		return fmt.Errorf("unknown axis %q", name)
+	}
+	return f.set(s, value)
+}
+
+// AxisNumeric says whether a sweep axis takes whole numbers.
+func AxisNumeric(name string) bool { return sweepFields[name].numeric }
 
 // SweepAxisNames lists the axes a sweep accepts.
 func SweepAxisNames() string {
@@ -188,7 +201,7 @@ func Sweep(models []Model, base Setup, dev Device, axes []SweepAxis) (*SweepResu
 	if modelAxis < 0 && len(models) != 1 {
 		return nil, fmt.Errorf("sweep: want one model, got %d", len(models))
 	}
-	res := &SweepResult{Header: report.NewHeader("estimate"), Device: dev, Axes: axes}
+	res := &SweepResult{Header: envelope.NewHeader("estimate"), Device: dev, Axes: axes}
 	idx := make([]int, len(axes))
 	bestOf := map[string]int{} // model -> row index
 	for i := 0; i < n; i++ {

@@ -27,7 +27,7 @@ func decompressed(t *testing.T, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := input.NewReader(bytes.NewReader(b))
+	r, err := input.NewSource(0, nil, nil).NewReader(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func exported(t *testing.T) (string, *fleet.Report, []*fleet.Loaded) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(src, "baseline.pickle"), o.Snapshot, 0o644)
-	found, err := fleet.Find([]string{src}, input.Snapshot, input.Trace)
+	found, err := fleet.Find(nil, []string{src}, input.Snapshot, input.Trace)
 	if err != nil {
 		t.Fatal(err)
 	}

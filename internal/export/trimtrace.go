@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
 )
 
@@ -21,6 +22,9 @@ type TraceTrim struct {
 	FirstStep, LastStep int
 	// MinDuration drops complete events (ph "X") shorter than it, in ns.
 	MinDuration int64
+	// Source is the memory budget the reading is checked against (nil:
+	// the default budget).
+	Source *input.Source
 }
 
 // TraceTrimSummary says what a trimmed trace holds.
@@ -51,7 +55,7 @@ func TrimTrace(ctx context.Context, open func() (io.ReadCloser, error), w io.Wri
 	sum := &TraceTrimSummary{}
 	var from, to int64 = -1 << 62, 1 << 62
 	if o.Steps {
-		spans, err := stepSpans(ctx, open)
+		spans, err := stepSpans(ctx, open, o.Source)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +86,7 @@ func TrimTrace(ctx context.Context, open func() (io.ReadCloser, error), w io.Wri
 		return nil, err
 	}
 	defer r.Close()
-	sc, err := kineto.NewScanner(r, kineto.Options{})
+	sc, err := kineto.NewScanner(r, kineto.Options{Source: o.Source})
 	if err != nil {
 		return nil, err
 	}
@@ -181,13 +185,13 @@ func stepInRange(h *kineto.Head, first, last int) bool {
 // span of the step's kernels. The launches and GPU events are kept as
 // correlation id and time only (16 bytes each), so memory stays a small
 // fraction of the trace's size.
-func stepSpans(ctx context.Context, open func() (io.ReadCloser, error)) (map[int][2]int64, error) {
+func stepSpans(ctx context.Context, open func() (io.ReadCloser, error), src *input.Source) (map[int][2]int64, error) {
 	r, err := open()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	sc, err := kineto.NewScanner(r, kineto.Options{})
+	sc, err := kineto.NewScanner(r, kineto.Options{Source: src})
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func bundleTracePath(t *testing.T) string {
 
 func opener(path string) func() (io.ReadCloser, error) {
 	return func() (io.ReadCloser, error) {
-		r, err := input.Open(path)
+		r, err := input.NewSource(0, nil, nil).Open(path)
 		if err != nil {
 			return nil, err
 		}

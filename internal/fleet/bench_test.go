@@ -27,7 +27,7 @@ var benchFleet = sync.OnceValues(func() (string, error) {
 	if src == "" {
 		src = filepath.Join("..", "..", "testdata", "snapshots", "validate_gpt2tiny_fp32.pickle.xz")
 	}
-	r, err := input.Open(src)
+	r, err := input.NewSource(0, nil, nil).Open(src)
 	if err != nil {
 		return "", err
 	}
@@ -61,7 +61,7 @@ func benchSummarize(b *testing.B, kind input.Kind) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	in, err := Find([]string{dir}, kind)
+	in, err := Find(nil, []string{dir}, kind)
 	if err != nil {
 		b.Fatal(err)
 	}

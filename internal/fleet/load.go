@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/memory"
@@ -25,10 +25,14 @@ type Options struct {
 	// (compressed files count 8x their size on disk): a worker waits while
 	// others hold more. One input is always admitted, whatever its size.
 	// Default: DefaultMaxInFlightBytes, or a quarter of the memory budget
-	// (input.Budget, --max-memory) when that is less.
+	// (Source's budget, --max-memory) when that is less.
 	MaxInFlightBytes int64
 	Snapshot         load.SnapshotOptions
 	Trace            perf.Options
+	// Source is where the inputs are opened and the memory budget they
+	// are read within (nil: the default budget); the snapshot loader's
+	// too, unless Snapshot names its own.
+	Source *input.Source
 	// Progress, when set, is told how many inputs are done.
 	Progress func(done, total int)
 }
@@ -59,6 +63,10 @@ type Loaded struct {
 // walk and is returned, as is the context's.
 func Each(ctx context.Context, in *Inputs, o Options, visit func(*Loaded) error) error {
 	n := len(in.Files)
+	o.Source = input.Or(o.Source)
+	if o.Snapshot.Source == nil {
+		o.Snapshot.Source = o.Source
+	}
 	workers := o.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -67,9 +75,9 @@ func Each(ctx context.Context, in *Inputs, o Options, visit func(*Loaded) error)
 	budget := o.MaxInFlightBytes
 	if budget <= 0 {
 		// each reader may hold up to half of the memory budget
-		// (input.MaxInMemory); a quarter in flight leaves room for the
+		// (Source.MaxInMemory); a quarter in flight leaves room for the
 		// analyses and the results being visited
-		budget = min(DefaultMaxInFlightBytes, input.Budget()/4)
+		budget = min(DefaultMaxInFlightBytes, o.Source.Budget()/4)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -155,8 +163,8 @@ func loadOne(ctx context.Context, f Input, o Options) (l *Loaded) {
 	case input.Snapshot:
 		var set *load.SnapshotSet
 		if f.Source == FromBundle && f.Bundle != nil {
-			var r *capture.Rank
-			if r, l.Err = capture.ReadRank(f.Path, f.Rank); l.Err == nil {
+			var r *bundle.Rank
+			if r, l.Err = bundle.ReadRank(f.Path, f.Rank); l.Err == nil {
 				set, l.Err = load.BundleRank(ctx, f.Bundle, r, o.Snapshot)
 			}
 		} else {
@@ -167,7 +175,7 @@ func loadOne(ctx context.Context, f Input, o Options) (l *Loaded) {
 			_ = set.Close() // the summary keeps the report, not the models
 		}
 	case input.Trace:
-		set, err := load.Traces(ctx, []string{f.Path}, load.TraceOptions{Analysis: o.Trace})
+		set, err := load.Traces(ctx, []string{f.Path}, load.TraceOptions{Analysis: o.Trace, Source: o.Source})
 		if err != nil {
 			l.Err = err
 			return l

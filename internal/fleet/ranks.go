@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
+	"github.com/ptscope/ptscope/internal/rankname"
 )
 
 // Source says how an input's rank was recognised.
@@ -54,8 +55,8 @@ type Input struct {
 	Path   string     // the file; the rank folder for a bundle's snapshots
 	Source Source
 	// Bundle is the bundle the input belongs to (its manifest only, ranks
-	// listed but not read: capture.ListBundle); nil outside bundles.
-	Bundle *capture.Bundle
+	// listed but not read: bundle.ListBundle); nil outside bundles.
+	Bundle *bundle.Bundle
 }
 
 // Skipped is an input that was found but not made into a rank.
@@ -120,24 +121,16 @@ func (in *Inputs) Count(k input.Kind) int {
 	return n
 }
 
-// rankPattern finds a rank in a file or folder name: "rank3",
-// "oom_rank3.pickle", "rank_12.1700000000.pt.trace.json" (the worker_name
-// of tensorboard_trace_handler), "snapshot_rank-7.pickle". The profiler
-// and diff read ranks from names the same way.
-var rankPattern = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
 // RankOfPath returns the rank named by the file name of path or, failing
-// that, by the nearest folder above it that names one, not going above
-// root (a folder the user gave, which may itself be a rank's folder).
+// that, by the nearest folder above it that names one (rankname's rule),
+// not going above root (a folder the user gave, which may itself be a
+// rank's folder).
 func RankOfPath(path, root string) (int, bool) {
 	path = filepath.Clean(path)
 	root = filepath.Clean(root)
 	for p := path; ; p = filepath.Dir(p) {
-		if m := rankPattern.FindAllStringSubmatch(filepath.Base(p), -1); m != nil {
-			// the last mention wins: "node2_rank3", "rank3_oom_rank3"
-			if n, err := strconv.Atoi(m[len(m)-1][1]); err == nil {
-				return n, true
-			}
+		if n, ok := rankname.Of(filepath.Base(p)); ok {
+			return n, true
 		}
 		if p == root || filepath.Dir(p) == p {
 			return 0, false
@@ -159,8 +152,10 @@ const headBytes = 64 << 10
 // bundle's rankN folder, from a trace's distributedInfo, or from "rankN" in
 // the file's name or the nearest folder name above it; an input with none of
 // these is not made into a rank but listed in Skipped, so that unrelated
-// files beside the ranks do not count as ranks.
-func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
+// files beside the ranks do not count as ranks. src finds and opens them (nil:
+// the default Source).
+func Find(src *input.Source, paths []string, kinds ...input.Kind) (*Inputs, error) {
+	src = input.Or(src)
 	want := func(k input.Kind) bool {
 		for _, x := range kinds {
 			if x == k {
@@ -176,7 +171,7 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 			out.Skipped = append(out.Skipped, Skipped{Path: root, Kind: input.Unknown, Reason: "the standard input has no rank"})
 			continue
 		}
-		files, err := input.Find([]string{root}, append([]input.Kind{input.Bundle}, kinds...)...)
+		files, err := src.Find([]string{root}, append([]input.Kind{input.Bundle}, kinds...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +182,7 @@ func Find(paths []string, kinds ...input.Kind) (*Inputs, error) {
 					return nil, err
 				}
 			case input.Trace:
-				if n, ok := traceRank(f.Path); ok {
+				if n, ok := traceRank(src, f.Path); ok {
 					out.Files = append(out.Files, Input{Rank: n, Kind: f.Kind, Path: f.Path, Source: FromDistributed})
 					continue
 				}
@@ -227,7 +222,7 @@ func (out *Inputs) addByPath(f input.File, root string) {
 // snapshots (analysed together, with the bundle's device capacity and
 // phases) and one trace input per trace.
 func (out *Inputs) addBundle(dir string, want func(input.Kind) bool) error {
-	b, err := capture.ListBundle(dir)
+	b, err := bundle.ListBundle(dir)
 	if err != nil {
 		return err
 	}
@@ -253,7 +248,7 @@ func (out *Inputs) addBundle(dir string, want func(input.Kind) bool) error {
 
 // rankFiles tells whether a bundle's rank folder holds snapshots (or phases,
 // which stand for them in runs without memory history) and lists its
-// traces, by name as capture.ReadRank does, without reading them.
+// traces, by name as bundle.ReadRank does, without reading them.
 func rankFiles(dir string) (snaps bool, traces []string, err error) {
 	entries, err := readDirNames(dir)
 	if err != nil {
@@ -273,8 +268,8 @@ func rankFiles(dir string) (snaps bool, traces []string, err error) {
 }
 
 // traceRank reads distributedInfo.rank from the head of a trace.
-func traceRank(path string) (int, bool) {
-	head, err := input.ReadHead(path, headBytes)
+func traceRank(src *input.Source, path string) (int, bool) {
+	head, err := src.ReadHead(path, headBytes)
 	if err != nil && len(head) == 0 {
 		return 0, false
 	}

@@ -67,7 +67,7 @@ func TestFind(t *testing.T) {
 	testfixture.CopyFile(t, testfixture.Testdata(t, "traces", "dataloader.pt.trace.json.gz"), filepath.Join(dir, "traces", "worker.pt.trace.json.gz"))
 	copyDir(t, testfixture.Testdata(t, "bundles", "lm_small_bf16"), filepath.Join(dir, "bundle"))
 
-	in, err := Find([]string{dir}, input.Snapshot, input.Trace)
+	in, err := Find(nil, []string{dir}, input.Snapshot, input.Trace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +96,11 @@ func TestFind(t *testing.T) {
 		t.Error("a bundle input lacks its manifest")
 	}
 	// only the kinds asked for
-	snaps, err := Find([]string{dir}, input.Snapshot)
+	snaps, err := Find(nil, []string{dir}, input.Snapshot)
 	if err != nil || snaps.Count(input.Trace) != 0 || len(snaps.Files) != 3 || len(snaps.Skipped) != 1 {
 		t.Errorf("snapshots only: %v, %+v", err, snaps)
 	}
-	if _, err := Find([]string{filepath.Join(dir, "missing")}, input.Snapshot); err == nil {
+	if _, err := Find(nil, []string{filepath.Join(dir, "missing")}, input.Snapshot); err == nil {
 		t.Error("a missing path: no error")
 	}
 }

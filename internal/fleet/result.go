@@ -9,9 +9,9 @@
 package fleet
 
 import (
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/memory"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Report is the fleet summary: the document `ptscope analyze`, `trace`
@@ -19,7 +19,7 @@ import (
 // is complete: every rank's summary row, every matched collective; the
 // renderer trims.
 type Report struct {
-	report.Header
+	envelope.Header
 	Fleet bool `json:"fleet"` // always true: tells a fleet document from a per-input one
 	// Ranks is the number of distinct ranks; Inputs the files (and bundle
 	// rank folders) read for them.

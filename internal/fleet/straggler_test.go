@@ -21,7 +21,7 @@ func TestNoStragglerInUniformFleet(t *testing.T) {
 	if _, err := fleetgen.Write(dir, fleetgen.Options{Ranks: 40, Traces: true, TraceSteps: 3, SlowData: []int{}, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	in, err := Find([]string{dir}, input.Trace)
+	in, err := Find(nil, []string{dir}, input.Trace)
 	if err != nil {
 		t.Fatal(err)
 	}

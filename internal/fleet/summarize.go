@@ -4,11 +4,11 @@ import (
 	"context"
 	"sort"
 
+	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/perf"
-	"github.com/ptscope/ptscope/internal/report"
 )
 
 // Summarize reads and analyses every input (Each) and returns the fleet
@@ -77,7 +77,7 @@ type rankFindingAcc struct {
 
 // NewSummary starts an empty summary of the inputs in.
 func NewSummary(command string, in *Inputs) *Summary {
-	rep := &Report{Header: report.NewHeader(command), Fleet: true, Inputs: len(in.Files), Ranks: len(in.Ranks()),
+	rep := &Report{Header: envelope.NewHeader(command), Fleet: true, Inputs: len(in.Files), Ranks: len(in.Ranks()),
 		Findings: []finding.Finding{}, RankFindings: []RankFinding{}, Errors: []InputError{}, Skipped: in.Skipped}
 	if rep.Skipped == nil {
 		rep.Skipped = []Skipped{}

@@ -35,7 +35,7 @@ var genFleet = sync.OnceValues(func() (string, error) {
 		if err != nil {
 			panic(err)
 		}
-		r, _ := input.NewReader(bytes.NewReader(b))
+		r, _ := input.NewSource(0, nil, nil).NewReader(bytes.NewReader(b))
 		out, _ := io.ReadAll(r)
 		return out
 	}
@@ -76,7 +76,7 @@ func fleetDir(t *testing.T) string {
 func TestSummarizeMemory(t *testing.T) {
 	t.Parallel()
 	dir := fleetDir(t)
-	in, err := Find([]string{dir}, input.Snapshot)
+	in, err := Find(nil, []string{dir}, input.Snapshot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestSummarizeMemory(t *testing.T) {
 func TestSummarizeTime(t *testing.T) {
 	t.Parallel()
 	dir := fleetDir(t)
-	in, err := Find([]string{dir}, input.Trace)
+	in, err := Find(nil, []string{dir}, input.Trace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestSummarizeTime(t *testing.T) {
 func TestEachErrors(t *testing.T) {
 	t.Parallel()
 	dir := fleetDir(t)
-	in, err := Find([]string{dir}, input.Snapshot)
+	in, err := Find(nil, []string{dir}, input.Snapshot)
 	if err != nil {
 		t.Fatal(err)
 	}

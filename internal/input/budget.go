@@ -1,26 +1,18 @@
 package input
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ptscope/ptscope/internal/units"
 )
-
-// The memory budget: how much memory reading one command's inputs may take
-// (ptscope's --max-memory). The readers derive their limits from it (the
-// longest string, the most values, the decompressed bytes held in memory)
-// and check the live heap against it as they go, so that a hostile or
-// damaged input ends with a clear error instead of exhausting the machine.
-var budget atomic.Int64
 
 // minBudget is the smallest budget accepted: below it the readers' own
 // buffers and tables would not fit.
@@ -28,7 +20,7 @@ const minBudget = 64 << 20
 
 // DefaultBudget is half of the memory the process may use: physical RAM, or
 // the cgroup's limit when lower (containers, batch jobs), and at least
-// 1 GiB.
+// 1 GiB. It is a fact of the machine, measured once.
 func DefaultBudget() int64 {
 	defaultOnce.Do(func() {
 		total := physicalMemory()
@@ -48,40 +40,32 @@ var (
 	defaultBudget int64
 )
 
-// SetBudget sets the budget (0 restores the default).
-func SetBudget(n int64) {
-	if n > 0 {
-		n = max(n, minBudget)
-	}
-	budget.Store(n)
-}
-
-// Budget returns the memory budget in bytes.
-func Budget() int64 {
-	if b := budget.Load(); b > 0 {
-		return b
-	}
-	return DefaultBudget()
-}
+// Budget returns the memory budget in bytes: how much memory reading one
+// command's inputs may take (ptscope's --max-memory). The readers derive
+// their limits from it (the longest string, the most values, the
+// decompressed bytes held in memory) and check the live heap against it as
+// they go, so that a hostile or damaged input ends with a clear error
+// instead of exhausting the machine.
+func (s *Source) Budget() int64 { return s.budget }
 
 // BudgetNote says where the budget comes from, for error messages.
-func BudgetNote() string {
-	return "--max-memory " + units.Bytes(Budget())
+func (s *Source) BudgetNote() string {
+	return "--max-memory " + units.Bytes(s.Budget())
 }
 
 // MaxString is the longest string or bytes value a reader accepts: a
 // sixteenth of the budget, between 1 MiB and 1 GiB. No PyTorch artifact
 // holds a string of more than a few kilobytes.
-func MaxString() int { return int(min(max(Budget()/16, 1<<20), 1<<30)) }
+func (s *Source) MaxString() int { return int(min(max(s.Budget()/16, 1<<20), 1<<30)) }
 
 // MaxValues is the most decoded values a reader keeps in one container or
 // on a decoder's stack: a value costs 16 bytes there, and more wherever
 // it is kept, so a sixty-fourth of the budget.
-func MaxValues() int { return int(max(Budget()/64, 1<<16)) }
+func (s *Source) MaxValues() int { return int(max(s.Budget()/64, 1<<16)) }
 
 // MaxInMemory is the most decompressed bytes a reader holds in memory at
 // once: half of the budget (the decoded result takes about as much again).
-func MaxInMemory() int64 { return Budget() / 2 }
+func (s *Source) MaxInMemory() int64 { return s.Budget() / 2 }
 
 // BudgetError reports a live heap over the budget.
 type BudgetError struct {
@@ -93,61 +77,57 @@ func (e *BudgetError) Error() string {
 		units.Bytes(e.Live), units.Bytes(e.Budget))
 }
 
-// Progress: the input being read and the decompressed bytes read from it,
-// for a message when the budget runs out (Watch).
-var (
-	progressName atomic.Pointer[string]
-	progressOff  atomic.Int64
-)
-
 // Track records that name is being read from its start (Open does it;
-// readers that map a file call it themselves).
-func Track(name string) {
-	progressName.Store(&name)
-	progressOff.Store(0)
+// readers that map a file call it themselves), for the message of Watch.
+func (s *Source) Track(name string) {
+	s.progressName.Store(&name)
+	s.progressOff.Store(0)
 }
 
 // Progress records the input offset a reader reached (readers that do not
 // read through a Reader, as a mapped file's, call it now and then).
-func Progress(off int64) { progressOff.Store(off) }
+func (s *Source) Progress(off int64) { s.progressOff.Store(off) }
 
-// Watch starts (once per process) a watchdog that checks every 100 ms
+// Watch starts a watchdog that checks every 100 ms, until ctx is done,
 // whether the live heap, as the last collection measured it, exceeds the
-// budget; if so it writes one line to w (the latest one given), naming the
-// input and the offset being read, and exits with code 2. It is the
-// backstop of the readers' own checks: it also covers what comes after
-// reading (the analyses), where no reader is there to stop. The runtime's
-// soft memory limit (set just above the budget) makes the collector run
+// budget; if so it sends one error on the returned channel, naming the
+// input and the offset being read (a *BudgetError wrapped), and stops. It
+// is the backstop of the readers' own checks: it also covers what comes
+// after reading (the analyses), where no reader is there to stop, so its
+// caller must give up on the work in progress when it fires (cli returns
+// exit 2 at once). The live heap is the process's: a process that reads
+// several Sources at once measures them together. The runtime's soft
+// memory limit, set just above the budget by cli, makes the collector run
 // often enough near the budget for the measure to be fresh.
-func Watch(w io.Writer) {
-	watchTo.Store(&w)
-	watchOnce.Do(func() {
-		go func() {
-			s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-			for range time.Tick(100 * time.Millisecond) {
-				metrics.Read(s)
-				live := int64(s[0].Value.Uint64())
-				if b := Budget(); live > b {
-					w := *watchTo.Load()
-					where := ""
-					if n := progressName.Load(); n != nil {
-						where = Name(*n) + ": "
-						if off := progressOff.Load(); off > 0 {
-							where += fmt.Sprintf("offset %d: ", off)
-						}
-					}
-					fmt.Fprintf(w, "ptscope: %s%v\n", where, &BudgetError{Live: live, Budget: b})
-					os.Exit(2)
-				}
+func (s *Source) Watch(ctx context.Context) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
 			}
-		}()
-	})
+			metrics.Read(m)
+			live := int64(m[0].Value.Uint64())
+			if b := s.Budget(); live > b {
+				where := ""
+				if n := s.progressName.Load(); n != nil {
+					where = Name(*n) + ": "
+					if off := s.progressOff.Load(); off > 0 {
+						where += fmt.Sprintf("offset %d: ", off)
+					}
+				}
+				ch <- fmt.Errorf("%s%w", where, &BudgetError{Live: live, Budget: b})
+				return
+			}
+		}
+	}()
+	return ch
 }
-
-var (
-	watchOnce sync.Once
-	watchTo   atomic.Pointer[io.Writer]
-)
 
 var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 var heapMu sync.Mutex
@@ -165,8 +145,8 @@ func heapObjects() int64 {
 // CheckMemory returns a *BudgetError when the live heap exceeds the budget.
 // It is cheap (a runtime metric) unless the heap, garbage included, is over
 // the budget: then it collects once to measure what is really live.
-func CheckMemory() error {
-	b := Budget()
+func (s *Source) CheckMemory() error {
+	b := s.Budget()
 	if heapObjects() <= b {
 		return nil
 	}

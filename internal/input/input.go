@@ -12,17 +12,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/pickle"
 )
 
@@ -61,12 +63,13 @@ type Reader struct {
 	io.Reader
 	Compression Compression
 	closers     []func() error
+	src         *Source // counts the bytes read for its watchdog
 }
 
 // Read reads decompressed bytes, counting them for the budget watchdog.
 func (r *Reader) Read(p []byte) (int, error) {
 	n, err := r.Reader.Read(p)
-	progressOff.Add(int64(n))
+	r.src.progressOff.Add(int64(n))
 	return n, err
 }
 
@@ -82,16 +85,16 @@ func (r *Reader) Close() error {
 }
 
 // Open opens name and returns its decompressed content. "-" is the standard
-// input (SetStdin); a pipe, a terminal or a process substitution (<(...),
+// input (NewSource's stdin); a pipe, a terminal or a process substitution (<(...),
 // /dev/stdin) that Find already opened to tell its kind is handed over as
 // Find left it, since such a stream can be read only once.
-func Open(name string) (*Reader, error) {
-	Track(name)
-	if r := takeStream(name); r != nil {
+func (s *Source) Open(name string) (*Reader, error) {
+	s.Track(name)
+	if r := s.takeStream(name); r != nil {
 		return r, nil
 	}
 	if name == "-" {
-		r, err := NewReader(stdinReader())
+		r, err := s.NewReader(s.stdin)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name(name), err)
 		}
@@ -101,7 +104,7 @@ func Open(name string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewReader(f)
+	r, err := s.NewReader(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", Name(name), err)
@@ -110,12 +113,13 @@ func Open(name string) (*Reader, error) {
 	return r, nil
 }
 
-// NewReader wraps r with the decompressor its magic bytes call for.
-func NewReader(r io.Reader) (*Reader, error) {
+// NewReader wraps r with the decompressor its magic bytes call for (a zstd
+// window is bounded by the budget).
+func (s *Source) NewReader(r io.Reader) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	head, _ := br.Peek(6)
 	c := Detect(head)
-	out := &Reader{Compression: c}
+	out := &Reader{Compression: c, src: s}
 	switch c {
 	case Gzip:
 		zr, err := kgzip.NewReader(br)
@@ -136,7 +140,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 		// cap, 512 MiB, is what zstd --long=29 needs. The decoder streams,
 		// so the decompressed size itself is never held.
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<34),
-			zstd.WithDecoderMaxWindow(uint64(min(MaxInMemory(), 512<<20))))
+			zstd.WithDecoderMaxWindow(uint64(min(s.MaxInMemory(), 512<<20))))
 		if err != nil {
 			return nil, fmt.Errorf("zstd header: %w", err)
 		}
@@ -149,8 +153,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 }
 
 // ReadHead returns up to n decompressed bytes from the start of name.
-func ReadHead(name string, n int) ([]byte, error) {
-	r, err := Open(name)
+func (s *Source) ReadHead(name string, n int) ([]byte, error) {
+	r, err := s.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +175,27 @@ const (
 	Unknown  Kind = "unknown"
 	Snapshot Kind = "snapshot" // CUDA caching-allocator snapshot (pickle or JSON)
 	Trace    Kind = "trace"    // Kineto Chrome trace JSON
-	Timeline Kind = "timeline" // profiler memory timeline export
+	Timeline Kind = "timeline" // profiler memory timeline export (TimelineWhat)
 	Bundle   Kind = "bundle"   // a ptscope run bundle folder (manifest.json)
 )
+
+// TimelineWhat names a Timeline input in messages: prof.export_memory_timeline
+// writes [times, sizes by category] (.json, .json.gz) or raw
+// [time, action, bytes, category] events (.raw.json.gz), which ptscope
+// does not read.
+const TimelineWhat = "the output of prof.export_memory_timeline (memory by category over time)"
+
+// memoryTimeline matches the start of prof.export_memory_timeline's output:
+// [[time, ...], [[bytes, ...], ...]] or [[time, action, bytes, category], ...].
+var memoryTimeline = regexp.MustCompile(`^\s*\[\s*\[\s*-?[0-9]`)
+
+// IsMemoryTimeline reports whether the file at path (of Kind Timeline)
+// starts as prof.export_memory_timeline's output does, rather than being
+// merely a JSON array of arrays.
+func (s *Source) IsMemoryTimeline(path string) bool {
+	head, err := s.ReadHead(path, 64)
+	return (err == nil || len(head) > 0) && memoryTimeline.Match(head)
+}
 
 // Sniff tells what a file holds from its first decompressed bytes.
 func Sniff(head []byte) Kind {
@@ -218,11 +240,11 @@ type File struct {
 // they hold, sorted by path. Files whose content is of no known kind are
 // skipped inside folders and reported as errors when named directly. A folder
 // with a manifest.json is a bundle and is returned whole; a rank folder of a
-// bundle named directly is a Bundle input too (capture.ListBundle lists the
+// bundle named directly is a Bundle input too (bundle.ListBundle lists the
 // bundle with that rank alone). "-" is the
 // standard input. Entries of a folder that cannot be read (a subfolder or a
 // file without permission) are skipped and summed up in one warning.
-func Find(paths []string, want ...Kind) ([]File, error) {
+func (s *Source) Find(paths []string, want ...Kind) ([]File, error) {
 	ok := func(k Kind) bool {
 		if len(want) == 0 {
 			return k != Unknown
@@ -244,7 +266,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			}
 		}
 		if st == nil || !st.IsDir() {
-			k, err := sniffInput(p, st)
+			k, err := s.sniffInput(p, st)
 			if err != nil {
 				return nil, quotePathError(err)
 			}
@@ -254,7 +276,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			out = append(out, File{p, k})
 			continue
 		}
-		if capture.IsBundleRank(p) && ok(Bundle) {
+		if bundle.IsBundleRank(p) && ok(Bundle) {
 			out = append(out, File{p, Bundle}) // that rank of its bundle, read as the bundle reads it
 			continue
 		}
@@ -263,7 +285,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			root = r
 		}
-		var skipped []string
+		var skipped, timelines []string
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if path == root && d == nil {
@@ -276,7 +298,7 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if d.IsDir() {
-				if capture.IsBundle(path) && ok(Bundle) {
+				if bundle.IsBundle(path) && ok(Bundle) {
 					out = append(out, File{path, Bundle})
 					return fs.SkipDir
 				}
@@ -288,12 +310,15 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 			if d.Type()&fs.ModeSymlink != 0 || !d.Type().IsRegular() {
 				return nil
 			}
-			k, err := sniffFile(path)
+			k, err := s.sniffFile(path)
 			if err != nil {
 				skipped = append(skipped, quotePathError(err).Error())
 				return nil
 			}
 			if !ok(k) {
+				if k == Timeline && s.IsMemoryTimeline(path) {
+					timelines = append(timelines, path)
+				}
 				return nil
 			}
 			out = append(out, File{path, k})
@@ -302,20 +327,24 @@ func Find(paths []string, want ...Kind) ([]File, error) {
 		if err != nil {
 			return nil, quotePathError(err)
 		}
+		if len(timelines) > 0 {
+			s.warn(fmt.Sprintf("%s: skipped %d %s, which ptscope does not read (first: %s)", Name(p), len(timelines),
+				strings.Replace(TimelineWhat, "the output", "file"+map[bool]string{true: "s", false: ""}[len(timelines) > 1]+" of the output", 1), Name(timelines[0])))
+		}
 		if len(skipped) > 0 {
 			what := "entry"
 			if len(skipped) > 1 {
 				what = "entries"
 			}
-			warn(fmt.Sprintf("%s: skipped %d unreadable %s (first: %s)", Name(p), len(skipped), what, skipped[0]))
+			s.warn(fmt.Sprintf("%s: skipped %d unreadable %s (first: %s)", Name(p), len(skipped), what, skipped[0]))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
 
-func sniffFile(p string) (Kind, error) {
-	head, err := ReadHead(p, 4096)
+func (s *Source) sniffFile(p string) (Kind, error) {
+	head, err := s.ReadHead(p, 4096)
 	if err != nil && len(head) == 0 {
 		return Unknown, err
 	}
@@ -330,17 +359,17 @@ func sniffFile(p string) (Kind, error) {
 // A stream already sniffed and not yet opened keeps the kind it was found
 // to be: a command may Find its inputs twice (to tell their kinds, then
 // in the loader) and a stream cannot be read again.
-func sniffInput(p string, st fs.FileInfo) (Kind, error) {
+func (s *Source) sniffInput(p string, st fs.FileInfo) (Kind, error) {
 	if st != nil && st.Mode().IsRegular() {
-		return sniffFile(p)
+		return s.sniffFile(p)
 	}
-	if k, ok := pendingKind(p); ok {
+	if k, ok := s.pendingKind(p); ok {
 		return k, nil
 	}
 	var raw io.Reader
 	var closeRaw func() error
 	if p == "-" {
-		raw = stdinReader()
+		raw = s.stdin
 	} else {
 		f, err := os.Open(p)
 		if err != nil {
@@ -348,7 +377,7 @@ func sniffInput(p string, st fs.FileInfo) (Kind, error) {
 		}
 		raw, closeRaw = f, f.Close
 	}
-	r, err := NewReader(raw)
+	r, err := s.NewReader(raw)
 	if err != nil {
 		if closeRaw != nil {
 			closeRaw()
@@ -366,18 +395,56 @@ func sniffInput(p string, st fs.FileInfo) (Kind, error) {
 	}
 	r.Reader = br
 	k := Sniff(head)
-	putStream(p, r, k)
+	s.putStream(p, r, k)
 	return k, nil
 }
 
-// Streams opened by Find, waiting for Open; the standard input; the
-// warning sink.
-var (
-	streamMu sync.Mutex
-	streams  = map[string]pending{}
+// Source is where one command's inputs come from and what reading them may
+// use: the memory budget, the standard input ("-"), where warnings go, the
+// streams Find opened for Open, and the progress its watchdog reports. cli
+// makes one per command and passes it down to every reader; nothing here
+// is process-wide, so commands may run one after another, or side by side,
+// in one process (the live heap they are checked against is the process's,
+// though: see Watch).
+type Source struct {
+	budget   int64
 	stdin    io.Reader
-	warnTo   io.Writer
-)
+	warnings io.Writer
+	mu       sync.Mutex
+	warned   map[string]bool // warnings written, each once
+
+	streamMu sync.Mutex
+	streams  map[string]pending // opened by Find, waiting for Open
+
+	progressName atomic.Pointer[string]
+	progressOff  atomic.Int64
+}
+
+// NewSource makes a Source with a memory budget of budget bytes (0: the
+// DefaultBudget; at least 64 MiB), reading "-" from stdin (os.Stdin when
+// nil) and writing Find's warnings, one line each prefixed "ptscope:
+// warning: ", to warnings (os.Stderr when nil).
+func NewSource(budget int64, stdin io.Reader, warnings io.Writer) *Source {
+	if budget <= 0 {
+		budget = DefaultBudget()
+	}
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	if warnings == nil {
+		warnings = os.Stderr
+	}
+	return &Source{budget: max(budget, minBudget), stdin: stdin, warnings: warnings, streams: map[string]pending{}}
+}
+
+// Or returns s, or a Source with the default budget and the process's
+// standard streams when s is nil (a library caller that sets no limits).
+func Or(s *Source) *Source {
+	if s == nil {
+		return NewSource(0, nil, nil)
+	}
+	return s
+}
 
 // pending is a stream Find opened and Open has not taken yet.
 type pending struct {
@@ -385,70 +452,57 @@ type pending struct {
 	kind Kind
 }
 
-func putStream(name string, r *Reader, k Kind) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	if old, ok := streams[name]; ok {
+func (s *Source) putStream(name string, r *Reader, k Kind) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	if old, ok := s.streams[name]; ok {
 		old.r.Close()
 	}
-	streams[name] = pending{r, k}
+	s.streams[name] = pending{r, k}
 }
 
-func takeStream(name string) *Reader {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	p, ok := streams[name]
+func (s *Source) takeStream(name string) *Reader {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	p, ok := s.streams[name]
 	if !ok {
 		return nil
 	}
-	delete(streams, name)
+	delete(s.streams, name)
 	return p.r
 }
 
-func pendingKind(name string) (Kind, bool) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	p, ok := streams[name]
+func (s *Source) pendingKind(name string) (Kind, bool) {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	p, ok := s.streams[name]
 	return p.kind, ok
 }
 
-// SetStdin sets what "-" reads (os.Stdin when nil) and drops the streams
-// a previous Find left unread.
-func SetStdin(r io.Reader) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	stdin = r
-	for name, p := range streams {
+// Close closes the streams Find opened that no Open took.
+func (s *Source) Close() {
+	s.streamMu.Lock()
+	defer s.streamMu.Unlock()
+	for name, p := range s.streams {
 		p.r.Close()
-		delete(streams, name)
+		delete(s.streams, name)
 	}
 }
 
-func stdinReader() io.Reader {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	if stdin == nil {
-		return os.Stdin
+// warn writes a warning once: a command may search the same folder twice
+// (to tell what it holds, then to read it).
+func (s *Source) warn(msg string) {
+	s.mu.Lock()
+	if s.warned == nil {
+		s.warned = map[string]bool{}
 	}
-	return stdin
-}
-
-// SetWarnings sets where Find writes its warnings (os.Stderr when nil), one
-// line each, prefixed "ptscope: warning: ".
-func SetWarnings(w io.Writer) {
-	streamMu.Lock()
-	defer streamMu.Unlock()
-	warnTo = w
-}
-
-func warn(msg string) {
-	streamMu.Lock()
-	w := warnTo
-	streamMu.Unlock()
-	if w == nil {
-		w = os.Stderr
+	seen := s.warned[msg]
+	s.warned[msg] = true
+	s.mu.Unlock()
+	if seen {
+		return
 	}
-	fmt.Fprintf(w, "ptscope: warning: %s\n", Escape(msg))
+	fmt.Fprintf(s.warnings, "ptscope: warning: %s\n", Escape(msg))
 }
 
 // Name returns a file name as it can be printed: as is when it is printable

@@ -33,7 +33,7 @@ func TestRoundTrip(t *testing.T) {
 		w := mk(&buf)
 		w.Write(payload)
 		w.Close()
-		r, err := NewReader(&buf)
+		r, err := NewSource(0, nil, nil).NewReader(&buf)
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}
@@ -46,7 +46,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 		r.Close()
 	}
-	r, _ := NewReader(bytes.NewReader(payload))
+	r, _ := NewSource(0, nil, nil).NewReader(bytes.NewReader(payload))
 	if got, _ := io.ReadAll(r); r.Compression != None || !bytes.Equal(got, payload) {
 		t.Error("plain passthrough failed")
 	}
@@ -77,7 +77,7 @@ func TestFindFixtures(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Skip("shared fixtures not present")
 	}
-	files, err := Find([]string{dir})
+	files, err := NewSource(0, nil, nil).Find([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestFindThroughSymlink(t *testing.T) {
 	if err := os.Symlink("20260101_000000_x", filepath.Join(dir, "latest")); err != nil {
 		t.Skip(err)
 	}
-	files, err := Find([]string{filepath.Join(dir, "latest")})
+	files, err := NewSource(0, nil, nil).Find([]string{filepath.Join(dir, "latest")})
 	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
 		t.Fatalf("Find(latest) = %v, %v", files, err)
 	}
@@ -123,11 +123,11 @@ func TestFindBundleRankFolder(t *testing.T) {
 	rank := filepath.Join(dir, "rank2")
 	os.MkdirAll(rank, 0o755)
 	os.WriteFile(filepath.Join(rank, "snapshot_end.pickle"), []byte("\x80\x04N."), 0o644)
-	files, err := Find([]string{rank})
+	files, err := NewSource(0, nil, nil).Find([]string{rank})
 	if err != nil || len(files) != 1 || files[0] != (File{rank, Bundle}) {
 		t.Errorf("Find(rank2) = %v, %v", files, err)
 	}
-	files, err = Find([]string{rank}, Snapshot)
+	files, err = NewSource(0, nil, nil).Find([]string{rank}, Snapshot)
 	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
 		t.Errorf("Find(rank2, Snapshot) = %v, %v", files, err)
 	}
@@ -141,18 +141,18 @@ func TestStdinAndPipes(t *testing.T) {
 	w := gzip.NewWriter(&gz)
 	w.Write(payload)
 	w.Close()
-	SetStdin(bytes.NewReader(gz.Bytes()))
-	defer SetStdin(nil)
-	files, err := Find([]string{"-"})
+	src := NewSource(0, bytes.NewReader(gz.Bytes()), nil)
+	defer src.Close()
+	files, err := src.Find([]string{"-"})
 	if err != nil || len(files) != 1 || files[0].Kind != Snapshot || files[0].Path != "-" {
 		t.Fatalf("Find(-) = %v, %v", files, err)
 	}
 	// a second Find (a command's loader after its own check) knows the
 	// kind without reading the stream again
-	if again, err := Find([]string{"-"}); err != nil || len(again) != 1 || again[0].Kind != Snapshot {
+	if again, err := src.Find([]string{"-"}); err != nil || len(again) != 1 || again[0].Kind != Snapshot {
 		t.Fatalf("second Find(-) = %v, %v", again, err)
 	}
-	r, err := Open("-")
+	r, err := src.Open("-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +173,11 @@ func TestStdinAndPipes(t *testing.T) {
 			f.Close()
 		}
 	}()
-	files, err = Find([]string{fifo})
+	files, err = src.Find([]string{fifo})
 	if err != nil || len(files) != 1 || files[0].Kind != Snapshot {
 		t.Fatalf("Find(fifo) = %v, %v", files, err)
 	}
-	r, err = Open(fifo)
+	r, err = src.Open(fifo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,9 +251,8 @@ func TestFindSkipsUnreadable(t *testing.T) {
 		}
 	}
 	var warnings bytes.Buffer
-	SetWarnings(&warnings)
-	defer SetWarnings(nil)
-	files, err := Find([]string{dir})
+	src := NewSource(0, nil, &warnings)
+	files, err := src.Find([]string{dir})
 	if err != nil || len(files) != 1 || filepath.Base(files[0].Path) != "a.pickle" {
 		t.Fatalf("Find = %v, %v", files, err)
 	}

@@ -103,7 +103,7 @@ func BenchmarkReadFileUnmappedWithStack(b *testing.B) {
 	plain, _ := bigTrace(b)
 	path := benchFile(b, plain)
 	benchReads(b, plain, func() (io.Reader, func()) {
-		r, err := input.Open(path)
+		r, err := input.NewSource(0, nil, nil).Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func BenchmarkReadFileUnmappedWithStack(b *testing.B) {
 func BenchmarkReadWithStackGzip(b *testing.B) {
 	plain, gz := bigTrace(b)
 	benchReads(b, plain, func() (io.Reader, func()) {
-		r, err := input.NewReader(bytes.NewReader(gz))
+		r, err := input.NewSource(0, nil, nil).NewReader(bytes.NewReader(gz))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,6 +25,9 @@ type Options struct {
 	Workers    int // decoding goroutines; 0 means GOMAXPROCS
 	ChunkBytes int // bytes read per batch; 0 means 1 MiB
 	MaxEvent   int // largest event accepted; 0 means 16 MiB
+	// Source is where files are opened and the memory budget the reading
+	// is checked against (nil: the default budget).
+	Source *input.Source
 
 	// goJSONOnly decodes every event with go-json (the decoder scanEvent
 	// must agree with), for the differential tests.
@@ -41,6 +44,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxEvent <= 0 {
 		o.MaxEvent = 16 << 20
 	}
+	o.Source = input.Or(o.Source)
 	return o
 }
 
@@ -49,15 +53,16 @@ func (o Options) withDefaults() Options {
 func ReadFile(ctx context.Context, path string, opt Options) (*Trace, error) {
 	var t *Trace
 	var err error
+	opt.Source = input.Or(opt.Source)
 	if data, unmap, ok := mapFile(path); ok && input.Detect(data[:min(len(data), 6)]) == input.None {
-		input.Track(path)
+		opt.Source.Track(path)
 		t, err = readFrom(ctx, nil, data, func(lo, hi int64) { mapfile.DropPages(data, int(lo), int(hi)) }, opt)
 		unmap()
 	} else {
 		if ok {
 			unmap()
 		}
-		r, oerr := input.Open(path)
+		r, oerr := opt.Source.Open(path)
 		if oerr != nil {
 			return nil, oerr
 		}
@@ -184,7 +189,7 @@ func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi i
 		}
 	}
 	var splitWarn []string
-	s := &splitter{r: r, data: data, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20,
+	s := &splitter{r: r, data: data, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20, src: opt.Source,
 		warn: func(m string) { splitWarn = append(splitWarn, m) }}
 	if err := func() error { defer guard()(); return s.start() }(); err != nil || fault.Load() {
 		return err

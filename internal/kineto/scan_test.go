@@ -162,7 +162,7 @@ func TestScanTraces(t *testing.T) {
 		t.Fatalf("%d traces found", len(paths))
 	}
 	for _, p := range paths {
-		r, err := input.Open(p)
+		r, err := input.NewSource(0, nil, nil).Open(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,8 @@ type splitter struct {
 	resync  bool // skipping the rest of a dropped event
 	warn    func(string)
 
-	nextCheck int64 // input offset of the next memory budget check
+	nextCheck int64         // input offset of the next memory budget check
+	src       *input.Source // the budget checked (nil: none, in tests of the splitter alone)
 
 	// the parallel index of a mapped array (split_index.go); the par
 	// fields override its defaults
@@ -69,6 +70,14 @@ type splitter struct {
 const maxDepth = 64
 
 var errNotTrace = errors.New("not a Chrome trace: expected a JSON object with traceEvents or an array of events")
+
+// checkMemory checks the live heap against the budget.
+func (s *splitter) checkMemory() error {
+	if s.src == nil {
+		return nil
+	}
+	return s.src.CheckMemory()
+}
 
 func (s *splitter) fill() error {
 	if s.eof {
@@ -85,7 +94,7 @@ func (s *splitter) fill() error {
 	s.pending = buf
 	if s.off >= s.nextCheck {
 		s.nextCheck = s.off + 16<<20
-		if cerr := input.CheckMemory(); cerr != nil {
+		if cerr := s.checkMemory(); cerr != nil {
 			return fmt.Errorf("offset %d: %w", s.off, cerr)
 		}
 	}
@@ -109,8 +118,10 @@ func (s *splitter) fillMapped() error {
 	s.off = end
 	if s.off >= s.nextCheck {
 		s.nextCheck = s.off + 16<<20
-		input.Progress(s.off)
-		if cerr := input.CheckMemory(); cerr != nil {
+		if s.src != nil {
+			s.src.Progress(s.off)
+		}
+		if cerr := s.checkMemory(); cerr != nil {
 			return fmt.Errorf("offset %d: %w", s.off, cerr)
 		}
 	}

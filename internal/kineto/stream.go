@@ -37,7 +37,7 @@ type Scanner struct {
 func NewScanner(r io.Reader, opt Options) (*Scanner, error) {
 	opt = opt.withDefaults()
 	sc := &Scanner{}
-	sc.s = &splitter{r: r, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20, warn: sc.warn}
+	sc.s = &splitter{r: r, chunk: opt.ChunkBytes, maxEvent: opt.MaxEvent, maxHeader: 64 << 20, src: opt.Source, warn: sc.warn}
 	if err := sc.s.start(); err != nil {
 		return nil, err
 	}

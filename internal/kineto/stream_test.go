@@ -13,7 +13,7 @@ import (
 // TestScanner: the raw events of a real trace, their heads, and the
 // envelope around them put back together give the file.
 func TestScanner(t *testing.T) {
-	r, err := input.Open(testfixture.Testdata(t, "bundles", "lm_small_bf16", "rank0", "trace_step4.pt.trace.json.gz"))
+	r, err := input.NewSource(0, nil, nil).Open(testfixture.Testdata(t, "bundles", "lm_small_bf16", "rank0", "trace_step4.pt.trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,9 @@
 package load
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"math"
 	"os"
-	"path/filepath"
-	"slices"
-	"sort"
-	"sync"
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
@@ -19,25 +11,19 @@ import (
 	"github.com/ptscope/ptscope/internal/units"
 )
 
-// The streaming path analyses a trace too large to hold (docs/trace.md,
-// "Traces larger than memory"): it decodes the JSON once, writing every
-// event as a binary record to a temporary folder and keeping only what the
-// whole trace decides (step markers, launches, facts); it then finds the
-// steps' bounds, cuts the steps into windows of about windowEvents events,
-// routes each record to the files of the windows that need it, and
-// analyses the windows one after another, merging their results into the
-// report the whole trace would give. Memory holds a window or two, the
-// launches' correlation ids and the merged tables.
+// A trace too large to hold is analysed with bounded memory by
+// perf.AnalyzeStream (docs/trace.md, "Traces larger than memory"); load
+// decides when, from the trace's size and the memory budget, and opens it.
 
 // bigTraceBytes is the estimated JSON size from which a trace is streamed
 // by default: a quarter of the memory budget (the in-memory path takes
 // about 0.6 times the JSON size).
-func bigTraceBytes() int64 { return input.Budget() / 4 }
+func bigTraceBytes(src *input.Source) int64 { return src.Budget() / 4 }
 
 // windowEvents is the number of events a window holds: about 200 bytes of
 // model and analysis each, a 16th of the budget, at most 128 MiB (two
 // windows are in memory at once: one analysed, the next being built).
-func windowEvents() int64 { return min(input.Budget()/16, 128<<20) / 200 }
+func windowEvents(src *input.Source) int64 { return min(src.Budget()/16, 128<<20) / 200 }
 
 // traceSize estimates the JSON size of a trace file: its size, or ten
 // times that when compressed (Kineto traces compress 10 to 20 times); -1
@@ -65,425 +51,26 @@ func expandedSize(path string, factor int64) int64 {
 	return st.Size()
 }
 
-// launchRef is a runtime call that launches GPU work: its correlation id
-// and span.
-type launchRef struct{ corr, ts, end int64 }
-
-// launchTable finds a GPU event's launch by correlation id; among calls of
-// one id, the last in file order (as the whole-trace analysis does).
-type launchTable []launchRef
-
-func (l launchTable) sort() {
-	slices.SortStableFunc(l, func(a, b launchRef) int {
-		switch {
-		case a.corr < b.corr:
-			return -1
-		case a.corr > b.corr:
-			return 1
-		}
-		return 0
-	})
-}
-
-func (l launchTable) find(corr int64) (launchRef, bool) {
-	if corr < 0 {
-		return launchRef{}, false
-	}
-	k := sort.Search(len(l), func(i int) bool { return l[i].corr > corr }) - 1
-	if k >= 0 && l[k].corr == corr {
-		return l[k], true
-	}
-	return launchRef{}, false
-}
-
-// batchSpan is the start times of one batch of events: the weight of a
-// window is estimated from them, spreading each batch evenly.
-type batchSpan struct {
-	s, e int64
-	n    int64
-}
-
-func weightOf(spans []batchSpan) func(from, to int64) int64 {
-	return func(from, to int64) int64 {
-		var w float64
-		for _, b := range spans {
-			if b.e < from || b.s >= to {
-				continue
-			}
-			if b.e == b.s {
-				w += float64(b.n)
-				continue
-			}
-			lo, hi := max(b.s, from), min(b.e, to)
-			w += float64(b.n) * float64(hi-lo) / float64(b.e-b.s)
-		}
-		return int64(w)
-	}
-}
-
-// spill is a buffered record file.
-type spill struct {
-	f *os.File
-	w *bufio.Writer
-}
-
-func newSpill(path string, size int) (*spill, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	return &spill{f: f, w: bufio.NewWriterSize(f, size)}, nil
-}
-
-func (s *spill) write(b []byte) error {
-	_, err := s.w.Write(b)
-	return err
-}
-
-func (s *spill) close() error {
-	err := s.w.Flush()
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// eachRecord calls fn with every record of a spill file, in order, and
-// its offset in the file; it stops when ctx is done.
-func eachRecord(ctx context.Context, path string, fn func(r kineto.Record, off int64) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
-	var off, k int64
-	for {
-		h, err := br.Peek(4)
-		if err == io.EOF && len(h) == 0 {
-			return nil
-		}
-		if len(h) < 4 {
-			return fmt.Errorf("%s: offset %d: truncated record", filepath.Base(path), off)
-		}
-		n := int(h[2]) | int(h[3])<<8
-		rec, err := br.Peek(n)
-		if err != nil || n < 4 {
-			return fmt.Errorf("%s: offset %d: truncated record", filepath.Base(path), off)
-		}
-		if k++; k%(1<<16) == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		if err := fn(kineto.Record(rec), off); err != nil {
-			return err
-		}
-		br.Discard(n)
-		off += int64(n)
-	}
-}
-
 // streamOptions tune the streaming path (tests force small windows).
 type streamOptions struct {
 	windowEvents int64 // 0: windowEvents()
 	notify       func(string)
 }
 
-// streamTrace reads and analyses one trace with bounded memory. A trace
-// without ProfilerStep#N markers has no step to cut at: it is analysed
-// whole, from its records.
+// streamTrace opens path and analyses it with perf.AnalyzeStream.
 func streamTrace(ctx context.Context, path string, ro kineto.Options, a perf.Options, so streamOptions) (*perf.Rank, error) {
-	dir, err := os.MkdirTemp("", "ptscope-trace-")
+	ro.Source = input.Or(ro.Source)
+	r, err := ro.Source.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-
-	// 1. decode once: every record to the log, GPU and memory records to
-	// the side log, and what the whole trace decides
-	logPath, sidePath := filepath.Join(dir, "events"), filepath.Join(dir, "side")
-	logF, err := newSpill(logPath, 1<<20)
-	if err != nil {
-		return nil, err
+	defer r.Close()
+	w := so.windowEvents
+	if w <= 0 {
+		w = windowEvents(ro.Source)
 	}
-	sideF, err := newSpill(sidePath, 1<<20)
-	if err != nil {
-		logF.close()
-		return nil, err
-	}
-	fs := perf.NewFactScanner()
-	var markers []perf.StepMarker
-	var launches launchTable
-	var weights []batchSpan
-	var rec []byte
-	r, err := input.Open(path)
-	if err != nil {
-		logF.close()
-		sideF.close()
-		return nil, err
-	}
-	header, err := kineto.Stream(ctx, r, ro, func(b *kineto.Trace, seq0 int64) error {
-		fs.Add(b)
-		ev := &b.Events
-		rec = rec[:0]
-		side := []byte(nil)
-		bs := batchSpan{s: math.MaxInt64, e: math.MinInt64}
-		for i := 0; i < ev.Len(); i++ {
-			k := ev.Kind[i]
-			n := len(rec)
-			rec = kineto.AppendEvent(rec, b, i, seq0+int64(i), false)
-			switch {
-			case k.IsGPU():
-				side = append(side, rec[n:]...)
-			case k.IsLaunch() && ev.Corr[i] >= 0:
-				launches = append(launches, launchRef{ev.Corr[i], ev.TS[i], ev.End(i)})
-			}
-			if perf.IsStepMarker(k, b.Name(i)) {
-				markers = append(markers, perf.StepMarker{Name: b.Name(i), TS: ev.TS[i], End: ev.End(i)})
-			}
-			bs.s, bs.e = min(bs.s, ev.TS[i]), max(bs.e, ev.TS[i])
-			bs.n++
-		}
-		for i := range b.Memory {
-			n := len(rec)
-			rec = kineto.AppendMemory(rec, &b.Memory[i], true)
-			side = append(side, rec[n:]...)
-		}
-		for i := range b.Flows {
-			rec = kineto.AppendFlow(rec, &b.Flows[i])
-		}
-		if bs.n > 0 {
-			weights = append(weights, bs)
-		}
-		if err := logF.write(rec); err != nil {
-			return err
-		}
-		return sideF.write(side)
-	})
-	r.Close()
-	if cerr := logF.close(); err == nil {
-		err = cerr
-	}
-	if cerr := sideF.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", input.Name(path), err)
-	}
-	header.Path = path
-	facts := fs.Facts(header)
-	plan := perf.NewPlan(facts, markers, a)
-	if plan == nil {
-		// no step to cut at: analysed whole, from the records
-		if so.notify != nil {
-			so.notify(fmt.Sprintf("%s: no ProfilerStep#N to cut the trace at: it is analysed whole, in memory", input.Name(path)))
-		}
-		bl := kineto.NewBuilder(header)
-		err := eachRecord(ctx, logPath, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
-		if err != nil {
-			return nil, err
-		}
-		t, _, _ := bl.Trace()
-		t.Damage = header.Damage
-		return perf.Analyze(t, a), nil
-	}
-
-	// 2. the steps' bounds, from every GPU event and memory event
-	launches.sort()
-	gpuLaunch := func(r kineto.Record) (bool, launchRef) {
-		l, ok := launches.find(r.Corr())
-		return ok, l
-	}
-	// GPU events without a launch in the trace are owned by the op of
-	// their External id (perf's link.go): find those ops
-	need := map[int64]launchRef{}
-	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
-		if r.Tag() == kineto.RecordMemory {
-			plan.Memory(r.Memory())
-			return nil
-		}
-		ok, l := gpuLaunch(r)
-		plan.GPU(ok, l.ts, l.end, r.TS(), r.End())
-		if x := r.Ext(); !ok && x > 0 {
-			need[x] = launchRef{corr: -1}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(need) > 0 {
-		err = eachRecord(ctx, logPath, func(r kineto.Record, _ int64) error {
-			if r.Tag() == kineto.RecordEvent && perf.IsOp(r.Kind()) {
-				if o, ok := need[r.Ext()]; ok && o.corr < 0 {
-					need[r.Ext()] = launchRef{0, r.TS(), r.End()}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	// extOp is the op that owns a GPU event without a launch
-	extOp := func(r kineto.Record) (launchRef, bool) {
-		o, ok := need[r.Ext()]
-		return o, ok && o.corr == 0
-	}
-	maxW := so.windowEvents
-	if maxW <= 0 {
-		maxW = windowEvents()
-	}
-	var total int64
-	for _, b := range weights {
-		total += b.n
-	}
-	maxW = max(maxW, total/maxWindows)
-	plan.Cut(maxW, weightOf(weights))
-	err = eachRecord(ctx, sidePath, func(r kineto.Record, _ int64) error {
-		if r.Tag() == kineto.RecordEvent {
-			ok, l := gpuLaunch(r)
-			plan.Context(r.Device(), r.Seq(), ok, l.ts, r.TS(), r.End())
-			if o, byExt := extOp(r); !ok && byExt {
-				plan.Reach(r.TS(), r.End(), o.ts)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	plan.FinishContext()
-	os.Remove(sidePath)
-	if so.notify != nil {
-		so.notify(fmt.Sprintf("%s: %s of JSON read, analysed in %d windows of its %d steps", input.Name(path),
-			units.Bytes(header.Bytes), plan.Windows(), plan.Steps()))
-	}
-
-	// 3. route every record to the windows that need it
-	nw := plan.Windows()
-	wins := make([]*spill, nw)
-	for w := range wins {
-		if wins[w], err = newSpill(filepath.Join(dir, fmt.Sprintf("w%d", w)), 256<<10); err != nil {
-			for _, s := range wins[:w] {
-				s.close()
-			}
-			return nil, err
-		}
-	}
-	var werr error
-	put := func(w int, r kineto.Record, owned bool) {
-		r.SetOwned(owned)
-		if err := wins[w].write(r); err != nil && werr == nil {
-			werr = err
-		}
-	}
-	err = eachRecord(ctx, logPath, func(r kineto.Record, _ int64) error {
-		switch r.Tag() {
-		case kineto.RecordMemory:
-			put(plan.HostOwner(r.TS()), r, true)
-		case kineto.RecordFlow:
-			plan.Overlaps(r.TS(), r.TS(), func(w int) { put(w, r, false) })
-		default:
-			ts, end := r.TS(), r.End()
-			var owner int
-			if r.Kind().IsGPU() {
-				ok, l := gpuLaunch(r)
-				if o, byExt := extOp(r); !ok && byExt {
-					ok, l = true, o
-				}
-				owner = plan.GPUOwner(ok, l.ts, ts)
-			} else {
-				owner = plan.HostOwner(ts)
-			}
-			done := false
-			plan.Overlaps(ts, end, func(w int) {
-				if w == owner {
-					done = true
-				}
-				put(w, r, w == owner)
-			})
-			if !done {
-				put(owner, r, true)
-			}
-		}
-		return werr
-	})
-	for _, s := range wins {
-		if cerr := s.close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	os.Remove(logPath)
-	launches = nil
-
-	// 4. analyse the windows, the next one read while one is analysed
-	m := plan.Merger()
-	type built struct {
-		t   *kineto.Trace
-		own []bool
-		seq []int64
-		err error
-	}
-	next := make(chan built, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(next)
-		for w := 0; w < nw; w++ {
-			p := filepath.Join(dir, fmt.Sprintf("w%d", w))
-			bl := kineto.NewBuilder(header)
-			err := eachRecord(ctx, p, func(r kineto.Record, off int64) error { return bl.Add(r, off) })
-			os.Remove(p)
-			var b built
-			b.t, b.own, b.seq = bl.Trace()
-			if err != nil {
-				b.err = fmt.Errorf("%s: window %d: %w", input.Name(path), w, err)
-			}
-			select {
-			case next <- b:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	w := 0
-	for b := range next {
-		if b.err != nil {
-			cancel()
-			wg.Wait()
-			return nil, b.err
-		}
-		if err := ctx.Err(); err != nil {
-			cancel()
-			wg.Wait()
-			return nil, err
-		}
-		m.Add(plan.Analyze(w, b.t, b.own, b.seq))
-		w++
-	}
-	wg.Wait()
-	if w != nw {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("streaming analysis stopped early")
-	}
-	return m.Rank(), nil
+	return perf.AnalyzeStream(ctx, r, ro, a, perf.StreamOptions{Path: path, Name: input.Name(path), WindowEvents: w, Notify: so.notify})
 }
-
-// maxWindows bounds the number of window files open at once.
-const maxWindows = 512
 
 // tempNote is what a spill notice adds when the temporary directory is in
 // memory: the spill bounds ptscope's RSS, not the machine's memory.
@@ -497,9 +84,9 @@ func tempNote() string {
 // thresholdNote names the size above which an input is streamed or
 // spilled: the option's own value, or (option 0, the default) a quarter
 // of the memory budget.
-func thresholdNote(option, above int64) string {
+func thresholdNote(src *input.Source, option, above int64) string {
 	if option == 0 {
-		return "a quarter of " + input.BudgetNote()
+		return "a quarter of " + src.BudgetNote()
 	}
 	return units.Bytes(above)
 }

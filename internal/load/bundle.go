@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/memory"
 )
 
@@ -15,7 +15,7 @@ import (
 // what its blocks are. Rank folders are read one at a time: a rank's side
 // files stay in memory only as its inputs' models.
 func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOptions) error {
-	b, err := capture.ListBundle(dir)
+	b, err := bundle.ListBundle(dir)
 	if err != nil {
 		return err
 	}
@@ -24,7 +24,7 @@ func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOpt
 		if o.Ranks != nil && !contains(o.Ranks, lr.Rank) {
 			continue
 		}
-		r, err := capture.ReadRank(lr.Dir, lr.Rank)
+		r, err := bundle.ReadRank(lr.Dir, lr.Rank)
 		if err != nil {
 			return err
 		}
@@ -42,10 +42,10 @@ func (set *SnapshotSet) addBundle(ctx context.Context, dir string, o SnapshotOpt
 }
 
 // BundleRank analyses the snapshots of one rank of a bundle as Snapshots
-// does for the whole bundle (b may come from capture.ListBundle and r from
-// capture.ReadRank), for a reader of many ranks that keeps one at a time.
+// does for the whole bundle (b may come from bundle.ListBundle and r from
+// bundle.ReadRank), for a reader of many ranks that keeps one at a time.
 // A rank with neither snapshots nor phases gives an empty set.
-func BundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions) (*SnapshotSet, error) {
+func BundleRank(ctx context.Context, b *bundle.Bundle, r *bundle.Rank, o SnapshotOptions) (*SnapshotSet, error) {
 	set := &SnapshotSet{Report: memory.NewReport()}
 	err := set.addBundleRank(ctx, b, r, o)
 	set.Report.Compare()
@@ -53,11 +53,11 @@ func BundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o Snaps
 }
 
 // BundleSnapshot analyses one snapshot file of rank r of b (b may come
-// from capture.ReadBundle) as Snapshots does inside the bundle: with the
+// from bundle.ReadBundle) as Snapshots does inside the bundle: with the
 // rank's device capacity and limit, precision, inventories, counters and
 // phases, which a bare read of the file does not have; for a server that
 // loads a bundle's snapshots one by one.
-func BundleSnapshot(ctx context.Context, b *capture.Bundle, r *capture.Rank, path string, o SnapshotOptions) (*SnapshotSet, error) {
+func BundleSnapshot(ctx context.Context, b *bundle.Bundle, r *bundle.Rank, path string, o SnapshotOptions) (*SnapshotSet, error) {
 	set := &SnapshotSet{Report: memory.NewReport()}
 	if err := ctx.Err(); err != nil {
 		return set, err
@@ -70,7 +70,7 @@ func BundleSnapshot(ctx context.Context, b *capture.Bundle, r *capture.Rank, pat
 
 // addRankFile analyses snapshot path of rank r of b with the rank's
 // options mo and bundle info (skipped: the rank's snapshots left out).
-func (set *SnapshotSet) addRankFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank,
+func (set *SnapshotSet) addRankFile(path string, o SnapshotOptions, mo memory.Options, b *bundle.Bundle, r *bundle.Rank,
 	info func() *memory.BundleInfo, skipped []memory.SkippedSnapshot) error {
 	err := set.addFile(path, o, mo, b, r)
 	k := len(set.Report.Inputs) - 1
@@ -86,7 +86,7 @@ func (set *SnapshotSet) addRankFile(path string, o SnapshotOptions, mo memory.Op
 
 // rankOptions are the analysis options of rank r of b (o's, completed by
 // what the rank recorded) and its bundle information.
-func rankOptions(b *capture.Bundle, r *capture.Rank, o SnapshotOptions) (memory.Options, func() *memory.BundleInfo) {
+func rankOptions(b *bundle.Bundle, r *bundle.Rank, o SnapshotOptions) (memory.Options, func() *memory.BundleInfo) {
 	total := r.Info.DeviceTotalMemoryBytes
 	if total == 0 {
 		total = b.Manifest.DeviceTotalMemoryBytes
@@ -122,7 +122,7 @@ func rankOptions(b *capture.Bundle, r *capture.Rank, o SnapshotOptions) (memory.
 }
 
 // addBundleRank analyses the snapshots of one rank of b.
-func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r *capture.Rank, o SnapshotOptions) error {
+func (set *SnapshotSet) addBundleRank(ctx context.Context, b *bundle.Bundle, r *bundle.Rank, o SnapshotOptions) error {
 	mo, info := rankOptions(b, r, o)
 	if len(r.Snapshots) == 0 && len(r.Phases) > 0 {
 		// No allocator snapshot (--no-gpu runs, or memory history off):
@@ -166,7 +166,7 @@ func (set *SnapshotSet) addBundleRank(ctx context.Context, b *capture.Bundle, r 
 // exception's unwinding after it; with no phase started after the error,
 // the run did not go on (a run that catches the error and trains on keeps
 // both). Reading the end snapshot's file by its path still analyses it.
-func rankSnapshots(r *capture.Rank) ([]string, []memory.SkippedSnapshot) {
+func rankSnapshots(r *bundle.Rank) ([]string, []memory.SkippedSnapshot) {
 	x := r.OOM
 	if x == nil || x.Snapshot == "" {
 		return r.Snapshots, nil
@@ -200,7 +200,7 @@ const endSnapshot = "snapshot_end.pickle"
 // windows (a rank whose history was recorded in windows), or without any
 // snapshot, a phase no snapshot covers takes the running maximum where it
 // rose inside the phase: the new maximum is the phase's peak.
-func phaseRows(r *capture.Rank, devs []*memory.Analysis, windows bool) []memory.PhaseRow {
+func phaseRows(r *bundle.Rank, devs []*memory.Analysis, windows bool) []memory.PhaseRow {
 	var rows []memory.PhaseRow
 	for _, ph := range r.Phases {
 		row := memory.PhaseRow{Phase: ph.Name, Rank: ph.Rank, Step: ph.Step, StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000,

@@ -1,13 +1,13 @@
 package load
 
 import (
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/memory"
 )
 
 // peakMarks are the process's own max_memory_allocated readings of a
 // bundle rank: at every phase boundary, and at exit (process.json).
-func peakMarks(r *capture.Rank) []memory.PeakMark {
+func peakMarks(r *bundle.Rank) []memory.PeakMark {
 	var out []memory.PeakMark
 	for _, ph := range r.Phases {
 		if ph.MaxAllocatedBeforeBytes > 0 {
@@ -25,7 +25,7 @@ func peakMarks(r *capture.Rank) []memory.PeakMark {
 
 // phaseStarts are the phases of a bundle rank with the allocated bytes each
 // began with.
-func phaseStarts(r *capture.Rank) []memory.PhaseStart {
+func phaseStarts(r *bundle.Rank) []memory.PhaseStart {
 	out := make([]memory.PhaseStart, 0, len(r.Phases))
 	for _, ph := range r.Phases {
 		out = append(out, memory.PhaseStart{StartNS: ph.StartTimeUs * 1000, EndNS: ph.EndTimeUs * 1000, AllocatedBytes: ph.AllocatedBeforeBytes})
@@ -36,7 +36,7 @@ func phaseStarts(r *capture.Rank) []memory.PhaseStart {
 // stackWindows are the spans whose allocations recorded a Python stack,
 // as the rank's process.json says (nil when it says nothing: an older
 // bundle, or stacks off).
-func stackWindows(r *capture.Rank) []memory.TimeSpan {
+func stackWindows(r *bundle.Rank) []memory.TimeSpan {
 	if r.Info.History == nil || !r.Info.History.Switchable {
 		return nil
 	}

@@ -1,7 +1,7 @@
 package load
 
 import (
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/memory"
 )
 
@@ -10,16 +10,16 @@ import (
 // running statistics) count as parameters: model state that lives as long
 // as the model.
 var roleCategory = map[string]memory.Category{
-	capture.KindParameter:      memory.CatParameter,
-	capture.KindBuffer:         memory.CatParameter,
-	capture.KindGradient:       memory.CatGradient,
-	capture.KindOptimizerState: memory.CatOptimizerState,
+	bundle.KindParameter:      memory.CatParameter,
+	bundle.KindBuffer:         memory.CatParameter,
+	bundle.KindGradient:       memory.CatGradient,
+	bundle.KindOptimizerState: memory.CatOptimizerState,
 }
 
 // rankRoles turns a bundle rank's tensor inventories into roles: every
 // tensor of every inventory names the allocation alive at its storage when
 // the inventory was taken.
-func rankRoles(r *capture.Rank) []memory.Role {
+func rankRoles(r *bundle.Rank) []memory.Role {
 	var out []memory.Role
 	for i := range r.Inventories {
 		inv := &r.Inventories[i]

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -35,6 +35,9 @@ type SnapshotOptions struct {
 	SpillAbove int64
 	// Notify, when set, is told when a snapshot is spilled.
 	Notify func(msg string)
+	// Source is where the inputs are found and opened, and the memory
+	// budget they are read within (nil: the default budget).
+	Source *input.Source
 }
 
 // SnapshotSet is the analyze document of a set of inputs together with the
@@ -68,8 +71,8 @@ type SnapshotInput struct {
 	Path     string
 	Snapshot *snapshot.Snapshot // nil when unreadable or when a bundle rank has no snapshot
 	Devices  []*memory.Analysis
-	Bundle   *capture.Bundle // the ptscope run bundle it came from; nil for a bare snapshot
-	Rank     *capture.Rank   // the bundle's rank
+	Bundle   *bundle.Bundle // the ptscope run bundle it came from; nil for a bare snapshot
+	Rank     *bundle.Rank   // the bundle's rank
 }
 
 // Snapshots finds the snapshots and ptscope run bundles under paths (files
@@ -78,7 +81,8 @@ type SnapshotInput struct {
 // returned error; the others are still analysed, so the set is returned
 // with the error. It returns a nil set only when nothing could be found.
 func Snapshots(ctx context.Context, paths []string, o SnapshotOptions) (*SnapshotSet, error) {
-	files, err := input.Find(paths, input.Snapshot, input.Bundle)
+	o.Source = input.Or(o.Source)
+	files, err := o.Source.Find(paths, input.Snapshot, input.Bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +107,12 @@ func Snapshots(ctx context.Context, paths []string, o SnapshotOptions) (*Snapsho
 			err = set.addBundle(ctx, file.Path, o)
 		case input.Trace:
 			err = fmt.Errorf("%s: offset 0: a Kineto profiler trace, not an allocator snapshot: read it with ptscope trace", file.Path)
+		case input.Timeline:
+			if !o.Source.IsMemoryTimeline(file.Path) {
+				err = set.addFile(file.Path, o, o.Memory, nil, nil) // a JSON array of arrays: the reader says what is wrong
+				break
+			}
+			err = fmt.Errorf("%s: offset 0: %s, not an allocator snapshot: ptscope analyze reads allocator snapshots (torch.cuda.memory._dump_snapshot)", file.Path, input.TimelineWhat)
 		default:
 			err = set.addFile(file.Path, o, o.Memory, nil, nil)
 		}
@@ -121,13 +131,14 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	o.Source = input.Or(o.Source)
 	err := set.add(name, func() (*snapshot.Snapshot, error) {
-		r, err := input.NewReader(bytes.NewReader(data))
+		r, err := o.Source.NewReader(bytes.NewReader(data))
 		if err != nil {
 			return nil, err
 		}
 		defer r.Close()
-		s, err := snapshot.Read(r)
+		s, err := snapshot.ReadWith(r, snapshot.ReadOptions{Source: o.Source})
 		if err != nil {
 			return nil, err
 		}
@@ -141,14 +152,14 @@ func SnapshotBytes(ctx context.Context, name string, data []byte, o SnapshotOpti
 }
 
 // addFile reads and analyses one snapshot file, spilled when large.
-func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *capture.Bundle, r *capture.Rank) error {
+func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Options, b *bundle.Bundle, r *bundle.Rank) error {
 	var a *spillmem.Arena
 	err := set.add(path, func() (*snapshot.Snapshot, error) {
 		a = spillArena(path, o)
 		if a != nil {
 			set.arenas = append(set.arenas, a)
 		}
-		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: a})
+		return snapshot.ReadFileWith(path, snapshot.ReadOptions{Arena: a, Source: o.Source})
 	}, o, mo, b, r)
 	if a != nil && a.Err() != nil && o.Notify != nil {
 		// e.g. a full disk: what did not fit in the file was kept in memory
@@ -160,7 +171,7 @@ func (set *SnapshotSet) addFile(path string, o SnapshotOptions, mo memory.Option
 // add reads a snapshot with read and appends its input and models. A panic
 // (a bug) becomes an error naming the input.
 func (set *SnapshotSet) add(path string, read func() (*snapshot.Snapshot, error), o SnapshotOptions, mo memory.Options,
-	b *capture.Bundle, r *capture.Rank) (err error) {
+	b *bundle.Bundle, r *bundle.Rank) (err error) {
 	in := &memory.Input{Path: path, Devices: []*memory.Result{}}
 	m := &SnapshotInput{Path: path, Bundle: b, Rank: r}
 	set.Report.Inputs = append(set.Report.Inputs, in)
@@ -222,7 +233,7 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 		return nil
 	}
 	if above == 0 {
-		above = input.Budget() / 4
+		above = input.Or(o.Source).Budget() / 4
 	}
 	n := decodedSize(path)
 	if n <= above {
@@ -240,7 +251,7 @@ func spillArena(path string, o SnapshotOptions) *spillmem.Arena {
 	}
 	if o.Notify != nil {
 		o.Notify(fmt.Sprintf("%s: about %s decoded, more than %s: its trace is spilled to a temporary file, with bounded memory%s",
-			input.Name(path), units.Bytes(n), thresholdNote(o.SpillAbove, above), tempNote()))
+			input.Name(path), units.Bytes(n), thresholdNote(input.Or(o.Source), o.SpillAbove, above), tempNote()))
 	}
 	return a
 }

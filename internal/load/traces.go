@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/perf"
@@ -37,6 +37,10 @@ type TraceOptions struct {
 	WindowEvents int64
 	// Notify, when set, is told when a trace is streamed.
 	Notify func(msg string)
+	// Source is where the inputs are found and opened, and the memory
+	// budget they are read within (nil: the default budget); it is the
+	// Reader's Source too.
+	Source *input.Source
 }
 
 // TraceSet is what Traces returns: the report, and the models when asked.
@@ -63,7 +67,9 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 			return nil, fmt.Errorf("%s: offset 0: empty file", p)
 		}
 	}
-	files, err := input.Find(paths, input.Trace, input.Bundle)
+	opt.Source = input.Or(opt.Source)
+	opt.Reader.Source = opt.Source
+	files, err := opt.Source.Find(paths, input.Trace, input.Bundle)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +79,7 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		case input.Trace:
 			traces = append(traces, f.Path)
 		case input.Bundle:
-			b, err := capture.ListBundle(f.Path)
+			b, err := bundle.ListBundle(f.Path)
 			if err != nil {
 				return nil, err
 			}
@@ -81,7 +87,7 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 				if opt.Ranks != nil && !contains(opt.Ranks, lr.Rank) {
 					continue
 				}
-				r, err := capture.ReadRank(lr.Dir, lr.Rank)
+				r, err := bundle.ReadRank(lr.Dir, lr.Rank)
 				if err != nil {
 					return nil, err
 				}
@@ -90,6 +96,9 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		default:
 			if f.Kind == input.Snapshot {
 				return nil, fmt.Errorf("%s: offset 0: an allocator snapshot, not a Kineto trace: read it with ptscope analyze", f.Path)
+			}
+			if f.Kind == input.Timeline && opt.Source.IsMemoryTimeline(f.Path) {
+				return nil, fmt.Errorf("%s: offset 0: %s, not a Kineto trace: ptscope trace reads the profiler's trace (prof.export_chrome_trace or tensorboard_trace_handler)", f.Path, input.TimelineWhat)
 			}
 			return nil, fmt.Errorf("%s: offset 0: not a Kineto trace (this is a %s)", f.Path, f.Kind)
 		}
@@ -121,12 +130,12 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 		a.Phases = append(a.Phases, ph...)
 		if above := opt.StreamAbove; !opt.KeepModels && above >= 0 {
 			if above == 0 {
-				above = bigTraceBytes()
+				above = bigTraceBytes(opt.Source)
 			}
 			if n := traceSize(p); n > above {
 				if opt.Notify != nil {
 					opt.Notify(fmt.Sprintf("%s: about %s of JSON, more than %s: analysed in windows of steps, with bounded memory%s",
-						input.Name(p), units.Bytes(n), thresholdNote(opt.StreamAbove, above), tempNote()))
+						input.Name(p), units.Bytes(n), thresholdNote(opt.Source, opt.StreamAbove, above), tempNote()))
 				}
 				r, err := streamTrace(ctx, p, opt.Reader, a, streamOptions{windowEvents: opt.WindowEvents, notify: opt.Notify})
 				if err != nil {
@@ -161,7 +170,7 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 // is not one).
 func bundlePhases(dir string) ([]perf.Phase, error) {
 	root := filepath.Dir(dir)
-	if !capture.IsBundle(root) {
+	if !bundle.IsBundle(root) {
 		return nil, nil
 	}
 	if _, err := os.Stat(filepath.Join(dir, "phases.jsonl")); err != nil {
@@ -169,11 +178,11 @@ func bundlePhases(dir string) ([]perf.Phase, error) {
 	}
 	// Only this rank's folder is read: a bundle of many ranks would
 	// otherwise be read whole for each of its traces.
-	n, ok := capture.RankDirNumber(filepath.Base(dir))
+	n, ok := bundle.RankDirNumber(filepath.Base(dir))
 	if !ok {
 		return nil, nil
 	}
-	r, err := capture.ReadRank(dir, n)
+	r, err := bundle.ReadRank(dir, n)
 	if err != nil {
 		return nil, err
 	}

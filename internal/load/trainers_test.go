@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/testfixture"
 )
@@ -103,7 +103,7 @@ func (tr *trainer) result(t *testing.T, snapshot string) *memory.Result {
 
 // analysis returns the analysis of the named snapshot of rank 0 with its
 // bundle rank.
-func (tr *trainer) analysis(t *testing.T, snapshot string) (*memory.Analysis, *capture.Rank) {
+func (tr *trainer) analysis(t *testing.T, snapshot string) (*memory.Analysis, *bundle.Rank) {
 	t.Helper()
 	for _, in := range tr.set.Inputs {
 		if filepath.Base(in.Path) == snapshot && len(in.Devices) == 1 && in.Rank != nil {
@@ -267,8 +267,8 @@ func TestTrainerActivations(t *testing.T) {
 // that made them (a model's own parameters live on) are left out of the
 // sum.
 func TestTrainerRoles(t *testing.T) {
-	cat := map[string]memory.Category{capture.KindParameter: memory.CatParameter, capture.KindBuffer: memory.CatParameter,
-		capture.KindGradient: memory.CatGradient, capture.KindOptimizerState: memory.CatOptimizerState}
+	cat := map[string]memory.Category{bundle.KindParameter: memory.CatParameter, bundle.KindBuffer: memory.CatParameter,
+		bundle.KindGradient: memory.CatGradient, bundle.KindOptimizerState: memory.CatOptimizerState}
 	for _, name := range testfixture.TrainerBundles {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -307,7 +307,7 @@ func TestTrainerRoles(t *testing.T) {
 				if _, ok := module[a.Addr]; !ok && x.Module != "" && a.Addr == uint64(x.Ptr) {
 					module[a.Addr] = x.Module
 				}
-				if a.Category != cat[x.Kind] && !(x.Kind == capture.KindGradient && a.Category == memory.CatParameter) {
+				if a.Category != cat[x.Kind] && !(x.Kind == bundle.KindGradient && a.Category == memory.CatParameter) {
 					t.Errorf("%s %s at %#x: allocation labelled %s", x.Kind, x.Name, x.Ptr, a.Category)
 				}
 			}
@@ -466,20 +466,20 @@ func TestTrainerOOM(t *testing.T) {
 // a run that caught the error and went on has steps after it.
 func TestRankSnapshots(t *testing.T) {
 	oom, end, step := "r/snapshot_oom.pickle", "r/snapshot_end.pickle", "r/snapshot_step3.pickle"
-	x := &capture.OOM{TimeUs: 100, Snapshot: "snapshot_oom.pickle"}
-	before := []capture.Phase{{Name: "forward", StartTimeUs: 90}}
-	after := append(before, capture.Phase{Name: "forward", StartTimeUs: 110})
+	x := &bundle.OOM{TimeUs: 100, Snapshot: "snapshot_oom.pickle"}
+	before := []bundle.Phase{{Name: "forward", StartTimeUs: 90}}
+	after := append(before, bundle.Phase{Name: "forward", StartTimeUs: 110})
 	for _, c := range []struct {
 		name    string
-		r       capture.Rank
+		r       bundle.Rank
 		keep    []string
 		skipped string
 	}{
-		{"oom then exit", capture.Rank{Snapshots: []string{step, oom, end}, OOM: x, Phases: before}, []string{step, oom}, end},
-		{"trained on after the oom", capture.Rank{Snapshots: []string{oom, end}, OOM: x, Phases: after}, []string{oom, end}, ""},
-		{"no oom", capture.Rank{Snapshots: []string{step, end}, Phases: before}, []string{step, end}, ""},
-		{"oom without its snapshot", capture.Rank{Snapshots: []string{end}, OOM: x, Phases: before}, []string{end}, ""},
-		{"oom, no end snapshot", capture.Rank{Snapshots: []string{oom}, OOM: x}, []string{oom}, ""},
+		{"oom then exit", bundle.Rank{Snapshots: []string{step, oom, end}, OOM: x, Phases: before}, []string{step, oom}, end},
+		{"trained on after the oom", bundle.Rank{Snapshots: []string{oom, end}, OOM: x, Phases: after}, []string{oom, end}, ""},
+		{"no oom", bundle.Rank{Snapshots: []string{step, end}, Phases: before}, []string{step, end}, ""},
+		{"oom without its snapshot", bundle.Rank{Snapshots: []string{end}, OOM: x, Phases: before}, []string{end}, ""},
+		{"oom, no end snapshot", bundle.Rank{Snapshots: []string{oom}, OOM: x}, []string{oom}, ""},
 	} {
 		keep, skipped := rankSnapshots(&c.r)
 		var sk string

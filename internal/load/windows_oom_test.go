@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/testfixture"
@@ -137,7 +137,7 @@ func TestTrainerOOMCaught(t *testing.T) {
 	t.Parallel()
 	dir := testfixture.TrainerBundle(t, "oom")
 	rank := filepath.Join(dir, "rank0")
-	b, err := capture.ReadBundle(dir)
+	b, err := bundle.ReadBundle(dir)
 	if err != nil || b.Ranks[0].OOM == nil || b.Ranks[0].OOM.TimeUs <= 0 {
 		t.Fatalf("%v: oom %+v", err, b)
 	}

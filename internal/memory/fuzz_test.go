@@ -114,7 +114,7 @@ func FuzzAnalyzeFile(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		r, err := input.NewReader(fh)
+		r, err := input.NewSource(0, nil, nil).NewReader(fh)
 		if err != nil {
 			f.Fatal(err)
 		}

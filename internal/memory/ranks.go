@@ -3,11 +3,10 @@ package memory
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 
 	"github.com/ptscope/ptscope/internal/finding"
+	"github.com/ptscope/ptscope/internal/rankname"
 	"github.com/ptscope/ptscope/internal/units"
 )
 
@@ -15,20 +14,15 @@ import (
 // highest's before a run's ranks are called imbalanced.
 const rankImbalanceRatio = 0.10
 
-var rankFile = regexp.MustCompile(`rank[_-]?(\d+)`)
-
 // rankOf names an input's rank and the run it belongs to: a bundle's rank
-// and folder, else a "rankN" in the file's name and its folder.
+// and folder, else a rank in the file's name (rankname's rule) and its
+// folder.
 func rankOf(in *Input) (run string, rank int, ok bool) {
 	if b := in.Bundle; b != nil {
 		return b.Dir, b.Rank, true
 	}
-	m := rankFile.FindStringSubmatch(filepath.Base(in.Path))
-	if m == nil {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(m[1])
-	return filepath.Dir(in.Path), n, err == nil
+	n, ok := rankname.Of(filepath.Base(in.Path))
+	return filepath.Dir(in.Path), n, ok
 }
 
 // rankImbalance adds a rank-imbalance finding to the result of the rank

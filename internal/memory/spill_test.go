@@ -36,7 +36,7 @@ func TestSpilledAnalysisMatches(t *testing.T) {
 		t.Fatalf("%d snapshot fixtures", len(names))
 	}
 	for _, name := range names {
-		r, err := input.Open(name)
+		r, err := input.NewSource(0, nil, nil).Open(name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,9 +44,9 @@ type Phase struct {
 func findSteps(g *graph, phases []Phase, base int64, unixClock bool) *stepPlanner {
 	ev := g.ev
 	src := StepsProfiler
-	markers := make([]StepMarker, 0, len(g.steps))
+	markers := make([]stepMarker, 0, len(g.steps))
 	for _, i := range g.steps {
-		markers = append(markers, StepMarker{Name: g.t.Name(int(i)), TS: ev.TS[i], End: ev.End(int(i))})
+		markers = append(markers, stepMarker{Name: g.t.Name(int(i)), TS: ev.TS[i], End: ev.End(int(i))})
 	}
 	steps := markerSteps(markers)
 	if len(steps) == 0 {
@@ -148,9 +148,11 @@ func (p *stepPlanner) memory(m kineto.MemoryEvent) {
 	}
 }
 
-// finish sets the bounds: a step starts at max(previous end, host start)
-// (the first at the end of GPU work of no step that ends before its own
-// GPU work starts) and ends at max(host end, end of its GPU work); trailing
+// finish sets the bounds: when some step launched GPU work, a step starts
+// at max(previous end, host start) (the first, when it launched GPU work,
+// at the end of GPU work of no step that ends before its own GPU work
+// starts) and ends at max(host end, end of its GPU work); otherwise the
+// host bounds stand. Trailing
 // steps that launched nothing are dropped, and for ProfilerStep#N also a
 // last step with fewer than 0.8x the GPU events of the one before, and with
 // dropLast the last step. Each step gets the GPU memory allocated (summed
@@ -175,14 +177,30 @@ func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 			}
 		}
 	}
+	// as the plugin's _find_device_steps: bounds become device-aware only
+	// when some step launched GPU work, and the first step starts at the
+	// end of earlier GPU work of no step only when it launched GPU work
+	// itself, and only of work that ends before its own starts
+	any := false
+	for _, st := range steps {
+		if st.gpuCount > 0 {
+			any = true
+		}
+	}
 	prevEnd := steps[0].hostS
-	for _, e := range p.unmatched {
-		if e < p.firstDevice && e > prevEnd {
-			prevEnd = e
+	if p.firstDevice != math.MaxInt64 {
+		for _, e := range p.unmatched {
+			if e < p.firstDevice && e > prevEnd {
+				prevEnd = e
+			}
 		}
 	}
 	for i := range steps {
 		st := &steps[i]
+		st.start, st.end = st.hostS, st.hostE
+		if !any {
+			continue
+		}
 		st.start = max(prevEnd, st.hostS)
 		if st.gpuCount > 0 {
 			st.end = max(st.hostE, st.deviceE)
@@ -192,12 +210,6 @@ func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 		prevEnd = st.end
 	}
 	// drop trailing steps without GPU work, when some step had GPU work
-	any := false
-	for _, st := range steps {
-		if st.gpuCount > 0 {
-			any = true
-		}
-	}
 	if any {
 		for len(steps) > 1 && steps[len(steps)-1].gpuCount == 0 {
 			steps = steps[:len(steps)-1]
@@ -212,27 +224,27 @@ func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 	return steps
 }
 
-// StepMarker is a ProfilerStep#N annotation (IsStepMarker): its name and
+// stepMarker is a ProfilerStep#N annotation (isStepMarker): its name and
 // host span.
-type StepMarker struct {
+type stepMarker struct {
 	Name    string
 	TS, End int64
 }
 
-// IsStepMarker reports whether an event of kind k named name marks a step.
-func IsStepMarker(k kineto.Kind, name string) bool {
+// isStepMarker reports whether an event of kind k named name marks a step.
+func isStepMarker(k kineto.Kind, name string) bool {
 	return isOp(k) && strings.HasPrefix(name, "ProfilerStep#")
 }
 
-// SortStepMarkers sorts markers given in file order by start, exactly as
+// sortStepMarkers sorts markers given in file order by start, exactly as
 // the whole-trace analysis orders them.
-func SortStepMarkers(ms []StepMarker) {
+func sortStepMarkers(ms []stepMarker) {
 	sort.Slice(ms, func(a, b int) bool { return ms[a].TS < ms[b].TS })
 }
 
-// markerSteps makes one step per marker (sorted by SortStepMarkers); a
+// markerSteps makes one step per marker (sorted by sortStepMarkers); a
 // marker that repeats the previous one's name is skipped.
-func markerSteps(markers []StepMarker) []stepSpan {
+func markerSteps(markers []stepMarker) []stepSpan {
 	var steps []stepSpan
 	for _, m := range markers {
 		num := -1

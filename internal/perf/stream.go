@@ -7,15 +7,15 @@ import (
 	"github.com/ptscope/ptscope/internal/kineto"
 )
 
-// Plan analyses a trace too large to hold in windows of consecutive steps
+// windowPlan analyses a trace too large to hold in windows of consecutive steps
 // (window.go): it finds the steps' bounds from the whole trace, cuts the
 // steps into windows, and says which windows each event goes to; Analyze
-// analyses one window's events and a Merger merges the windows' results
+// analyses one window's events and a windowMerger merges the windows' results
 // into the Rank that Analyze would give for the whole trace. A window's
 // memory is that of its events, however large the trace.
 //
-// The streaming reader (internal/load) uses it in this order:
-//  1. NewPlan, with the trace's Facts and its ProfilerStep#N markers;
+// AnalyzeStream (streamed.go) uses it in this order:
+//  1. newWindowPlan, with the trace's Facts and its ProfilerStep#N markers;
 //  2. GPU for every GPU event, Memory for every memory event;
 //  3. Cut;
 //  4. Context for every GPU event again (and Reach for those owned by
@@ -23,8 +23,8 @@ import (
 //  5. each event to its owner (HostOwner, GPUOwner; memory events by
 //     HostOwner) and, as context, to the windows Overlaps names (flows
 //     there only);
-//  6. Analyze each window, and add the results to a Merger in window order.
-type Plan struct {
+//  6. Analyze each window, and add the results to a windowMerger in window order.
+type windowPlan struct {
 	f    *Facts
 	opt  Options
 	pl   *stepPlanner
@@ -42,34 +42,34 @@ type planWindow struct {
 	next             map[int]NextGPU
 }
 
-// NewPlan starts a plan from the step markers (in file order). It returns
+// newWindowPlan starts a plan from the step markers (in file order). It returns
 // nil when there are none: a trace without ProfilerStep#N has no steps to
 // cut at.
-func NewPlan(f *Facts, markers []StepMarker, opt Options) *Plan {
+func newWindowPlan(f *Facts, markers []stepMarker, opt Options) *windowPlan {
 	if len(markers) == 0 {
 		return nil
 	}
 	if opt.MemoryPoints == 0 {
 		opt.MemoryPoints = 1000
 	}
-	SortStepMarkers(markers)
-	return &Plan{f: f, opt: opt, pl: newStepPlanner(markerSteps(markers), StepsProfiler)}
+	sortStepMarkers(markers)
+	return &windowPlan{f: f, opt: opt, pl: newStepPlanner(markerSteps(markers), StepsProfiler)}
 }
 
 // GPU adds a GPU event and its launch (launched: the trace has the
 // runtime call of its correlation id, from ls to le) to the steps' bounds.
-func (p *Plan) GPU(launched bool, ls, le, ts, end int64) { p.pl.gpu(launched, ls, le, ts, end) }
+func (p *windowPlan) GPU(launched bool, ls, le, ts, end int64) { p.pl.gpu(launched, ls, le, ts, end) }
 
 // Memory adds a memory event (in file order) to the steps' start memory.
-func (p *Plan) Memory(m kineto.MemoryEvent) { p.pl.memory(m) }
+func (p *windowPlan) Memory(m kineto.MemoryEvent) { p.pl.memory(m) }
 
 // Cut finishes the steps' bounds and groups the steps into windows of at
 // most maxWeight (at least one step each); weight(from, to) estimates the
 // events a window owning the host time [from, to) holds.
-func (p *Plan) Cut(maxWeight int64, weight func(from, to int64) int64) {
+func (p *windowPlan) Cut(maxWeight int64, weight func(from, to int64) int64) {
 	steps := p.pl.finish(p.opt.DropLastStep)
 	p.pl.steps = steps
-	p.all = wholeWindow(steps, p.f.deviceList())
+	p.all = wholeWindow(steps, p.f)
 	// a window may start at step k only if the steps before end before the
 	// steps after start (as the device-aware bounds make them, unless
 	// markers overlap): the windows' steps then cover disjoint time. The
@@ -119,7 +119,7 @@ func hostEnd(steps []stepSpan, k int) int64 {
 	return math.MaxInt64
 }
 
-func (p *Plan) suffixCtx() {
+func (p *windowPlan) suffixCtx() {
 	m := int64(math.MaxInt64)
 	for w := len(p.wins) - 1; w >= 0; w-- {
 		m = min(m, p.wins[w].ctxFrom)
@@ -128,13 +128,13 @@ func (p *Plan) suffixCtx() {
 }
 
 // Steps is the number of steps, Windows the number of windows (after Cut).
-func (p *Plan) Steps() int { return len(p.pl.steps) }
+func (p *windowPlan) Steps() int { return len(p.pl.steps) }
 
 // Windows is the number of windows (after Cut).
-func (p *Plan) Windows() int { return len(p.wins) }
+func (p *windowPlan) Windows() int { return len(p.wins) }
 
 // first is the first window whose time ends at or after ts.
-func (p *Plan) first(ts int64) int {
+func (p *windowPlan) first(ts int64) int {
 	return sort.Search(len(p.wins), func(w int) bool { return p.wins[w].to >= ts })
 }
 
@@ -142,7 +142,7 @@ func (p *Plan) first(ts int64) int {
 // the trace: a window's context reaches back to the launches of the GPU
 // work that overlaps its time, and the first GPU event of each device
 // after a window ends the window's last idle gap.
-func (p *Plan) Context(device int32, seq int64, launched bool, ls, ts, end int64) {
+func (p *windowPlan) Context(device int32, seq int64, launched bool, ls, ts, end int64) {
 	j := p.first(ts)
 	if launched {
 		for w := j; w < len(p.wins) && p.wins[w].from <= end; w++ {
@@ -162,17 +162,14 @@ func (p *Plan) Context(device int32, seq int64, launched bool, ls, ts, end int64
 // Reach extends the context of the windows whose time holds part of
 // [ts, end] back to from: a GPU event without a launch in the trace is
 // owned by the op of its External id (link.go), which must be there.
-func (p *Plan) Reach(ts, end, from int64) {
+func (p *windowPlan) Reach(ts, end, from int64) {
 	for w := p.first(ts); w < len(p.wins) && p.wins[w].from <= end; w++ {
 		p.wins[w].ctxFrom = min(p.wins[w].ctxFrom, from)
 	}
 }
 
-// IsOp says whether events of kind k are ops (External ids name them).
-func IsOp(k kineto.Kind) bool { return isOp(k) }
-
 // FinishContext completes what Context gathered; call it before routing.
-func (p *Plan) FinishContext() {
+func (p *windowPlan) FinishContext() {
 	for w := len(p.wins) - 2; w >= 0; w-- {
 		for d, n := range p.wins[w+1].next {
 			if x, ok := p.wins[w].next[d]; !ok || n.TS < x.TS || n.TS == x.TS && n.Seq < x.Seq {
@@ -185,13 +182,13 @@ func (p *Plan) FinishContext() {
 
 // HostOwner is the window that owns a host event (or memory event)
 // starting at ts.
-func (p *Plan) HostOwner(ts int64) int {
+func (p *windowPlan) HostOwner(ts int64) int {
 	return sort.Search(len(p.wins), func(w int) bool { return p.wins[w].hostTo > ts })
 }
 
 // GPUOwner is the window that owns a GPU event: its launch's, else (no
 // launch in the trace) the window of its own start.
-func (p *Plan) GPUOwner(launched bool, ls, ts int64) int {
+func (p *windowPlan) GPUOwner(launched bool, ls, ts int64) int {
 	if launched {
 		return p.HostOwner(ls)
 	}
@@ -200,7 +197,7 @@ func (p *Plan) GPUOwner(launched bool, ls, ts int64) int {
 
 // Overlaps calls fn with every window whose context holds part of
 // [ts, end] (a flow: ts == end); the owner is among them for host events.
-func (p *Plan) Overlaps(ts, end int64, fn func(w int)) {
+func (p *windowPlan) Overlaps(ts, end int64, fn func(w int)) {
 	for w := p.first(ts); w < len(p.wins) && p.minCtx[w] <= end; w++ {
 		if p.wins[w].ctxFrom <= end {
 			fn(w)
@@ -208,14 +205,14 @@ func (p *Plan) Overlaps(ts, end int64, fn func(w int)) {
 	}
 }
 
-// Partial is what one window adds to the rank's result.
-type Partial struct{ p *partial }
+// windowPartial is what one window adds to the rank's result.
+type windowPartial struct{ p *partial }
 
 // Analyze analyses window w from its trace: the events it owns (own) and
 // those of its context, in file order, with each event's index in the
 // whole trace (seq); the trace's Memory holds the memory events it owns.
 // It never keeps a reference to t.
-func (p *Plan) Analyze(w int, t *kineto.Trace, own []bool, seq []int64) *Partial {
+func (p *windowPlan) Analyze(w int, t *kineto.Trace, own []bool, seq []int64) *windowPartial {
 	links := linkSeq
 	if p.f.fwdBwdFlows {
 		links = linkFlows
@@ -224,20 +221,21 @@ func (p *Plan) Analyze(w int, t *kineto.Trace, own []bool, seq []int64) *Partial
 	g := newPartGraph(t, own, seq, links)
 	pw := &p.wins[w]
 	g.win = &window{steps: p.pl.steps[pw.k0:pw.k1], hostTo: pw.hostTo, from: pw.from, to: pw.to,
-		lastSlotEnd: p.all.lastSlotEnd, next: pw.next, timeline: p.all.timeline, devices: p.all.devices}
-	return &Partial{analyzeWindow(g, g.win, p.opt, host)}
+		lastSlotEnd: p.all.lastSlotEnd, next: pw.next, timeline: p.all.timeline, devices: p.all.devices,
+		kernels: p.all.kernels, hta: p.all.hta}
+	return &windowPartial{analyzeWindow(g, g.win, p.opt, host)}
 }
 
-// Merger merges the windows' results in window order.
-type Merger struct{ m *merger }
+// windowMerger merges the windows' results in window order.
+type windowMerger struct{ m *merger }
 
-// Merger returns an empty merger for the plan's windows.
-func (p *Plan) Merger() *Merger {
-	return &Merger{newMerger(p.f, p.opt, StepsProfiler, p.pl.steps)}
+// windowMerger returns an empty merger for the plan's windows.
+func (p *windowPlan) Merger() *windowMerger {
+	return &windowMerger{newMerger(p.f, p.opt, StepsProfiler, p.pl.steps)}
 }
 
 // Add merges the next window's result (windows in order).
-func (m *Merger) Add(p *Partial) { m.m.add(p.p) }
+func (m *windowMerger) Add(p *windowPartial) { m.m.add(p.p) }
 
 // Rank returns the merged result.
-func (m *Merger) Rank() *Rank { return m.m.rank() }
+func (m *windowMerger) Rank() *Rank { return m.m.rank() }

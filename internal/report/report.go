@@ -1,6 +1,6 @@
-// Package report holds what every ptscope renderer shares: the JSON
-// envelope (Header), the Document interface every command's result
-// implements for the one output switch, text options (width, colour, how
+// Package report holds what every ptscope renderer shares: the Document
+// interface every command's result implements for the one output switch
+// (the JSON envelope its results open with is internal/envelope), text options (width, colour, how
 // many steps and frames), width-aware text helpers and aligned tables.
 // Renderers by result live in subpackages (memreport, tracereport,
 // estreport, ...); run folders in rundir; charts in chart.
@@ -11,27 +11,6 @@ import (
 
 	"github.com/ptscope/ptscope/internal/report/rundir"
 )
-
-// SchemaVersion is the version of every --json document (docs/json.md).
-const SchemaVersion = 2
-
-// Tool is the "tool" field of every --json document.
-const Tool = "ptscope"
-
-// Header opens every --json document. Results embed it so that its fields
-// come first and at the top level:
-//
-//	{"schema_version": 2, "tool": "ptscope", "command": "analyze", ...}
-type Header struct {
-	SchemaVersion int    `json:"schema_version"`
-	Tool          string `json:"tool"`
-	Command       string `json:"command"`
-}
-
-// NewHeader returns the header of a command's document.
-func NewHeader(command string) Header {
-	return Header{SchemaVersion: SchemaVersion, Tool: Tool, Command: command}
-}
 
 // Steps selects which steps a text report lists.
 type Steps uint8

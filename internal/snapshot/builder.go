@@ -11,8 +11,8 @@ import (
 // pickleOptions are the decoder's hooks and limits.
 func (b *builder) pickleOptions() pickle.Options {
 	return pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend,
-		MaxString: input.MaxString(), MaxValues: input.MaxValues(), LimitNote: input.BudgetNote(),
-		Check: func(off int64) error { input.Progress(off); return input.CheckMemory() }}
+		MaxString: b.src.MaxString(), MaxValues: b.src.MaxValues(), LimitNote: b.src.BudgetNote(),
+		Check: func(off int64) error { b.src.Progress(off); return b.src.CheckMemory() }}
 }
 
 // Handles produced by the decoder hooks: bits 48-55 say what they index
@@ -28,6 +28,7 @@ const (
 
 // builder collects the snapshot while the pickle streams by.
 type builder struct {
+	src      *input.Source // the budget and progress of the input being read
 	s        *Snapshot
 	frameIDs map[Frame]FrameID
 	stackIDs map[string]StackID
@@ -76,9 +77,10 @@ type rawBlock struct {
 }
 
 // newBuilder starts a snapshot whose trace columns go to arena (nil: the
-// heap).
-func newBuilder(arena *spillmem.Arena) *builder {
+// heap), read within src's limits (nil: the default ones).
+func newBuilder(arena *spillmem.Arena, src *input.Source) *builder {
 	b := &builder{
+		src:      input.Or(src),
 		s:        &Snapshot{Stacks: [][]FrameID{nil}, Strings: []string{""}, Streams: []int64{0}, arena: arena},
 		frameIDs: map[Frame]FrameID{},
 		stackIDs: map[string]StackID{"": 0},

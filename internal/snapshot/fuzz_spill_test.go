@@ -26,7 +26,7 @@ func FuzzReadSpilled(f *testing.F) {
 		}
 		defer a.Close()
 		a.SetMin(1)
-		got, gerr := readIn(bytes.NewReader(data), 0, 2, a)
+		got, gerr := readIn(bytes.NewReader(data), 0, 2, a, nil)
 		if (werr == nil) != (gerr == nil) || werr != nil && werr.Error() != gerr.Error() {
 			t.Fatalf("heap: %v; spilled: %v", werr, gerr)
 		}

@@ -37,8 +37,8 @@ const (
 // decodeJSON reads a JSON snapshot (the schema MemoryViz also accepts) into
 // pickle values, calling the same hooks as the pickle path as each object or
 // array closes, so both paths share one builder.
-func decodeJSON(r io.Reader, onDict func(*pickle.Dict) (pickle.Value, bool), onList func(*pickle.List) (pickle.Value, bool)) (pickle.Value, error) {
-	g := &jsonGuard{r: r, maxString: min(input.MaxString(), maxJSONString), nextCheck: 16 << 20}
+func decodeJSON(r io.Reader, onDict func(*pickle.Dict) (pickle.Value, bool), onList func(*pickle.List) (pickle.Value, bool), src *input.Source) (pickle.Value, error) {
+	g := &jsonGuard{r: r, src: src, maxString: min(src.MaxString(), maxJSONString), nextCheck: 16 << 20}
 	dec := json.NewDecoder(g)
 	dec.UseNumber()
 	type frame struct {
@@ -252,6 +252,7 @@ type jsonGuard struct {
 	strLen    int
 	maxString int
 	nextCheck int64
+	src       *input.Source
 	err       error
 }
 
@@ -300,7 +301,7 @@ func (g *jsonGuard) Read(p []byte) (int, error) {
 	g.off += int64(n)
 	if g.off >= g.nextCheck {
 		g.nextCheck = g.off + 16<<20
-		if cerr := input.CheckMemory(); cerr != nil {
+		if cerr := g.src.CheckMemory(); cerr != nil {
 			g.err = fmt.Errorf("offset %d: %w", g.off+g.bom, cerr)
 			return 0, g.err
 		}

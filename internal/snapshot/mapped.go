@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/mapfile"
 	"github.com/ptscope/ptscope/internal/spillmem"
 )
@@ -34,9 +35,9 @@ func dropPages(data []byte, lo, hi int) { mapfile.DropPages(data, lo, hi) }
 
 // readMapped decodes a large uncompressed pickle (protocol 4 or 5) from a
 // memory mapping of the file, in parallel; ok is false for other files.
-func readMapped(path string, arena *spillmem.Arena) (s *Snapshot, ok bool, err error) {
+func readMapped(path string, arena *spillmem.Arena, src *input.Source) (s *Snapshot, ok bool, err error) {
 	// Stat first: opening a FIFO a second time would block, and a stream
-	// Find opened must be left for input.Open.
+	// Find opened must be left for Source.Open.
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
 		return nil, false, nil
 	}
@@ -66,7 +67,7 @@ func readMapped(path string, arena *spillmem.Arena) (s *Snapshot, ok bool, err e
 		arena.Track(data)
 		defer arena.Untrack(data) // before unmap
 	}
-	s, err = decodeMapped(data, arena)
+	s, err = decodeMapped(data, arena, src)
 	// The stretches' tables are garbage now, about as large as the
 	// result; whether to collect them before more work piles up on top is
 	// the caller's decision (the CLI does, as it runs with a high GOGC).
@@ -75,12 +76,12 @@ func readMapped(path string, arena *spillmem.Arena) (s *Snapshot, ok bool, err e
 
 // decodeMapped decodes a mapped file; if the file is cut short meanwhile,
 // touching the lost pages faults, which becomes an error here.
-func decodeMapped(data []byte, arena *spillmem.Arena) (s *Snapshot, err error) {
+func decodeMapped(data []byte, arena *spillmem.Arena, src *input.Source) (s *Snapshot, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if recover() != nil {
 			s, err = nil, errors.New("the file changed (was cut short?) while it was read")
 		}
 	}()
-	return readPickleBytesIn(data, runtime.GOMAXPROCS(0), true, arena)
+	return readPickleBytesIn(data, runtime.GOMAXPROCS(0), true, arena, src)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/pickle"
 	"github.com/ptscope/ptscope/internal/spillmem"
 )
@@ -127,18 +128,19 @@ func frameChainDrop(data []byte, drop func(lo, hi int)) []frameSpan {
 // goroutines for the trace lists; mapped says data is a file mapping whose
 // pages may be dropped once decoded.
 func readPickleParallelEnv(data []byte, workers, minRegion int, mapped bool) (s *Snapshot, env *parEnv, err error) {
-	return readPickleParallelArena(data, workers, minRegion, mapped, nil)
+	return readPickleParallelArena(data, workers, minRegion, mapped, nil, nil)
 }
 
 // readPickleParallelArena is readPickleParallelEnv with the trace columns
-// and the stretches' memo tables in arena (nil: the heap).
-func readPickleParallelArena(data []byte, workers, minRegion int, mapped bool, arena *spillmem.Arena) (s *Snapshot, env *parEnv, err error) {
+// and the stretches' memo tables in arena (nil: the heap), within src's
+// limits.
+func readPickleParallelArena(data []byte, workers, minRegion int, mapped bool, arena *spillmem.Arena, src *input.Source) (s *Snapshot, env *parEnv, err error) {
 	defer func() {
 		if recover() != nil {
 			s, err = nil, errMerge // the caller decodes sequentially
 		}
 	}()
-	b := newBuilder(arena)
+	b := newBuilder(arena, src)
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
 	// With an arena, data is the mapped file or a slice of the arena:
 	// hand back the pages mapped meanwhile (of the file: dropPages; the

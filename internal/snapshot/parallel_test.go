@@ -37,7 +37,7 @@ func fixtureBytes(t testing.TB) map[string][]byte {
 		paths = append(paths, m...)
 	}
 	for _, p := range paths {
-		r, err := input.Open(p)
+		r, err := input.NewSource(0, nil, nil).Open(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestReadFileMapped(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := readMapped(p, nil)
+	got, ok, err := readMapped(p, nil, nil)
 	if !ok || err != nil {
 		t.Fatalf("readMapped: ok %v, err %v", ok, err)
 	}
@@ -219,7 +219,7 @@ func TestMappedFileCutShort(t *testing.T) {
 	if err := os.Truncate(p, int64(buf.Len()/3)); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := decodeMapped(data, nil); err == nil && runtime.GOOS == "linux" {
+	if s, err := decodeMapped(data, nil, nil); err == nil && runtime.GOOS == "linux" {
 		t.Fatalf("decoded %d entries of a file cut to a third", s.Trace(0).Len())
 	}
 }

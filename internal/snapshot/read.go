@@ -27,18 +27,22 @@ type ReadOptions struct {
 	// the analyses of the snapshot place their own columns there too
 	// (Snapshot.Arena). The arena must outlive every use of the snapshot.
 	Arena *spillmem.Arena
+	// Source is where the file is opened and the limits it is read within
+	// (nil: the default budget, the process's standard input).
+	Source *input.Source
 }
 
 // ReadFileWith is ReadFile with options.
 func ReadFileWith(path string, o ReadOptions) (*Snapshot, error) {
-	input.Track(path)
-	if s, ok, err := readMapped(path, o.Arena); ok && path != "-" {
+	src := input.Or(o.Source)
+	src.Track(path)
+	if s, ok, err := readMapped(path, o.Arena, src); ok && path != "-" {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", input.Name(path), err)
 		}
 		return s, nil
 	}
-	r, err := input.Open(path)
+	r, err := src.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +53,7 @@ func ReadFileWith(path string, o ReadOptions) (*Snapshot, error) {
 			hint = int(st.Size())
 		}
 	}
-	s, err := readIn(r, hint, runtime.GOMAXPROCS(0), o.Arena)
+	s, err := readIn(r, hint, runtime.GOMAXPROCS(0), o.Arena, src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", input.Name(path), err)
 	}
@@ -60,17 +64,24 @@ func ReadFileWith(path string, o ReadOptions) (*Snapshot, error) {
 }
 
 // Read decodes a snapshot from an uncompressed stream.
-func Read(r io.Reader) (*Snapshot, error) {
-	return read(r, 0, runtime.GOMAXPROCS(0))
+func Read(r io.Reader) (*Snapshot, error) { return ReadWith(r, ReadOptions{}) }
+
+// ReadWith is Read with options.
+func ReadWith(r io.Reader, o ReadOptions) (*Snapshot, error) {
+	return readIn(r, 0, runtime.GOMAXPROCS(0), o.Arena, o.Source)
 }
 
 // read decodes a snapshot; size is the input size when known (0 if not).
 // Pickles of protocol 4 and 5 are read into memory and decoded with up to
 // workers goroutines; workers 0 forces the streaming sequential decoder.
-func read(r io.Reader, size, workers int) (*Snapshot, error) { return readIn(r, size, workers, nil) }
+func read(r io.Reader, size, workers int) (*Snapshot, error) {
+	return readIn(r, size, workers, nil, nil)
+}
 
-// readIn is read with the trace columns in arena (nil: the heap).
-func readIn(r io.Reader, size, workers int, arena *spillmem.Arena) (*Snapshot, error) {
+// readIn is read with the trace columns in arena (nil: the heap), within
+// src's limits (nil: the default ones).
+func readIn(r io.Reader, size, workers int, arena *spillmem.Arena, src *input.Source) (*Snapshot, error) {
+	src = input.Or(src)
 	if l, ok := r.(interface{ Len() int }); ok && size == 0 {
 		size = l.Len() // bytes.Reader, bytes.Buffer, strings.Reader
 	}
@@ -78,13 +89,13 @@ func readIn(r io.Reader, size, workers int, arena *spillmem.Arena) (*Snapshot, e
 	br := bufio.NewReaderSize(cr, 1<<16)
 	head, _ := br.Peek(3)
 	if workers > 0 && len(head) >= 2 && head[0] == 0x80 && head[1] >= 4 {
-		data, err := readPickle(br, size, arena)
+		data, err := readPickle(br, size, arena, src)
 		if err != nil {
 			return nil, err
 		}
-		return readPickleBytesIn(data, workers, false, arena)
+		return readPickleBytesIn(data, workers, false, arena, src)
 	}
-	b := newBuilder(arena)
+	b := newBuilder(arena, src)
 	var root pickle.Value
 	var err error
 	switch {
@@ -98,7 +109,7 @@ func readIn(r io.Reader, size, workers int, arena *spillmem.Arena) (*Snapshot, e
 		t := bytes.TrimLeft(head, " \t\r\n")
 		if len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == 0xef) || len(t) == 0 {
 			b.s.Format = "json"
-			root, err = decodeJSON(br, b.onDict, b.onList)
+			root, err = decodeJSON(br, b.onDict, b.onList, src)
 		} else {
 			return nil, fmt.Errorf("offset 0: byte 0x%02x: not a snapshot (expected a pickle of protocol 0-5, or JSON)", head[0])
 		}
@@ -124,13 +135,13 @@ func isPickle(head []byte) bool {
 // and the file is large, else (and whenever the parallel reader fails, so
 // that errors are the sequential reader's) sequentially.
 func readPickleBytes(data []byte, workers int, mapped bool) (*Snapshot, error) {
-	return readPickleBytesIn(data, workers, mapped, nil)
+	return readPickleBytesIn(data, workers, mapped, nil, nil)
 }
 
 // readPickleBytesIn is readPickleBytes with the trace columns in arena.
-func readPickleBytesIn(data []byte, workers int, mapped bool, arena *spillmem.Arena) (*Snapshot, error) {
+func readPickleBytesIn(data []byte, workers int, mapped bool, arena *spillmem.Arena, src *input.Source) (*Snapshot, error) {
 	if workers >= 1 && len(data) >= 2*minRegion {
-		s, env, err := readPickleParallelArena(data, workers, minRegion, mapped, arena)
+		s, env, err := readPickleParallelArena(data, workers, minRegion, mapped, arena, src)
 		if err == nil {
 			return s, nil
 		}
@@ -142,7 +153,7 @@ func readPickleBytesIn(data []byte, workers int, mapped bool, arena *spillmem.Ar
 		}
 		runtime.GC() // the failed attempt's tables, before the second one grows its own
 	}
-	b := newBuilder(arena)
+	b := newBuilder(arena, src)
 	b.s.Format = "pickle protocol " + strconv.Itoa(int(data[1]))
 	root, err := pickle.DecodeBytes(data, b.pickleOptions())
 	if err != nil {

@@ -22,21 +22,21 @@ import (
 //
 // With an arena, the pickle is held in it (the limit stays half the budget,
 // now of disk rather than memory, against decompression bombs).
-func readPickle(r io.Reader, size int, arena *spillmem.Arena) ([]byte, error) {
-	limit := input.MaxInMemory()
-	sc := newScanAhead(pickle.NewScanner(pickle.Options{MaxString: input.MaxString(), LimitNote: input.BudgetNote()}))
+func readPickle(r io.Reader, size int, arena *spillmem.Arena, src *input.Source) ([]byte, error) {
+	limit := src.MaxInMemory()
+	sc := newScanAhead(pickle.NewScanner(pickle.Options{MaxString: src.MaxString(), LimitNote: src.BudgetNote()}))
 	checked := 0
 	data, err := readAllFuncIn(r, spillmem.MakeCap[byte](arena, 0, size+1), arena, func(buf []byte) error {
 		if int64(len(buf)) > limit {
 			return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
-				len(buf), limit, input.BudgetNote())
+				len(buf), limit, src.BudgetNote())
 		}
 		if err := sc.feed(buf); err != nil {
 			return err
 		}
 		if len(buf)-checked >= 16<<20 {
 			checked = len(buf)
-			if err := input.CheckMemory(); err != nil {
+			if err := src.CheckMemory(); err != nil {
 				return fmt.Errorf("offset %d: %w", len(buf), err)
 			}
 		}
@@ -51,7 +51,7 @@ func readPickle(r io.Reader, size int, arena *spillmem.Arena) ([]byte, error) {
 	case errors.As(err, new(*pickle.Error)):
 		// The decoder's own message for the first bad opcode, which may
 		// come before the one the scanner stopped at.
-		b := newBuilder(nil)
+		b := newBuilder(nil, src)
 		derr := func() error { _, err := pickle.DecodeBytes(data, b.pickleOptions()); return err }()
 		if derr != nil && !truncation(derr) {
 			return nil, derr
@@ -62,7 +62,7 @@ func readPickle(r io.Reader, size int, arena *spillmem.Arena) ([]byte, error) {
 			data, err = readAllFuncIn(r, data, arena, func(buf []byte) error {
 				if int64(len(buf)) > limit {
 					return fmt.Errorf("offset %d: the decompressed pickle passes %d bytes, half the memory budget (%s)",
-						len(buf), limit, input.BudgetNote())
+						len(buf), limit, src.BudgetNote())
 				}
 				return nil
 			})

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/load"
@@ -48,9 +48,9 @@ type Input struct {
 	// (the results above belong to them): one side of a diff.
 	memReport   *memory.Report
 	traceReport *perf.Report
-	size        int64           // file size when found
-	rank        *capture.Rank   // the bundle rank it belongs to, if any
-	bundle      *capture.Bundle // and that rank's bundle
+	size        int64          // file size when found
+	rank        *bundle.Rank   // the bundle rank it belongs to, if any
+	bundle      *bundle.Bundle // and that rank's bundle
 }
 
 // DeviceInfo summarises one device of a snapshot for the input list.
@@ -83,14 +83,15 @@ type inputs struct {
 	opts  memory.Options
 	// afterRead runs between decoding and analysing a snapshot
 	afterRead func()
+	src       *input.Source // finds and opens the inputs; their memory budget
 }
 
 func newInputs() *inputs {
-	return &inputs{byKey: map[string]int{}, queue: make(chan *Input, 1<<16)}
+	return &inputs{byKey: map[string]int{}, queue: make(chan *Input, 1<<16), src: input.Or(nil)}
 }
 
 // add registers a found file (once per path) and queues it for loading.
-func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *capture.Rank, b *capture.Bundle) {
+func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank *bundle.Rank, b *bundle.Bundle) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if _, ok := in.byKey[path]; ok {
@@ -181,7 +182,7 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 	if it.rank != nil && it.bundle != nil && it.Path == it.rank.Dir {
 		return in.loadRun(ctx, it)
 	}
-	o := load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead}
+	o := load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead, Source: in.src}
 	var set *load.SnapshotSet
 	var err error
 	if it.rank != nil && it.bundle != nil {
@@ -204,7 +205,7 @@ func (in *inputs) loadSnapshot(ctx context.Context, it *Input) error {
 // input's path is the rank folder): the peak view's snapshot, with the
 // run's steps, pattern and end (load.BundleRank).
 func (in *inputs) loadRun(ctx context.Context, it *Input) error {
-	set, err := load.BundleRank(ctx, it.bundle, it.rank, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead})
+	set, err := load.BundleRank(ctx, it.bundle, it.rank, load.SnapshotOptions{Memory: in.opts, AfterRead: in.afterRead, Source: in.src})
 	for k, m := range set.Inputs {
 		if m.Path == it.rank.Dir && m.Snapshot != nil {
 			return in.setSnapshot(it, set, k)
@@ -247,7 +248,7 @@ func (in *inputs) setSnapshot(it *Input, set *load.SnapshotSet, k int) error {
 }
 
 func (in *inputs) loadTrace(ctx context.Context, it *Input) error {
-	set, err := load.Traces(ctx, []string{it.Path}, load.TraceOptions{KeepModels: true})
+	set, err := load.Traces(ctx, []string{it.Path}, load.TraceOptions{KeepModels: true, Source: in.src})
 	if err != nil {
 		return err
 	}
@@ -277,8 +278,8 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		path   string
 		kind   input.Kind
 		run    string
-		rank   *capture.Rank
-		bundle *capture.Bundle
+		rank   *bundle.Rank
+		bundle *bundle.Bundle
 	}
 	var firstErr error
 	failed := 0
@@ -286,7 +287,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 		if !initial && !isDir(root) {
 			continue
 		}
-		files, err := input.Find([]string{root}, input.Snapshot, input.Trace, input.Bundle)
+		files, err := in.src.Find([]string{root}, input.Snapshot, input.Trace, input.Bundle)
 		if err != nil {
 			failed++
 			if firstErr == nil {
@@ -303,7 +304,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 				batch = append(batch, found{f.Path, f.Kind, "", nil, nil})
 				continue
 			}
-			b, err := capture.ReadBundle(f.Path)
+			b, err := bundle.ReadBundle(f.Path)
 			if err != nil {
 				in.addError(f.Path, string(input.Bundle), err)
 				continue
@@ -311,7 +312,7 @@ func (in *inputs) scan(roots []string, seen map[string]int64, initial bool) erro
 			for k := range b.Ranks {
 				r := &b.Ranks[k]
 				part := load.WindowParts(r) // a rank recorded in stack windows: one run
-				if part != nil && b.Manifest.Status == capture.StatusRunning && r.Info.Unfinished() {
+				if part != nil && b.Manifest.Status == bundle.StatusRunning && r.Info.Unfinished() {
 					// a rank still recording: its windows one by one as they
 					// are saved (an input of the run would keep the windows of
 					// the scan that found it); the run once it has ended

@@ -70,7 +70,7 @@ func main() {
 }
 
 func readAll(path string) ([]byte, error) {
-	r, err := input.Open(path)
+	r, err := input.NewSource(0, nil, nil).Open(path)
 	if err != nil {
 		return nil, err
 	}

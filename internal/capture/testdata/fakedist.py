@@ -1,5 +1,7 @@
 """A distributed training script over testdata/faketorch, for --simulate-world-size.
-Usage: fakedist.py [ok|fail]. Prints what torch.distributed reported."""
+Usage: fakedist.py [ok|fail|pp]. Prints what torch.distributed reported. pp: a
+pipeline's stage-shape exchange as PyTorch 2.11's pipelining does it (keywords
+use_batch and device): each rank receives the previous rank's shapes."""
 import os
 import sys
 
@@ -20,6 +22,15 @@ dist.all_reduce(None)
 objs = [None] * dist.get_world_size()
 dist.all_gather_object(objs, {"rank": dist.get_rank()})
 print("gathered=%r" % (objs,))
+if mode == "pp":
+    r, n = dist.get_rank(), dist.get_world_size()
+    shapes = [("hidden", 8, 128)] if r == 0 else [None]
+    if r > 0:
+        dist.recv_object_list(shapes, src=r - 1, group=None, device="cuda:0", use_batch=True)
+    print("rank %d received %r" % (r, shapes))
+    if r < n - 1:
+        dist.send_object_list([(shapes[0][0], shapes[0][1], shapes[0][2] + r + 1)], dst=r + 1, device="cuda:0",
+                              use_batch=True)
 if mode == "fail":
     flag = [None]
     dist.broadcast_object_list(flag, src=0)

@@ -17,7 +17,7 @@ import (
 
 func readSnapshot(t testing.TB, name string) []byte {
 	t.Helper()
-	r, err := input.Open(testfixture.Testdata(t, "snapshots", name))
+	r, err := input.NewSource(0, nil, nil).Open(testfixture.Testdata(t, "snapshots", name))
 	if err != nil {
 		t.Fatal(err)
 	}

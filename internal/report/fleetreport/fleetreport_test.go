@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 func read(t *testing.T, name string) []byte {
 	t.Helper()
-	r, err := input.Open(filepath.Join("..", "..", "..", "testdata", "snapshots", name))
+	r, err := input.NewSource(0, nil, nil).Open(filepath.Join("..", "..", "..", "testdata", "snapshots", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func fleetReport(t *testing.T) (*fleet.Report, string) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "notes.pickle"), []byte{0x80, 0x04, '.'}, 0o644) // not a rank
-	in, err := fleet.Find([]string{dir}, input.Snapshot, input.Trace)
+	in, err := fleet.Find(nil, []string{dir}, input.Snapshot, input.Trace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,19 +171,25 @@ def _on_torch_imported(torch):
     try:
         ver = getattr(torch, "__version__", "?")
         _write_proc({"torch": str(ver)})
-        mode = _simulate_cfg().get("mode")
-        if mode == "simulate-world":
+        scfg = _simulate_cfg()
+        mode = scfg.get("mode")
+        if mode == "simulate-world" or (mode == "fake" and int(scfg.get("world_size") or 1) > 1):
             try:
                 from . import _simulate
 
-                _STATE["sim"] = _simulate.install(torch, _simulate_cfg())
+                _STATE["sim"] = _simulate.install(torch, scfg, _STATE["bundle"])
             except Exception as err:
                 log_once("simulate", "cannot set up --simulate-world-size (%r); the program runs unsimulated" % (err,))
-        elif mode == "fake":
+        if mode == "fake":
             try:
                 from . import _fake
 
                 _STATE["capture"] = _fake.start(torch, _STATE["cfg"], _STATE["bundle"])
+                if _STATE["sim"] is not None:
+                    from . import _simulate
+
+                    _simulate.guard_device_mesh(torch)
+                    _simulate.guard_fsdp_device(torch)
             except Exception as err:
                 log_once("fake", "cannot set up --no-gpu (%r); the program runs as it is" % (err,))
             return
@@ -222,8 +228,8 @@ def _any_rank_captured():
 def _write_simulation():
     sim = _STATE["sim"]
     c = _STATE["capture"]
-    if sim is None:
-        return
+    if sim is None or getattr(c, "tracker", None) is not None:
+        return  # --no-gpu's capture writes simulation.json itself, these facts included
     try:
         d = getattr(c, "dir", None) if c is not None else None
         if d is None:
@@ -275,7 +281,7 @@ def boot():
     _STATE["cfg"] = cfg
     _STATE["bundle"] = bundle
     sim = cfg.get("simulate") or {}
-    if sim.get("mode") == "simulate-world":
+    if sim.get("mode") == "simulate-world" or (sim.get("mode") == "fake" and int(sim.get("world_size") or 1) > 1):
         lws = os.environ.get("LOCAL_WORLD_SIZE", "")
         if os.environ.get("TORCHELASTIC_RUN_ID") and lws.isdigit() and int(lws) > 1:
             log_once("simulate torchrun", "--simulate-world-size runs ONE process: this launcher started %s workers, "

@@ -1,13 +1,21 @@
-"""`ptscope run --simulate-world-size N [--simulate-rank R]`: run one rank of an
-N-rank job on one GPU. torch.distributed.init_process_group is redirected to
+"""`ptscope run --simulate-world-size N [--simulate-rank R|all]`: run one rank of
+an N-rank job on one GPU. torch.distributed.init_process_group is redirected to
 PyTorch's "fake" backend (a process group whose collectives return at once;
 all-gathers copy this rank's input into every chunk) with a FakeStore, so DDP,
-FSDP2, DeviceMesh-based tensor parallelism and pipeline stages build and run
-as that one rank, and every buffer the framework allocates for a collective
-(all-gather outputs, reduce-scatter inputs, pre-sized receive buffers) is a
-real allocation of the right shape. Object collectives assume every rank looks
-like this one. Imported only when the option is set; imports torch.distributed
-lazily and feature-detects the fake backend."""
+FSDP2, DeviceMesh-based tensor parallelism, pipeline stages and expert
+parallelism build and run as that one rank, and every buffer the framework
+allocates for a collective (all-gather outputs, reduce-scatter inputs, receive
+buffers, all-to-all outputs) is a real allocation of the right shape.
+
+What a simulated rank receives follows one rule: every rank is like this one.
+Collectives whose outputs steer control flow get the values such a job would
+produce (RULES below: all_to_all gives every source this rank's own chunk, so
+token counts are this rank's counts as if all ranks routed alike; tensors
+received from another rank read zeros, so indices stay in range and no NaN
+appears; object collectives replay what earlier simulated ranks of the same
+bundle sent, see Mailbox). Imported only when the option is set; imports
+torch.distributed lazily and feature-detects the fake backend and every
+signature it patches."""
 import json
 import os
 import sys
@@ -15,26 +23,28 @@ import threading
 
 from . import log_once, write_atomic
 
-# torch.distributed functions counted (and named in error messages)
-COLLECTIVES = (
-    "all_gather", "all_gather_coalesced", "all_gather_into_tensor", "all_gather_object", "all_reduce",
-    "all_reduce_coalesced", "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
-    "broadcast_object_list", "gather", "gather_object", "irecv", "isend", "recv", "recv_object_list", "reduce",
-    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send", "send_object_list",
-    "monitored_barrier", "_reduce_scatter_base", "_all_gather_base",
-)
+from ._simulate_rules import (  # noqa: F401 (re-exported for the tests)
+    COLLECTIVES, IMBALANCE_RULE, RULES, Mailbox, alike_counts, binder, first_param, offsets, split_sizes)
 
 
 class Simulation:
     """State of one simulated rank (one per process)."""
 
-    def __init__(self, world_size, rank):
+    def __init__(self, world_size, rank, imbalance=0.0, mailbox=None):
         self.world_size = int(world_size)
         self.rank = int(rank)
+        self.imbalance = float(imbalance or 0.0)
+        self.mailbox = mailbox or Mailbox(None)
         self.facts = {"mode": "simulate-world", "world_size": self.world_size, "rank": self.rank,
-                      "backend": None, "requested_backend": None, "collectives": {}, "problems": []}
+                      "backend": None, "requested_backend": None, "collectives": {}, "faked": {}, "problems": []}
+        if self.imbalance > 1:
+            self.facts["imbalance"] = self.imbalance
         self.last = None  # (op, "file:line") of the last collective called
+        self.last_sent = None  # the last object list this rank sent (send_object_list)
+        self.last_received = None
         self.lock = threading.Lock()
+        # PTSCOPE_SIM_DEBUG: how often each collective was called from where (simulate_debug.json)
+        self.call_sites = {} if os.environ.get("PTSCOPE_SIM_DEBUG") else None
 
     # ------------------------------------------------------------ bookkeeping
     def problem(self, key, msg):
@@ -54,10 +64,24 @@ class Simulation:
             c = self.facts["collectives"]
             c[name] = c.get(name, 0) + 1
             self.last = (name, where)
+            if self.call_sites is not None:
+                k = "%s %s" % (name, where)
+                self.call_sites[k] = self.call_sites.get(k, 0) + 1
+            if name in RULES and name not in self.facts["faked"]:
+                rule = RULES[name]
+                if name in ("all_to_all_single", "all_to_all") and self.imbalance > 1:
+                    rule += IMBALANCE_RULE % self.imbalance
+                self.facts["faked"][name] = rule
 
     def write(self, rank_dir):
         if rank_dir:
             write_atomic(os.path.join(rank_dir, "simulation.json"), json.dumps(self.facts, indent=1))
+            self.write_debug(rank_dir)
+
+    def write_debug(self, rank_dir):
+        if self.call_sites is not None:
+            write_atomic(os.path.join(rank_dir, "simulate_debug.json"),
+                         json.dumps({"call_sites": self.call_sites}, indent=1, sort_keys=True))
 
     # ------------------------------------------------------------ messages
     def explain(self, exc_type, exc, tb):
@@ -85,9 +109,10 @@ class Simulation:
             parts.append("the program picked a GPU by rank: pick it with LOCAL_RANK (ptscope sets LOCAL_RANK=0) "
                          "or torch.cuda.set_device(int(os.environ['LOCAL_RANK']))")
         else:
-            parts.append("under the fake backend collectives exchange no data (outputs keep what they held; "
-                         "all-gathers repeat this rank's shard), so code whose control flow depends on received "
-                         "values (object broadcasts, data-dependent shapes, MoE token counts from all_to_all, "
+            parts.append("if the command runs on real GPUs, the cause is the simulation: under the fake backend "
+                         "collectives exchange no data (every rank is taken to be like this one: all-gathers repeat "
+                         "this rank's shard, all-to-alls this rank's own chunk, received tensors read zeros), so code "
+                         "whose control flow depends on values another rank computed (object broadcasts, "
                          "early-stopping flags) cannot be simulated; make that value rank-local for the simulation")
         return "; ".join(parts)
 
@@ -139,10 +164,11 @@ def _replace_everywhere(orig, new, name=None, prefix="torch.distributed"):
     return n
 
 
-def install(torch, cfg):
+def install(torch, cfg, bundle=None):
     """Redirect torch.distributed to the fake backend as rank R of world W.
     Returns the Simulation, or None when torch.distributed cannot simulate."""
-    sim = Simulation(cfg.get("world_size", 1), cfg.get("rank", 0))
+    box = Mailbox(os.path.join(bundle, ".ptscope", "simulate") if bundle else None)
+    sim = Simulation(cfg.get("world_size", 1), cfg.get("rank", 0), cfg.get("imbalance") or 0.0, box)
     try:
         import torch.distributed as dist
     except Exception as err:
@@ -162,42 +188,180 @@ def install(torch, cfg):
     sim.facts["store"] = store_name
     c10d = sys.modules.get("torch.distributed.distributed_c10d")
     orig_init = getattr(c10d, "init_process_group", None) or dist.init_process_group
+    bind_init = binder(orig_init)
 
-    def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
-                           group_name="", pg_options=None, device_id=None, **kwargs):
+    def init_process_group(*args, **kwargs):
+        try:
+            a = bind_init(args, kwargs)
+        except TypeError:
+            a = dict(kwargs)
+        backend, world_size, rank = a.get("backend"), a.get("world_size", -1), a.get("rank", -1)
         if (world_size not in (-1, None, sim.world_size)) or (rank not in (-1, None, sim.rank)):
             log_once("simulate args", "init_process_group(world_size=%s, rank=%s) overridden by --simulate-world-size "
                      "%d --simulate-rank %d" % (world_size, rank, sim.world_size, sim.rank))
         sim.facts["backend"] = "fake"
         sim.facts["requested_backend"] = None if backend is None else str(backend)
         kw = {"backend": "fake", "store": store_cls(), "world_size": sim.world_size, "rank": sim.rank}
-        if timeout is not None:
-            kw["timeout"] = timeout
-        if group_name:
-            kw["group_name"] = group_name
+        if a.get("timeout") is not None:
+            kw["timeout"] = a["timeout"]
+        if a.get("group_name"):
+            kw["group_name"] = a["group_name"]
         return orig_init(**kw)
 
     init_process_group.__wrapped__ = orig_init
     init_process_group.__doc__ = orig_init.__doc__
     _replace_everywhere(orig_init, init_process_group)
-    _patch_collectives(dist, sim)
+    _patch_new_group(dist, sim)
+    _patch_collectives(torch, dist, sim)
     _patch_object_collectives(dist, sim)
     _patch_set_device(torch, sim)
     _install_excepthook(sim)
     return sim
 
 
-def _patch_collectives(dist, sim):
+def _patch_new_group(dist, sim):
+    """A group asked for with its own backend (Megatron's gloo groups) would
+    rendezvous through the store for real: it is a fake group too."""
+    orig = getattr(dist, "new_group", None)
+    if orig is None:
+        return
+    bind = binder(orig)
+
+    def new_group(*args, **kwargs):
+        try:
+            a = bind(args, kwargs)
+        except TypeError:
+            return orig(*args, **kwargs)
+        be = a.get("backend")
+        if be is not None and str(be).lower() != "fake":
+            a["backend"] = "fake"
+            if "pg_options" in a:
+                a["pg_options"] = None
+            with sim.lock:
+                sim.facts.setdefault("groups_made_fake", {})
+                k = str(be)
+                sim.facts["groups_made_fake"][k] = sim.facts["groups_made_fake"].get(k, 0) + 1
+            return orig(**a)
+        return orig(*args, **kwargs)
+
+    new_group.__wrapped__ = orig
+    new_group.__doc__ = orig.__doc__
+    _replace_everywhere(orig, new_group, "new_group")
+
+
+# ------------------------------------------------------------ tensor collectives
+def _zero(torch, t):
+    if isinstance(t, torch.Tensor) and t.numel():
+        with torch.no_grad():
+            t.zero_()
+
+
+def _global_src(dist, a, key="src"):
+    src = a.get(key)
+    gsrc = a.get("group_" + key)
+    if src is None and gsrc is not None:
+        try:
+            src = dist.get_global_rank(a.get("group") or dist.distributed_c10d._get_default_group(), gsrc)
+        except Exception:
+            src = None
+    return src
+
+
+def _post_receive(key):
+    def post(sim, dist, torch, a):
+        src = _global_src(dist, a, key)
+        if src is not None and src == dist.get_rank():
+            return
+        _zero(torch, a.get("tensor"))
+    return post
+
+
+def _copy_rows(torch, dst, src):
+    """dst[:k] = src[:k] along dim 0, the rest of dst zeros."""
+    k = min(dst.shape[0], src.shape[0])
+    if k and dst.shape[1:] == src.shape[1:]:
+        dst.narrow(0, 0, k).copy_(src.narrow(0, 0, k))
+    else:
+        k = 0
+    if k < dst.shape[0]:
+        dst.narrow(0, k, dst.shape[0] - k).zero_()
+
+
+def _post_all_to_all_single(sim, dist, torch, a):
+    out, inp = a.get("output"), a.get("input")
+    if not isinstance(out, torch.Tensor) or not isinstance(inp, torch.Tensor) or out.dim() == 0:
+        return
+    group = a.get("group")
+    n, me = dist.get_world_size(group), dist.get_rank(group)
+    if me < 0 or n <= 0:
+        return
+    osz = split_sizes(out.shape[0], n, a.get("output_split_sizes"))
+    isz = split_sizes(inp.shape[0], n, a.get("input_split_sizes"))
+    if osz is None or isz is None or len(osz) != n or len(isz) != n:
+        return
+    even = not a.get("output_split_sizes") and not a.get("input_split_sizes")
+    with torch.no_grad():
+        src = inp.narrow(0, offsets(isz)[me], isz[me])
+        if even and sim.imbalance > 1 and out.dim() == 1 and not out.is_floating_point() and out.dtype != torch.bool:
+            got = alike_counts(inp.tolist(), n, me, sim.imbalance)
+            if got is not None and len(got) == out.shape[0]:
+                out.copy_(torch.tensor(got, dtype=out.dtype, device=out.device))
+                with sim.lock:
+                    sim.facts["imbalance_applied"] = sim.facts.get("imbalance_applied", 0) + 1
+                return
+        if even and out.is_contiguous() and src.shape[0] == osz[0]:
+            out.view(n, *src.shape).copy_(src.unsqueeze(0).expand(n, *src.shape))
+            return
+        for r, o in zip(offsets(osz), osz):
+            _copy_rows(torch, out.narrow(0, r, o), src)
+
+
+def _post_all_to_all(sim, dist, torch, a):
+    outs, ins = a.get("output_tensor_list"), a.get("input_tensor_list")
+    if not outs or not ins:
+        return
+    me = dist.get_rank(a.get("group"))
+    if me < 0 or me >= len(ins):
+        return
+    src = ins[me]
+    with torch.no_grad():
+        for o in outs:
+            if isinstance(o, torch.Tensor) and isinstance(src, torch.Tensor) and o.dim() and src.dim():
+                _copy_rows(torch, o, src)
+
+
+_POST = {
+    "broadcast": _post_receive("src"),
+    "scatter": _post_receive("src"),
+    "recv": _post_receive("src"),
+    "irecv": _post_receive("src"),
+    "all_to_all_single": _post_all_to_all_single,
+    "all_to_all": _post_all_to_all,
+}
+
+
+def _patch_collectives(torch, dist, sim):
     for name in COLLECTIVES:
         orig = getattr(dist, name, None)
         if orig is None or not callable(orig) or getattr(orig, "_ptscope_counted", False):
             continue
-        sim_ = sim
+        if name.endswith("_object") or name.endswith("_object_list"):
+            continue  # replaced below
+        post = _POST.get(name)
 
-        def make(orig=orig, name=name):
+        def make(orig=orig, name=name, post=post):
+            bind = binder(orig) if post is not None else None
+
             def counted(*args, **kwargs):
-                sim_.called(name)
-                return orig(*args, **kwargs)
+                sim.called(name)
+                res = orig(*args, **kwargs)
+                if post is not None:
+                    try:
+                        post(sim, dist, torch, bind(args, kwargs))
+                    except Exception as err:
+                        sim.problem("post " + name, "torch.distributed.%s: the simulation's rule for its outputs "
+                                    "could not be applied (%r); they keep what they held" % (name, err))
+                return res
 
             counted.__wrapped__ = orig
             counted.__name__ = getattr(orig, "__name__", name)
@@ -205,8 +369,6 @@ def _patch_collectives(dist, sim):
             counted._ptscope_counted = True
             return counted
 
-        if name.endswith("_object") or name.endswith("_object_list"):
-            continue  # replaced below
         _replace_everywhere(orig, make(), name)
 
 
@@ -219,9 +381,13 @@ def _group_rank(dist, group, global_rank):
         return global_rank
 
 
+# ------------------------------------------------------------ object collectives
 def _patch_object_collectives(dist, sim):
     """Object collectives pickle through tensors whose contents the fake
-    backend never fills: emulate them for identical ranks instead."""
+    backend never fills: emulate them for identical ranks, replaying what
+    earlier simulated ranks of the bundle sent (Mailbox). Each replacement
+    accepts exactly the arguments of the function it replaces in this
+    PyTorch (its signature binds them)."""
 
     def me():
         try:
@@ -229,54 +395,93 @@ def _patch_object_collectives(dist, sim):
         except Exception:
             return sim.rank
 
-    def all_gather_object(object_list, obj, group=None):
-        sim.called("all_gather_object")
-        for i in range(len(object_list)):
-            object_list[i] = obj
-
-    def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
-        sim.called("gather_object")
-        if object_gather_list is not None:
-            for i in range(len(object_gather_list)):
-                object_gather_list[i] = obj
-
-    def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
-        sim.called("broadcast_object_list")
-        s = src if src is not None else group_src
-        if s is not None and s != me():
-            sim.problem("broadcast_object_list",
-                        "torch.distributed.broadcast_object_list from rank %s: the simulated rank %d receives nothing "
-                        "and keeps its own list %r" % (s, sim.rank, _short(object_list)))
-
-    def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
-                            group_src=None):
-        sim.called("scatter_object_list")
-        if scatter_object_input_list:
-            idx = min(_group_rank(dist, group, me()), len(scatter_object_input_list) - 1)
-            scatter_object_output_list[0] = scatter_object_input_list[idx]
-        else:
-            sim.problem("scatter_object_list", "torch.distributed.scatter_object_list: the simulated rank %d receives "
-                        "nothing from the source rank and keeps %r" % (sim.rank, _short(scatter_object_output_list)))
-
-    def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
-        sim.called("recv_object_list")
-        sim.problem("recv_object_list", "torch.distributed.recv_object_list from rank %s: the simulated rank %d "
-                    "receives nothing and keeps %r (pipeline shape exchange: pass the stage's input shapes "
-                    "explicitly)" % (src, sim.rank, _short(object_list)))
-        return sim.rank if src is None else src
-
-    def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
-        sim.called("send_object_list")
-
-    for name, fn in (("all_gather_object", all_gather_object), ("gather_object", gather_object),
-                     ("broadcast_object_list", broadcast_object_list), ("scatter_object_list", scatter_object_list),
-                     ("recv_object_list", recv_object_list), ("send_object_list", send_object_list)):
+    def replace(name, body):
         orig = getattr(dist, name, None)
         if orig is None:
-            continue
+            return
+        bind = binder(orig)
+        first = first_param(orig, "object_list")
+
+        def fn(*args, **kwargs):
+            sim.called(name)
+            a = bind(args, kwargs)
+            a.setdefault("object_list", a.get(first))
+            return body(a)
+
         fn.__wrapped__ = orig
+        fn.__name__ = name
         fn.__doc__ = orig.__doc__
         _replace_everywhere(orig, fn, name)
+
+    def all_gather_object(a):
+        lst, obj = a.get("object_list"), a.get("obj")
+        for i in range(len(lst)):
+            lst[i] = obj
+
+    def gather_object(a):
+        lst, obj = a.get("object_gather_list"), a.get("obj")
+        if lst is not None:
+            for i in range(len(lst)):
+                lst[i] = obj
+
+    def broadcast_object_list(a):
+        lst = a.get("object_list")
+        src = _global_src(dist, a)
+        if src is None or src == me():
+            sim.mailbox.put("broadcast", me(), "all", list(lst))
+            return
+        ok, got = sim.mailbox.get("broadcast", src, "all")
+        if ok and len(got) == len(lst):
+            lst[:] = got
+            return
+        sim.problem("broadcast_object_list",
+                    "torch.distributed.broadcast_object_list from rank %s: the simulated rank %d receives nothing "
+                    "(rank %s was not simulated before it in this bundle) and keeps its own list %r"
+                    % (src, sim.rank, src, _short(lst)))
+
+    def scatter_object_list(a):
+        out, inp = a.get("scatter_object_output_list"), a.get("scatter_object_input_list")
+        if inp:
+            idx = min(_group_rank(dist, a.get("group"), me()), len(inp) - 1)
+            out[0] = inp[idx]
+        else:
+            sim.problem("scatter_object_list", "torch.distributed.scatter_object_list: the simulated rank %d receives "
+                        "nothing from the source rank and keeps %r" % (sim.rank, _short(out)))
+
+    def send_object_list(a):
+        lst = a.get("object_list")
+        dst = _global_src(dist, a, "dst")
+        sim.last_sent = list(lst)
+        sim.mailbox.put("p2p", me(), dst, list(lst))
+
+    def recv_object_list(a):
+        lst = a.get("object_list")
+        src = _global_src(dist, a)
+        ok, got = sim.mailbox.get("p2p", src, me()) if src is not None else (False, None)
+        if ok and len(got) == len(lst):
+            lst[:] = got
+        elif sim.last_sent is not None and len(sim.last_sent) == len(lst):
+            lst[:] = sim.last_sent
+            sim.problem("recv_object_list last sent",
+                        "torch.distributed.recv_object_list from rank %s: rank %s was not simulated before rank %d "
+                        "in this bundle; rank %d receives what it sent last itself (every pipeline boundary taken "
+                        "alike)" % (src, src, sim.rank, sim.rank))
+        elif sim.last_received is not None and len(sim.last_received) == len(lst):
+            lst[:] = sim.last_received
+        else:
+            raise RuntimeError(
+                "ptscope --simulate-world-size: rank %d receives with torch.distributed.recv_object_list what rank %s "
+                "sends (a pipeline stage's input shapes); one simulated rank cannot compute it. Simulate the ranks "
+                "up to this one in order, which keeps what each sends in the bundle for the next: "
+                "--simulate-rank all (or 0-%d); or give the stage its shapes (PipelineStage(input_args=..., "
+                "output_args=...))" % (sim.rank, src, sim.rank))
+        sim.last_received = list(lst)
+        return src if src is not None else sim.rank
+
+    for name, body in (("all_gather_object", all_gather_object), ("gather_object", gather_object),
+                       ("broadcast_object_list", broadcast_object_list), ("scatter_object_list", scatter_object_list),
+                       ("recv_object_list", recv_object_list), ("send_object_list", send_object_list)):
+        replace(name, body)
 
 
 def _short(v):
@@ -306,6 +511,63 @@ def _patch_set_device(torch, sim):
     set_device.__wrapped__ = orig
     set_device.__doc__ = orig.__doc__
     cuda.set_device = set_device
+
+
+def guard_device_mesh(torch):
+    """Under --no-gpu every tensor is fake, but a DeviceMesh needs the real
+    values of its small mesh tensor (rank coordinates, sub-meshes): build
+    meshes outside the fake mode."""
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        import torch.distributed.device_mesh as dm
+    except Exception as err:
+        log_once("fake mesh", "--no-gpu --simulate-world-size: DeviceMesh cannot be built outside the fake mode (%r)"
+                 % (err,))
+        return
+    orig_init = dm.DeviceMesh.__init__
+
+    def __init__(self, *args, **kwargs):
+        with unset_fake_temporarily():
+            return orig_init(self, *args, **kwargs)
+
+    dm.DeviceMesh.__init__ = __init__
+    orig = getattr(dm, "init_device_mesh", None)
+    if orig is not None:
+        def init_device_mesh(*args, **kwargs):
+            with unset_fake_temporarily():
+                return orig(*args, **kwargs)
+
+        init_device_mesh.__wrapped__ = orig
+        _replace_everywhere(orig, init_device_mesh, "init_device_mesh")
+
+
+def guard_fsdp_device(torch):
+    """FSDP2 checks that each parameter is on the mesh's device (cuda); under
+    --no-gpu fake tensors stand for CUDA memory on the CPU device, so the
+    check is made against the parameter's own device. FSDP2 still allocates
+    its buffers on cuda, which the tracker counts as GPU memory."""
+    cls = None
+    for mod in ("torch.distributed.fsdp._fully_shard._fsdp_param", "torch.distributed._composable.fsdp._fsdp_param"):
+        try:
+            cls = getattr(__import__(mod, fromlist=["FSDPParam"]), "FSDPParam", None)
+        except Exception:
+            cls = None
+        if cls is not None:
+            break
+    orig = getattr(cls, "_init_sharded_param", None)
+    if orig is None:
+        return
+
+    def _init_sharded_param(self, param, device, *args, **kwargs):
+        try:
+            if getattr(device, "type", None) == "cuda" and param.device.type == "cpu":
+                device = param.device
+        except Exception:
+            pass
+        return orig(self, param, device, *args, **kwargs)
+
+    _init_sharded_param.__wrapped__ = orig
+    cls._init_sharded_param = _init_sharded_param
 
 
 def _install_excepthook(sim):

@@ -57,7 +57,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gentrace:", err)
 		os.Exit(2)
 	}
-	r, err := input.Open(*src)
+	r, err := input.NewSource(0, nil, nil).Open(*src)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gentrace:", err)
 		os.Exit(2)

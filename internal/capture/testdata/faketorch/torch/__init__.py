@@ -665,10 +665,25 @@ def all_gather_object(object_list, obj, group=None):
         object_list[i] = b"\x00garbage"  # what unpickling uninitialised buffers gives
 
 
+def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
+    _need()  # the fake backend leaves the list as it was
+
+
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None, use_batch=False):
+    _need()  # PyTorch 2.11's signature (use_batch: pipelining's shape inference)
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None, use_batch=False):
+    _need()
+    for i in range(len(object_list)):
+        object_list[i] = b"\x00garbage"
+
+
 for _n, _f in dict(init_process_group=init_process_group, get_rank=get_rank, get_world_size=get_world_size,
                    get_backend=get_backend, is_initialized=lambda: bool(_PG), is_available=lambda: True,
                    all_reduce=_noop, barrier=_noop, broadcast=_noop, all_gather_into_tensor=_noop,
-                   reduce_scatter_tensor=_noop, broadcast_object_list=_noop, all_gather_object=all_gather_object,
+                   reduce_scatter_tensor=_noop, broadcast_object_list=broadcast_object_list, all_gather_object=all_gather_object,
+                   send_object_list=send_object_list, recv_object_list=recv_object_list,
                    Backend=Backend, HashStore=HashStore).items():
     setattr(c10d, _n, _f)
     setattr(distributed, _n, _f)

@@ -1,0 +1,7 @@
+//go:build windows
+
+package bundle
+
+const sideOpenFlags = 0
+
+func isSymlinkErr(error) bool { return false }
