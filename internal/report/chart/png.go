@@ -73,7 +73,12 @@ func (p *painter) paint(c rgba) {
 	z := &p.z
 	z.Reset(r.Dx(), r.Dy())
 	ox, oy := float64(r.Min.X), float64(r.Min.Y)
-	at := func(q pt) (float32, float32) { return float32(q.x - ox), float32(q.y - oy) }
+	// far outside the image a point's place does not change the coverage
+	// inside it much, and the rasteriser loops over the rows a segment
+	// spans: points are kept within a margin of the image
+	const margin = 1 << 16
+	lim := func(v float64) float32 { return float32(math.Max(-margin, math.Min(v, margin))) }
+	at := func(q pt) (float32, float32) { return lim(q.x - ox), lim(q.y - oy) }
 	for _, o := range sh.ops {
 		switch o.op {
 		case opMove:

@@ -135,3 +135,17 @@ func TestDashes(t *testing.T) {
 		t.Errorf("a negative length draws the line whole: %v", got)
 	}
 }
+
+// Points far outside the image neither hang nor break the painting.
+func TestPNGFarPoints(t *testing.T) {
+	s := &scene{w: 100, h: 60}
+	s.polygon([]pt{{-1e300, -1e300}, {1e300, -1e300}, {1e300, 1e300}, {-1e300, 1e300}}, hex("#00ff00"))
+	s.line(-1e12, 30, 1e12, 30.5, hex("#000000"), 1)
+	img := paintPNG(t, s)
+	if c := rgbOf(img, 10, 10); c != hex("#00ff00") {
+		t.Errorf("huge polygon: pixel %v", c)
+	}
+	if c := rgbOf(img, 100, 60); c.g > 128 {
+		t.Errorf("huge line: pixel %v", c)
+	}
+}
