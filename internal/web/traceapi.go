@@ -162,7 +162,7 @@ func (s *Server) traceEvent(r *http.Request) (any, error) {
 			if g.BlocksPerSM >= 0 {
 				e.BlocksPerSM = g.BlocksPerSM
 			}
-		case int(a) < len(t.Ops):
+		case !ev.Kind[i].HasGPUInfo() && int(a) < len(t.Ops):
 			e.Shapes = t.Strings[t.Ops[a].Shape]
 		}
 	}
