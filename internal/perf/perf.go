@@ -27,6 +27,10 @@ type Options struct {
 	Annotations  bool // include user annotations in the operator table
 	MemoryPoints int  // points kept per memory curve; 0 means 1000
 	DropLastStep bool // drop the last step, as HTA does by default
+	// SequenceOp picks the operators whose kernel sequences are listed
+	// HTA's way (the shallowest ones whose names contain it); empty: the
+	// innermost operators or modules launching three or more.
+	SequenceOp string
 	// Phases are the steps' phases that ptscope run recorded beside the
 	// trace (a bundle's phases.jsonl): steps when the trace has no step
 	// marker, and unprofiled step times to measure the profiler's overhead.
@@ -209,6 +213,7 @@ func Compare(ranks []*Rank) *Report {
 	}
 	sort.SliceStable(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
 	if len(rep.Ranks) > 1 {
+		commTransfer(rep.Ranks)
 		rep.CrossRank = crossRank(rep.Ranks)
 		rep.Findings = crossFindings(rep.CrossRank)
 	}
