@@ -92,8 +92,18 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 			idle(p, r)
 		case Comm:
 			comm(p, r)
+			commOps(p, r)
 		case Memory:
 			memory(p, r)
+			memoryOps(p, r, top)
+		case Critical:
+			critical(p, r, top)
+		case Sequences:
+			sequences(p, r, top)
+		case Modules:
+			modules(p, r, top)
+		case Streams:
+			streams(p, r, top)
 		}
 	}
 	if c := rep.CrossRank; c != nil && (d.View == Overview || d.View == "" || d.View == Comm || d.View == Steps) {
