@@ -288,3 +288,22 @@ func memoryOps(p *printer, r *perf.Rank, top int) {
 	}
 	p.table(cols)
 }
+
+// workers is the plugin's computation/communication bars per rank.
+func workers(p *printer, c *perf.CrossRank) {
+	if len(c.Workers) == 0 {
+		return
+	}
+	p.Title("Average step per rank (the plugin's distributed view)")
+	cols := []column{{head: "rank"}, {head: "compute only"}, {head: "overlap"}, {head: "comm only"}, {head: "other"}, {head: "", drop: 1}}
+	for _, w := range c.Workers {
+		mark := ""
+		if w.Straggler {
+			mark = "straggler"
+		}
+		for i, v := range []string{fmt.Sprint(w.Rank), dur(w.ComputeOnlyNS), dur(w.OverlapNS), dur(w.CommunicationOnlyNS), dur(w.OtherNS), mark} {
+			cols[i].cells = append(cols[i].cells, v)
+		}
+	}
+	p.table(cols)
+}
