@@ -41,7 +41,7 @@ printf 'module small\n\ngo 1.26\n' > "$work/small/go.mod"
 go mod download
 echo "packages: $(go list -deps ./cmd/ptscope | wc -l) (go list -deps ./cmd/ptscope), $(cd "$work/small" && go list -deps . | wc -l) for the small program"
 
-# build NAME DIR PKG: one empty-cache build; appends "wall cpu" to $work/NAME
+# build NAME DIR PKG: one empty-cache build; appends "wall cpu" to $work/times.NAME
 build() {
   local cache="$work/cache"
   rm -rf "$cache"
@@ -52,7 +52,7 @@ build() {
   read -r e u s < "$work/t"
   local cpu
   cpu=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.1f", u + s }')
-  echo "$e $cpu" >> "$work/$1"
+  echo "$e $cpu" >> "$work/times.$1"
   printf '%-8s wall %6.1f s  cpu %6.1f s  load %s -> %s\n' "$1" "$e" "$cpu" "$load0" "$(cut -d' ' -f1 /proc/loadavg)"
 }
 for r in $(seq "$rounds"); do
@@ -60,10 +60,10 @@ for r in $(seq "$rounds"); do
   build ptscope "$repo" ./cmd/ptscope
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ws=$(cut -d' ' -f1 "$work/small" | median)
-wp=$(cut -d' ' -f1 "$work/ptscope" | median)
-cs=$(cut -d' ' -f2 "$work/small" | median)
-cp=$(cut -d' ' -f2 "$work/ptscope" | median)
+ws=$(cut -d' ' -f1 "$work/times.small" | median)
+wp=$(cut -d' ' -f1 "$work/times.ptscope" | median)
+cs=$(cut -d' ' -f2 "$work/times.small" | median)
+cp=$(cut -d' ' -f2 "$work/times.ptscope" | median)
 awk -v ws="$ws" -v wp="$wp" -v cs="$cs" -v cp="$cp" 'BEGIN {
 	printf "median wall: ptscope %.1f s, small %.1f s, ratio %.2f; median cpu: %.1f s, %.1f s, ratio %.2f\n", wp, ws, wp / ws, cp, cs, cp / cs }'
 

@@ -651,3 +651,28 @@ func TestCompanionNeverBreaksTheRun(t *testing.T) {
 		})
 	}
 }
+
+// A job that ends in the profiler's wait or warm-up steps gets no trace (torch
+// calls on_trace_ready only when an active part ends) and a line saying why.
+func TestFakeTorchTraceBeforeActive(t *testing.T) {
+	py := needPython(t)
+	t.Parallel()
+	o := testOptions(t, fakeTorchEnv(t))
+	o.Trace = true
+	o.Schedule = Schedule{Wait: 1, Warmup: 2, Active: 3, Repeat: 1}
+	r := runIt(t, o, py, "testdata/faketrain.py", "2")
+	if r.res.ExitCode != 0 {
+		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
+	}
+	want := "the job ended after 2 steps, before the profiler's first active step (step 4 of --schedule"
+	if n := strings.Count(r.stderr, want); n != 1 {
+		t.Errorf("stderr has the explanation %d times, want once: %q", n, r.stderr)
+	}
+	b, err := bundle.ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Ranks) != 1 || len(b.Ranks[0].Traces) != 0 {
+		t.Errorf("ranks %d, traces %v", len(b.Ranks), b.Ranks[0].Traces)
+	}
+}
