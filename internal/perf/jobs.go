@@ -182,6 +182,9 @@ func (rep *Report) compare(ranks []*Rank) {
 			}
 			rep.Ranks = append(rep.Ranks, *r)
 		}
+		if len(job) > 1 {
+			commTransfer(rep.Ranks[first:])
+		}
 		if len(jobs) > 1 {
 			j := Job{Findings: []finding.Finding{}}
 			for k := first; k < len(rep.Ranks); k++ {
@@ -190,12 +193,14 @@ func (rep *Report) compare(ranks []*Rank) {
 			if len(job) > 1 {
 				j.CrossRank = crossRank(rep.Ranks[first:])
 				attributeWaits(rep.Ranks[first:], j.CrossRank)
+				workerBars(rep.Ranks[first:], j.CrossRank)
 				j.Findings = crossFindings(j.CrossRank)
 			}
 			rep.Jobs = append(rep.Jobs, j)
 		} else if len(job) > 1 {
 			rep.CrossRank = crossRank(rep.Ranks)
 			attributeWaits(rep.Ranks, rep.CrossRank)
+			workerBars(rep.Ranks, rep.CrossRank)
 			rep.Findings = crossFindings(rep.CrossRank)
 		}
 	}
