@@ -191,7 +191,9 @@ func (b *builder) settings(v pickle.Value) {
 	for i, k := range d.Keys {
 		ks, _ := k.Str()
 		val := d.Vals[i]
-		st.All = append(st.All, Setting{Key: ks, Value: render(val)})
+		if len(st.All) < maxSettings {
+			st.All = append(st.All, Setting{Key: ks[:min(len(ks), maxSettingBytes)], Value: render(val)})
+		}
 		switch ks {
 		case "expandable_segments":
 			st.ExpandableSegments, _ = val.Bool()
@@ -219,43 +221,64 @@ func (b *builder) settings(v pickle.Value) {
 	}
 }
 
-// render prints a setting value compactly: {"1": 0, ...} maps become "1:0 2:0".
-// Depth and length are bounded (a dict may contain itself).
+// Bounds of the rendered allocator settings: PyTorch writes about ten
+// keys of short values; a hostile file may hold a million keys, or a value
+// shared 20 ways 8 levels deep.
+const (
+	maxSettings     = 256  // settings kept in Settings.All (all are parsed)
+	maxSettingBytes = 1024 // a rendered key or value
+)
+
+// render prints a setting value compactly: {"1": 0, ...} maps become
+// "1:0 2:0"; other values print as pickle.Value.Format does. The output
+// and the work are bounded by maxSettingBytes whatever v holds: depth,
+// length and a dict met again (shared or recursive) are cut.
 func render(v pickle.Value) string {
-	var b strings.Builder
-	renderTo(&b, v, 0)
-	return b.String()
+	r := settingRenderer{seen: map[*pickle.Dict]bool{}}
+	r.to(v, 0)
+	return r.b.String()
 }
 
-func renderTo(b *strings.Builder, v pickle.Value, depth int) {
+type settingRenderer struct {
+	b    strings.Builder
+	seen map[*pickle.Dict]bool
+}
+
+func (r *settingRenderer) full() bool { return r.b.Len() >= maxSettingBytes }
+
+func (r *settingRenderer) to(v pickle.Value, depth int) {
+	if r.full() {
+		return
+	}
 	if s, ok := v.Str(); ok {
-		b.WriteString(s)
+		r.b.WriteString(s[:min(len(s), maxSettingBytes-r.b.Len())])
 		return
 	}
 	if d := v.Dict(); d != nil {
-		if depth > 6 {
-			b.WriteString("...")
+		if depth > 6 || r.seen[d] {
+			r.b.WriteString("...")
 			return
 		}
+		r.seen[d] = true
 		for i := range d.Keys {
-			if b.Len() > 4096 {
-				b.WriteString(" ...")
+			if r.full() {
+				r.b.WriteString(" ...")
 				return
 			}
 			if i > 0 {
-				b.WriteString(" ")
+				r.b.WriteString(" ")
 			}
-			renderTo(b, d.Keys[i], depth+1)
-			b.WriteString(":")
-			renderTo(b, d.Vals[i], depth+1)
+			r.to(d.Keys[i], depth+1)
+			r.b.WriteString(":")
+			r.to(d.Vals[i], depth+1)
 		}
 		return
 	}
 	if f, ok := v.Float(); ok && v.Kind() == pickle.KindFloat {
-		b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+		r.b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
 		return
 	}
-	b.WriteString(v.String())
+	r.b.WriteString(v.Format(max(maxSettingBytes-r.b.Len(), 16)))
 }
 
 func (b *builder) annotations(v pickle.Value) {
