@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/ptscope/ptscope/internal/pickle"
 )
@@ -48,6 +49,12 @@ func (b *builder) finish(root pickle.Value) error {
 			if d == nil {
 				return fmt.Errorf("segments[%d] is a %s, expected a dict", i, it.Kind())
 			}
+			if b.again(unsafe.Pointer(d)) {
+				b.dropSegment(func() string {
+					return fmt.Sprintf("segments[%d] is the same segment as an earlier one (a shared reference)", i)
+				})
+				continue
+			}
 			s.Segments = append(s.Segments, b.segment(i, d))
 		}
 	}
@@ -78,15 +85,25 @@ func (b *builder) traces(v pickle.Value) error {
 		} else if dl := it.List(); dl != nil {
 			for k, e := range dl.Items {
 				if h, ok := e.Handle(); ok && h&hMask == hEntry {
-					r.add(int(h &^ hMask))
+					b.addRow(&r, int(h&^hMask))
 				} else if d := e.Dict(); d != nil {
-					r.add(b.addEntry(d)) // a dict the hook did not see (shared)
+					b.addRow(&r, b.addEntry(d)) // a dict the hook did not see (shared)
 				} else {
+					r.n++
+					t.Invalid.Dropped++
 					t.Invalid.add(-1, func() string {
 						return fmt.Sprintf("device_traces[%d][%d] is a %s, expected a dict", dev, k, kindName(e.Kind()))
 					})
 				}
 			}
+		}
+		if r.dups > 0 {
+			first := r.firstDup
+			t.Invalid.add(-1, func() string {
+				return fmt.Sprintf("device_traces[%d][%d] is the same entry as an earlier one (a shared reference)", dev, first)
+			})
+			t.Invalid.Count += r.dups - 1
+			t.Invalid.Dropped += r.dups
 		}
 		rows := r.rows
 		if rows == nil && r.hi > r.lo {
@@ -147,13 +164,29 @@ func (b *builder) segment(i int, d *pickle.Dict) Segment {
 		g.Stack = b.stack(v)
 	}
 	if v, ok := d.Get("blocks"); ok {
-		if l := v.List(); l != nil {
+		if l := v.List(); l != nil && b.again(unsafe.Pointer(l)) {
+			b.dropSegment(func() string {
+				return fmt.Sprintf("segments[%d].blocks is the same list as an earlier segment's (a shared reference)", i)
+			})
+		} else if l != nil {
 			addr := g.Address
 			for j, it := range l.Items {
 				var rb rawBlock
 				if h, ok := it.Handle(); ok && h&hMask == hBlock && int(h&^hMask) < len(b.blocks) {
+					if b.inSeg.testAndSet(int(h &^ hMask)) {
+						b.dropSegment(func() string {
+							return fmt.Sprintf("segments[%d].blocks[%d] is the same block as an earlier one (a shared reference)", i, j)
+						})
+						continue
+					}
 					rb = b.blocks[h&^hMask]
 				} else if bd := it.Dict(); bd != nil {
+					if b.again(unsafe.Pointer(bd)) {
+						b.dropSegment(func() string {
+							return fmt.Sprintf("segments[%d].blocks[%d] is the same block as an earlier one (a shared reference)", i, j)
+						})
+						continue
+					}
 					rb = b.block(bd)
 				} else {
 					continue
@@ -179,6 +212,25 @@ func (b *builder) segment(i int, d *pickle.Dict) Segment {
 		}
 	}
 	return g
+}
+
+// again reports whether the segment dict, blocks list or block dict at p
+// was read before, and marks it read.
+func (b *builder) again(p unsafe.Pointer) bool {
+	if b.seenSegs == nil {
+		b.seenSegs = map[unsafe.Pointer]bool{}
+	}
+	if b.seenSegs[p] {
+		return true
+	}
+	b.seenSegs[p] = true
+	return false
+}
+
+// dropSegment counts a segment, blocks list or block that was not kept.
+func (b *builder) dropSegment(where func() string) {
+	b.s.InvalidSegments.add(-1, where)
+	b.s.InvalidSegments.Dropped++
 }
 
 func (b *builder) settings(v pickle.Value) {

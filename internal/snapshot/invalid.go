@@ -65,7 +65,7 @@ func (b *builder) refuseInvalid() error {
 	s := b.s
 	n, bad, first := 0, 0, ""
 	for _, t := range s.Traces {
-		n += t.Len()
+		n += t.Len() + t.Invalid.Dropped
 		bad += t.Invalid.Count
 		if first == "" {
 			first = t.Invalid.First
@@ -74,7 +74,7 @@ func (b *builder) refuseInvalid() error {
 	if bad > 0 && 2*bad > n {
 		return fmt.Errorf("%d of %d trace entries are invalid (first: %s): not a snapshot PyTorch wrote", bad, n, first)
 	}
-	nseg := 0
+	nseg := s.InvalidSegments.Dropped
 	for _, g := range s.Segments {
 		nseg += 1 + len(g.Blocks)
 	}
