@@ -34,6 +34,7 @@ const (
 	hEntry = 3 << 48
 	hBlock = 4 << 48
 	hRun   = 5 << 48 // a list of trace entries (a device's trace)
+	hLong  = 6 << 48 // a frames list of 1000 frames or more, still growing
 	hMask  = 0xff << 48
 )
 
@@ -65,6 +66,7 @@ type builder struct {
 	listIDs  map[*pickle.List]StackID // frames lists already interned
 	seenSegs map[unsafe.Pointer]bool  // segment dicts and blocks lists read
 	inSeg    bitset                   // block handles placed in a segment
+	long     []longStack              // frames lists converted while they grew (hLong)
 }
 
 // bitset is a set of small non-negative ints.
@@ -265,7 +267,13 @@ func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
 		return pickle.Handle(hRun | uint64(len(b.runs)-1)), true
 	case hFrame:
 		if len(l.Items) >= 1000 {
-			return pickle.Value{}, false // more APPENDS may follow
+			// More APPENDS may follow: gather the frame ids as they come
+			// (4 bytes each, at most maxStackFrames kept) instead of
+			// keeping the list (16 bytes a frame, however many).
+			b.long = append(b.long, longStack{id: -1})
+			h := uint64(len(b.long) - 1)
+			b.extendLong(h, l.Items)
+			return pickle.Handle(hLong | h), true
 		}
 		for _, it := range l.Items {
 			h, ok := it.Handle()
@@ -278,8 +286,56 @@ func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
 	return pickle.Value{}, false
 }
 
-// onExtend appends more trace entries to a run.
+// longStack is a frames list converted while it grew (hLong): its frame
+// ids up to maxStackFrames, how many frames it had, and its stack once
+// interned (-1 before).
+type longStack struct {
+	ids []FrameID
+	n   int
+	id  int64
+}
+
+// extendLong adds the frames among items to long stack h (other items are
+// skipped, as stackOf skips them).
+func (b *builder) extendLong(h uint64, items []pickle.Value) {
+	ls := &b.long[h]
+	for _, it := range items {
+		var id FrameID
+		if fh, ok := it.Handle(); ok && fh&hMask == hFrame {
+			id = FrameID(fh &^ hMask)
+		} else if fd := it.Dict(); fd != nil {
+			id = b.frame(fd)
+		} else {
+			continue
+		}
+		if ls.n++; len(ls.ids) < maxStackFrames {
+			ls.ids = append(ls.ids, id)
+		}
+	}
+}
+
+// longStackID interns long stack h once.
+func (b *builder) longStackID(h uint64) StackID {
+	ls := &b.long[h]
+	if ls.id < 0 {
+		b.ids = append(b.ids[:0], ls.ids...)
+		if ls.n > maxStackFrames {
+			n := ls.n
+			b.s.InvalidStacks.add(-1, func() string {
+				return fmt.Sprintf("a stack of %d frames (cut to the innermost %d)", n, maxStackFrames)
+			})
+		}
+		ls.id, ls.ids = int64(b.internStack()), nil
+	}
+	return StackID(ls.id)
+}
+
+// onExtend appends more trace entries to a run, or frames to a long stack.
 func (b *builder) onExtend(h uint64, items []pickle.Value) bool {
+	if h&hMask == hLong && int(h&^hMask) < len(b.long) && b.long[h&^hMask].id < 0 {
+		b.extendLong(h&^hMask, items)
+		return true
+	}
 	if h&hMask != hRun || int(h&^hMask) >= len(b.runs) {
 		return false
 	}
@@ -366,6 +422,9 @@ func (b *builder) internStack() StackID {
 func (b *builder) stack(v pickle.Value) StackID {
 	if h, ok := v.Handle(); ok && h&hMask == hStack {
 		return StackID(h &^ hMask)
+	}
+	if h, ok := v.Handle(); ok && h&hMask == hLong && int(h&^hMask) < len(b.long) {
+		return b.longStackID(h &^ hMask)
 	}
 	if l := v.List(); l != nil && len(l.Items) > 0 {
 		if id, ok := b.listIDs[l]; ok {
