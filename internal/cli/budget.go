@@ -41,7 +41,7 @@ func (e *env) source() *input.Source {
 	if e.src != nil {
 		return e.src
 	}
-	e.src = input.NewSource(e.budget, e.stdin, e.stderr)
+	e.src = input.NewSource(e.budget, e.stdin, e.stderr).WithContext(e.ctx)
 	debug.SetMemoryLimit(e.src.Budget())
 	over := e.src.Watch(e.ctx)
 	go func() {

@@ -96,7 +96,7 @@ Examples:
 `
 
 func runCommand() command {
-	c := command{name: "run", summary: "capture snapshots, traces, phases and live memory from a PyTorch command", usage: runUsage}
+	c := command{name: "run", summary: "capture snapshots, traces, phases and live memory from a PyTorch command", usage: runUsage, ownSignals: true}
 	c.run = func(e *env, args []string) error { return runCapture(e, c, args, capture.ExitLike) }
 	return c
 }

@@ -15,7 +15,7 @@ func (b *builder) pickleOptions() pickle.Options {
 	return pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend,
 		MaxString: b.src.MaxString(), MaxValues: b.src.MaxValues(), LimitNote: b.src.BudgetNote(),
 		MaxHeldPerByte: maxHeldPerByte,
-		Check:          func(off int64) error { b.src.Progress(off); return b.src.CheckMemory() }}
+		Check:          func(off int64) error { b.src.Progress(off); return b.src.Check() }}
 }
 
 // maxHeldPerByte bounds the decoded values the pickle decoder holds, per
