@@ -35,9 +35,12 @@ const (
 type env struct {
 	ctx    context.Context
 	stdin  io.Reader
-	stdout io.Writer
+	stdout io.Writer // escapes what could drive a terminal (term.SafeWriter)
 	stderr io.Writer
-	checks *check.Log // check --json's records (nil otherwise)
+	// rawStdout is stdout as given: for run (the training's own output)
+	// and binary exports.
+	rawStdout io.Writer
+	checks    *check.Log // check --json's records (nil otherwise)
 
 	budget int64         // --max-memory (0: the default)
 	src    *input.Source // made by source()
@@ -76,7 +79,9 @@ var Version = "0.1.0-dev"
 
 // Main runs ptscope with args (without the program name) and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, temps: &tempFiles{}}
+	safe := term.NewSafeWriter(stdout) // no input's escape bytes reach the terminal
+	defer safe.Flush()
+	e := &env{ctx: ctx, stdin: stdin, stdout: safe, rawStdout: stdout, stderr: stderr, temps: &tempFiles{}}
 	if len(args) == 0 {
 		printUsage(stderr)
 		return ExitUsage

@@ -510,6 +510,9 @@ func openOutput(e *env, name, format string) (*output, error) {
 		if ef := lookupFormat(format); ef != nil && ef.binary && term.IsTerminal(e.stdout) {
 			return nil, usagef("export %s: the profile is binary; give -o FILE (or pipe it)", format)
 		}
+		if ef := lookupFormat(format); ef != nil && ef.binary {
+			return &output{Writer: e.raw(), name: "stdout"}, nil
+		}
 		return &output{Writer: e.stdout, name: "stdout"}, nil
 	}
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")

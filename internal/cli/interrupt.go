@@ -99,3 +99,11 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 	}
 	return c.w.Write(p)
 }
+
+// raw is stdout as Main was given it (see env.rawStdout).
+func (e *env) raw() io.Writer {
+	if e.rawStdout != nil {
+		return e.rawStdout
+	}
+	return e.stdout
+}

@@ -54,6 +54,9 @@ func (o *outputFlags) text(w io.Writer) (report.TextOptions, error) {
 	t := report.DefaultText()
 	t.Width = term.Width(w)
 	t.Color = term.Color(w)
+	if sw, ok := w.(*term.SafeWriter); ok {
+		t.Mark = sw.Mark()
+	}
 	switch o.steps {
 	case "", "summary":
 		t.Steps = report.StepsSummary

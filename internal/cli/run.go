@@ -176,7 +176,7 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 			o.Simulate.Ranks = rs
 		}
 	}
-	o.Stdin, o.Stdout, o.Stderr = e.stdin, e.stdout, e.stderr
+	o.Stdin, o.Stdout, o.Stderr = e.stdin, e.raw(), e.stderr // the training's output, as it is
 	o.Status = e.stderr
 	o.StatusTTY = *live && isTerminal(e.stderr)
 	o.Version = Version
