@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ptscope/ptscope/internal/pickle"
 	"github.com/ptscope/ptscope/internal/spillmem"
@@ -14,11 +15,24 @@ import (
 // snapshot where most entries are malformed is refused: its numbers would
 // mean nothing.
 
+// maxEntrySize is the largest size an entry or a segment can have: more
+// than any device holds (the largest GPUs hold a few hundred GiB), and far
+// enough from 2^63 that sums of such sizes cannot wrap.
+const maxEntrySize = 16 << 40
+
 // validate counts the invalid entries of t, whose entry i is row rowOf(i)
 // of the builder's columns: those the builder saw with a field of the wrong
 // type, a size of 0 or below on an allocation, free or segment entry, and a
 // time before the previous entry's (the allocator appends in time order).
+// Impossible numbers are neutralised besides, so that no sum over the
+// trace wraps or runs away: a size above maxEntrySize, or whose block
+// would run past the end of the address space, is read as 0; an alloc at
+// an address that an earlier alloc of the trace still holds (no free
+// between) is read as an entry of unknown action (the allocator never
+// hands out one address twice: 10M such allocs made a 4.77 GiB peak).
 func (b *builder) validate(t *Trace, rowOf func(int) int) {
+	live := map[uint64]struct{}{} // addresses allocated in the trace and not freed
+	var what string               // the impossible value of entry i, if any
 	if len(b.bad) > 0 && b.badAt == nil {
 		b.badAt = make(map[int]badRow, len(b.bad))
 		for _, br := range b.bad {
@@ -33,16 +47,41 @@ func (b *builder) validate(t *Trace, rowOf func(int) int) {
 			br, found = b.badAt[rowOf(i)]
 		}
 		a := t.Action[i]
+		what = ""
+		if a >= ActionAlloc && a <= ActionSegmentUnmap {
+			switch sz, addr := t.Size[i], t.Addr[i]; {
+			case sz > maxEntrySize:
+				what = fmt.Sprintf("%s of size %d, more than any device holds (read as 0)", a, sz)
+				t.Size[i] = 0
+			case sz > 0 && addr > math.MaxUint64-uint64(sz):
+				what = fmt.Sprintf("%s of %d bytes at %#x runs past the end of the address space (read as size 0)", a, sz, addr)
+				t.Size[i] = 0
+			}
+		}
+		switch a {
+		case ActionAlloc:
+			if _, held := live[t.Addr[i]]; held && what == "" {
+				what = fmt.Sprintf("alloc at %#x, which an earlier alloc holds with no free between (read as an unknown action)", t.Addr[i])
+				t.Action[i] = ActionUnknown
+			} else {
+				live[t.Addr[i]] = struct{}{}
+			}
+		case ActionFreeRequested, ActionFreeCompleted:
+			delete(live, t.Addr[i])
+		}
 		sizeBad := a >= ActionAlloc && a <= ActionSegmentUnmap && t.Size[i] <= 0
 		timeBad := t.HasTime && i > 0 && t.TimeUS[i] < t.TimeUS[i-1]
-		if !found && !sizeBad && !timeBad {
+		if !found && !sizeBad && !timeBad && what == "" {
 			continue
 		}
+		what := what
 		t.Invalid.add(i, func() string {
 			where := fmt.Sprintf("device_traces[%d][%d]: ", t.Device, i)
 			switch {
 			case found:
 				return where + fieldNames[br.field] + " is a " + kindName(br.kind)
+			case what != "":
+				return where + what
 			case sizeBad:
 				return where + fmt.Sprintf("%s of size %d", a, t.Size[i])
 			}
@@ -85,7 +124,10 @@ func (b *builder) refuseInvalid() error {
 }
 
 // checkSegment counts segment i when a size or an address has the wrong
-// type, or its size is negative.
+// type, its size is negative or above maxEntrySize, or its blocks add up to
+// more than its size (the cached free bytes would then exceed what is
+// reserved); impossible sizes are read as 0, blocks past the segment's size
+// are dropped.
 func (b *builder) checkSegment(i int, d *pickle.Dict, g *Segment) {
 	iv := &b.s.InvalidSegments
 	for _, key := range []string{"total_size", "address"} {
@@ -98,6 +140,39 @@ func (b *builder) checkSegment(i int, d *pickle.Dict, g *Segment) {
 	}
 	if g.TotalSize < 0 {
 		iv.add(-1, func() string { return fmt.Sprintf("segments[%d]: total_size is %d", i, g.TotalSize) })
+		return
+	}
+	if g.TotalSize > maxEntrySize || g.TotalSize > 0 && g.Address > math.MaxUint64-uint64(g.TotalSize) {
+		ts := g.TotalSize
+		iv.add(-1, func() string {
+			return fmt.Sprintf("segments[%d]: total_size %d at %#x is more than a device holds (read as 0)", i, ts, g.Address)
+		})
+		g.TotalSize, g.Blocks = 0, nil
+		return
+	}
+	for _, sz := range []struct {
+		name string
+		n    *int64
+	}{{"allocated_size", &g.AllocatedSize}, {"active_size", &g.ActiveSize}, {"requested_size", &g.RequestedSize}} {
+		if *sz.n > g.TotalSize {
+			name, n, ts := sz.name, *sz.n, g.TotalSize
+			iv.add(-1, func() string {
+				return fmt.Sprintf("segments[%d]: %s %d is more than its total_size %d (read as the total)", i, name, n, ts)
+			})
+			*sz.n = g.TotalSize
+		}
+	}
+	var sum int64
+	for j, blk := range g.Blocks {
+		if blk.Size > g.TotalSize-sum {
+			ts := g.TotalSize
+			iv.add(-1, func() string {
+				return fmt.Sprintf("segments[%d]: blocks[%d] ends past the segment's total_size %d (it and the blocks after it dropped)", i, j, ts)
+			})
+			g.Blocks = g.Blocks[:j]
+			break
+		}
+		sum += max(blk.Size, 0)
 	}
 }
 
