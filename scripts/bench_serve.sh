@@ -5,8 +5,9 @@
 # recording does; SNAPGEN_MODEL=synthetic for the older random-size one) and
 # a ~350 MB trace (or the files given),
 # `analyze --json` beside the server's time to ready, then the browser
-# numbers (headless Chromium: apt-get install chromium-headless-shell).
-# Usage: scripts/bench_serve.sh [SNAPSHOT [TRACE]]
+# numbers (browsertests TestMeasure in headless Chromium at 1280 x 800:
+# apt-get install chromium-headless-shell).
+# Usage: scripts/bench_serve.sh [SNAPSHOT [TRACE]]   (TRACE "-": the snapshot only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${TMPDIR:-/tmp}/ptscope-bench-serve
@@ -15,7 +16,7 @@ model=${SNAPGEN_MODEL:-gpt2s}
 snap=${1:-$work/${model}_1m.pickle}
 trace=${2:-$work/trace350.json}
 [ -f "$snap" ] || go run ./scripts/gensnapshot -model "$model" -o "$snap"
-if [ ! -f "$trace" ] && [ -f ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json ]; then
+if [ "$trace" != - ] && [ ! -f "$trace" ] && [ -f ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json ]; then
 	go run ./internal/kineto/gen/gentrace -src ../shared/fixtures/gpt2tiny_with_stack.pt.trace.json -size 350MB -o "$trace"
 fi
 go build -o "$work/ptscope" ./cmd/ptscope
@@ -35,5 +36,8 @@ r=$(for i in 1 2 3; do
 	echo "$end - $start" | bc
 done | best)
 echo "serve: first input ready (best of 3):  ${r} s  ($(echo "scale=2; $r / $a" | bc)x analyze --json; goal <= 2x)"
-PTSCOPE_MEASURE_SNAPSHOT=$snap PTSCOPE_MEASURE_TRACE=$([ -f "$trace" ] && echo "$trace" || true) \
-	go test -tags measure -count=1 -run TestMeasure -v -timeout 900s ./internal/web | grep -v '^=== \|^--- \|^PASS\|^ok'
+snap=$(realpath "$snap")
+[ -f "$trace" ] && trace=$(realpath "$trace") || trace=
+cd browsertests
+PTSCOPE_MEASURE_SNAPSHOT=$snap PTSCOPE_MEASURE_TRACE=$trace \
+	go test -count=1 -run TestMeasure -v -timeout 900s . | grep -v '^=== \|^--- \|^PASS\|^ok'

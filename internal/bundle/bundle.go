@@ -112,8 +112,15 @@ type RankInfo struct {
 	OOM                    *OOM            `json:"oom"`
 	Features               map[string]bool `json:"features"`
 	Precision              *Precision      `json:"precision"` // nil if no forward ran (or before this field existed)
-	History                *History        `json:"history"`   // how allocation stacks were recorded (nil before this field existed)
-	StackWindows           []StackWindow   `json:"stack_windows"`
+	// Model is what the companion saw of the model at the first forward
+	// (a Hugging Face config, the token ids' shape); internal/estimate reads
+	// it for `estimate --from`. Absent before this field existed.
+	Model json.RawMessage `json:"model,omitempty"`
+	// MemoryLimitBytes is the process's set_per_process_memory_fraction
+	// limit, when it set one.
+	MemoryLimitBytes int64         `json:"memory_limit_bytes,omitempty"`
+	History          *History      `json:"history"` // how allocation stacks were recorded (nil before this field existed)
+	StackWindows     []StackWindow `json:"stack_windows"`
 }
 
 // History says how allocator history was recorded: Context is the

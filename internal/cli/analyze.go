@@ -7,12 +7,14 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/report/memreport"
 	"github.com/ptscope/ptscope/internal/term"
 	"github.com/ptscope/ptscope/internal/units"
+	"github.com/ptscope/ptscope/internal/whatif"
 )
 
 const analyzeUsage = `Usage: ptscope analyze [flags] FILE|DIR...
@@ -161,6 +163,7 @@ func analyzeCommand() command {
 		if set == nil {
 			return loadErr
 		}
+		adviseBundles(set.Report)
 		out.writeHTML = func(w io.Writer) error { return htmlSnapshots(w, set) }
 		if err := e.emit(memreport.New(set.Report), &out, t); err != nil {
 			return err
@@ -182,4 +185,37 @@ func loadSnapshots(e *env, paths []string, o load.SnapshotOptions) (*load.Snapsh
 	}
 	o.Source = e.source()
 	return load.Snapshots(e.ctx, paths, o)
+}
+
+// adviseBundles adds, to each bundle rank that ran out of memory or came
+// near its device's limit, the peak its job needs and the cheapest changes
+// that fit (internal/whatif), predicted from the run's own measurements.
+func adviseBundles(rep *memory.Report) {
+	bundles := map[string]*bundle.Bundle{}
+	for _, in := range rep.Inputs {
+		if in.Bundle == nil || in.Error != "" {
+			continue
+		}
+		b, ok := bundles[in.Bundle.Dir]
+		if !ok {
+			var err error
+			if b, err = bundle.ReadBundle(in.Bundle.Dir); err != nil {
+				b = nil
+			}
+			bundles[in.Bundle.Dir] = b
+		}
+		if b == nil {
+			continue
+		}
+		for i := range b.Ranks {
+			if b.Ranks[i].Rank != in.Bundle.Rank {
+				continue
+			}
+			run := whatif.FromBundle(b, &b.Ranks[i])
+			if _, ok := whatif.WantsAdvice(run); ok {
+				in.Advice = whatif.Advise(run, whatif.Given{})
+			}
+			break
+		}
+	}
 }

@@ -55,6 +55,14 @@ Examples:
       seq=512,1024 --json
   ptscope estimate --model lm-small --seq 512 --micro-batch 8 \
       --calibrate runs/latest
+  ptscope estimate --config config.json --trainer hf --micro-batch 8
+
+What-if from a run (ptscope run's bundle): the run's measured terms stand,
+the estimate scales what the flags change; --sweep auto tabulates
+micro-batch x recompute x precision for the same job:
+  ptscope estimate --from ptscope-runs/latest --micro-batch 16
+  ptscope estimate --from ptscope-runs/latest --dtype fp32 --recompute full
+  ptscope estimate --from ptscope-runs/latest --sweep auto
 `
 
 func estimateCommand() command {
@@ -121,7 +129,7 @@ func registerSetup(fs *flag.FlagSet, s *estimate.Setup, keep *keepLogits) {
 	fs.IntVar(&s.GradAccum, "grad-accum", s.GradAccum, "gradient accumulation steps")
 	fs.IntVar(&s.MicroBatches, "micro-batches", 0, "micro-batches per step in a pipeline (default grad-accum, at least pp)")
 	fs.TextVar(&s.DType, "dtype", s.DType, "`PRECISION`: bf16 (autocast over fp32 weights) | bf16-true (bf16 weights) | fp16 | fp16-true | fp32")
-	fs.TextVar(&s.Optimizer, "optimizer", s.Optimizer, "`NAME`: adamw | adam | sgd (momentum) | adafactor | adamw8bit")
+	fs.TextVar(&s.Optimizer, "optimizer", s.Optimizer, "`NAME`: adamw (foreach) | adamw-fused (fused=True, HF Trainer's default) | adam | sgd (momentum) | adafactor | adamw8bit")
 	fs.TextVar(&s.Recompute, "recompute", s.Recompute, "`MODE`: none | selective | full (activation checkpointing per layer)")
 	fs.TextVar(&s.Attention, "attention", s.Attention, "`IMPL`: sdpa (fused: flash or memory-efficient) | eager (keeps seq² scores)")
 	fs.BoolVar(&s.Compile, "compile", false, "torch.compile (recomputes pointwise ops instead of saving them)")
@@ -159,6 +167,10 @@ func runEstimate(e *env, c command, args []string) error {
 	var gpu, devMem, calibrate string
 	var explain bool
 	var sweep stringList
+	var from fromFlags
+	from.register(fs)
+	var trainer string
+	fs.StringVar(&trainer, "trainer", "", "the training loop's `FRAMEWORK`: hf (Hugging Face Trainer: --optimizer adamw-fused --keep-logits none unless given)")
 	fs.StringVar(&gpu, "gpu", "", "GPU for the verdict (h100, h200, a100-80gb, a100-40gb, l4, 4090, ...)")
 	fs.StringVar(&devMem, "device-memory", "", "device memory for the verdict, e.g. 80GiB")
 	fs.BoolVar(&explain, "explain", false, "print every term with its formula, what one layer saves and each phase's terms")
@@ -180,13 +192,28 @@ func runEstimate(e *env, c command, args []string) error {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	specs := append([]string{}, sweep...)
 	for _, p := range pos {
-		if len(sweep) > 0 && strings.Contains(p, "=") {
+		if len(sweep) > 0 && (strings.Contains(p, "=") || p == "auto") {
 			specs = append(specs, p)
 			continue
 		}
 		return usagef("estimate: unexpected argument %q (see ptscope estimate -h)", p)
 	}
+	switch trainer {
+	case "":
+	case "hf", "hf-trainer", "transformers":
+		// the Trainer's defaults: optim="adamw_torch_fused", and compute_loss drops
+		// the model output before backward
+		if !set["optimizer"] {
+			s.Optimizer, set["optimizer"] = estimate.AdamWFused, true
+		}
+		if !set["keep-logits"] {
+			keep, set["keep-logits"] = "none", true
+		}
+	default:
+		return usagef("estimate: --trainer %q: want hf", trainer)
+	}
 	s.KeepLogits, s.KeepLogitsStep = keep != "none", keep == "step"
+	s.ExpandableSegments = from.expandable
 	dev, err := estimateDevice(gpu, devMem)
 	if err != nil {
 		return err
@@ -194,6 +221,16 @@ func runEstimate(e *env, c command, args []string) error {
 	t, err := out.text(e.stdout)
 	if err != nil {
 		return err
+	}
+	if from.dir != "" {
+		if calibrate != "" {
+			return usagef("estimate: give --from or --calibrate, not both")
+		}
+		doc, err := estimateFrom(from, f, set, s, keep, gpu, devMem, specs, len(sweep) > 0)
+		if err != nil {
+			return err
+		}
+		return e.emit(doc, &out, t)
 	}
 	if len(specs) > 0 {
 		if calibrate != "" {

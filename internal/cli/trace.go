@@ -119,6 +119,9 @@ func traceCommand() command {
 				fmt.Fprintf(e.stderr, "ptscope: warning: %s: %s\n", r.Path, w)
 			}
 		}
+		for _, w := range set.Report.Warnings {
+			fmt.Fprintf(e.stderr, "ptscope: warning: %s\n", w)
+		}
 		out.writeHTML = func(w io.Writer) error { return htmlTraces(w, set) }
 		doc := tracereport.New(set.Report, v)
 		if out.name == "" && len(paths) > 0 {

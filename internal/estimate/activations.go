@@ -226,6 +226,13 @@ func (sh shape) attentionSaved(selective bool) []ActItem {
 		per, f := sh.eagerScoreBytes()
 		add("attention_scores", T*a*s*per/t, "tokens·heads·seq·%d/t (%s) = %d·%d·%d·%d/%d", per, f, T, a, s, per, t)
 	}
+	if m.QKNorm {
+		// Hugging Face's RMSNorm per head: x.to(float32) saved by pow and mul, the
+		// normalised tensor in the projection's dtype saved by weight·(…), fp32 rsqrt
+		// per head; its output goes through RoPE into attention (counted above)
+		add("qk_norm", T*(q+kv)*(4+c)/t+T*(a+int64(m.KVHeads))*4/t,
+			"tokens·(q+kv)·(4+%d)/t + tokens·(heads+kv_heads)·4/t (q_norm, k_norm: an fp32 copy of q and k, the normalised %s tensor, fp32 rsqrt per head)", c, cn)
+	}
 	add("attention_output", T*q*c/t, "tokens·q·%s/t (output projection input)", cn)
 	if m.HFUseCache {
 		add("kv_cache", sh.kvCacheLayer(), "%s", sh.kvCacheFormula())

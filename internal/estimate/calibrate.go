@@ -15,6 +15,7 @@ type PhaseMeasure struct {
 	AllocatedAfter     int64
 	MaxAllocatedBefore int64
 	MaxAllocatedAfter  int64
+	MaxReservedAfter   int64
 	Nested             bool // ran inside another phase (optimizer.step(closure))
 	Aborted            bool
 }

@@ -155,10 +155,15 @@ const (
 	SGD
 	Adafactor
 	AdamW8bit
+	// AdamWFused is torch.optim.AdamW(fused=True), the Hugging Face Trainer's
+	// default (optim="adamw_torch_fused"): one kernel updates every
+	// parameter in place, with no temporaries.
+	AdamWFused
 )
 
-var optimizerSpec = enumSpec{kind: "optimizer", names: []string{"adamw", "adam", "sgd", "adafactor", "adamw8bit"},
-	aliases: map[string]int{"adamw_torch": 0, "adamw-torch": 0, "adamw_torch_fused": 0, "sgd-momentum": 2, "adamw_8bit": 4, "adamw-8bit": 4, "paged_adamw_8bit": 4}}
+var optimizerSpec = enumSpec{kind: "optimizer", names: []string{"adamw", "adam", "sgd", "adafactor", "adamw8bit", "adamw-fused"},
+	aliases: map[string]int{"adamw_torch": 0, "adamw-torch": 0, "adamw_torch_fused": 5, "adamw-torch-fused": 5, "fused": 5, "adamw_fused": 5,
+		"sgd-momentum": 2, "adamw_8bit": 4, "adamw-8bit": 4, "paged_adamw_8bit": 4}}
 
 func (o Optimizer) String() string               { return optimizerSpec.text(uint8(o)) }
 func (o Optimizer) MarshalText() ([]byte, error) { return optimizerSpec.marshal(uint8(o)) }

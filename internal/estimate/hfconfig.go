@@ -227,6 +227,7 @@ func (c hfConfig) model(name string) (Model, error) {
 		m.SplitLinear = !fusedQKV[c.ModelType]
 		m.Bias = c.AttentionBias != nil && *c.AttentionBias
 		m.QKVBias = c.ModelType == "qwen2" || c.ModelType == "qwen2_moe"
+		m.QKNorm = c.ModelType == "qwen3" || c.ModelType == "qwen3_moe"
 	}
 	if c.TieWordEmb != nil {
 		m.TiedEmbeddings = *c.TieWordEmb

@@ -51,6 +51,9 @@ type Model struct {
 	SplitLinear bool `json:"split_linear,omitempty"`
 	// QKVBias: q, k and v projections have biases even when other linears do not (Qwen2).
 	QKVBias bool `json:"qkv_bias,omitempty"`
+	// QKNorm: Hugging Face's RMSNorm over each head of q and k before RoPE (Qwen3's q_norm
+	// and k_norm); each keeps an fp32 copy of its input and its normalised output.
+	QKNorm bool `json:"qk_norm,omitempty"`
 	// HoldsFinalNormInput: the forward keeps the last layer's output alive while the output
 	// projection runs, as the example LM does (F.linear(self.ln_f(x), ...)); Hugging Face's
 	// models rebind it and free it.
@@ -173,6 +176,9 @@ func (m Model) layerTensors() []tensor {
 	}
 	lin := func(n string, in, out int64, expert bool) { linB(n, in, out, expert, m.Bias) }
 	norm("norm1")
+	if m.QKNorm {
+		ts = append(ts, tensor{name: "attn.q_norm.weight", numel: hd}, tensor{name: "attn.k_norm.weight", numel: hd})
+	}
 	qb := m.Bias || m.QKVBias
 	switch {
 	case m.SplitLinear:

@@ -65,6 +65,11 @@ type Setup struct {
 	MicroBatches int `json:"micro_batches"`
 	// GPUsPerNode is how many ranks share a host, for host memory per node.
 	GPUsPerNode int `json:"gpus_per_node"`
+	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True;
+	// the allocator grows one mapped range in 2 MiB pages instead of
+	// caching split blocks, so the reserved memory stays close to the
+	// allocated.
+	ExpandableSegments bool `json:"expandable_segments"`
 }
 
 // DefaultSetup is one GPU training with bf16 autocast, AdamW and fused

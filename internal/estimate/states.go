@@ -97,6 +97,8 @@ func (st *stage) optimizer() (state, temp int64) {
 	switch s.Optimizer {
 	case AdamW, Adam:
 		return 2 * st.all(sb, st.shardO), st.adamTemp(sb)
+	case AdamWFused:
+		return 2 * st.all(sb, st.shardO), 0
 	case SGD:
 		return st.all(sb, st.shardO), 0
 	case AdamW8bit:
@@ -152,7 +154,7 @@ func (st *stage) offloadHost(pdesc string) {
 	n := st.raw(4, st.shardO)
 	var state int64
 	switch s.Optimizer {
-	case AdamW, Adam:
+	case AdamW, Adam, AdamWFused:
 		state = 2 * n
 	case SGD:
 		state = n
@@ -174,7 +176,7 @@ func (st *stage) offloadHost(pdesc string) {
 
 func optStateFormula(o Optimizer, sb int64) string {
 	switch o {
-	case AdamW, Adam:
+	case AdamW, Adam, AdamWFused:
 		return fmt.Sprintf("exp_avg + exp_avg_sq = 2 · %d B/param", sb)
 	case SGD:
 		return fmt.Sprintf("momentum buffer = %d B/param", sb)
@@ -192,6 +194,8 @@ func optTempFormula(o Optimizer, s Setup) string {
 		return "for-loop AdamW (foreach cannot mix DTensor and plain tensors): sqrt(exp_avg_sq) and its quotient for the largest parameter (2 · its state bytes)"
 	case o == AdamW || o == Adam:
 		return "foreach AdamW: sqrt(exp_avg_sq) for all parameters at once (1 · state bytes/param)"
+	case o == AdamWFused:
+		return "fused AdamW: one kernel updates in place, no temporaries"
 	case o == Adafactor:
 		return "one update tensor of the largest parameter"
 	}

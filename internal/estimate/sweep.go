@@ -90,6 +90,19 @@ var sweepFields = map[string]sweepAxis{
 	}},
 }
 
+// SetAxis sets the setup field a sweep axis names ("micro-batch", "dtype",
+// ...; not "model") from a value's text.
+func SetAxis(s *Setup, name, value string) error {
+	f, ok := sweepFields[name]
+	if !ok || f.set == nil {
+		return fmt.Errorf("unknown axis %q", name)
+	}
+	return f.set(s, value)
+}
+
+// AxisNumeric says whether a sweep axis takes whole numbers.
+func AxisNumeric(name string) bool { return sweepFields[name].numeric }
+
 // SweepAxisNames lists the axes a sweep accepts.
 func SweepAxisNames() string {
 	return "model, dtype, seq, micro-batch, recompute, grad-accum, attention, optimizer, dp, tp, tp-plan, pp, vpp, cp, ep, zero"

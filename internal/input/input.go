@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,9 +176,27 @@ const (
 	Unknown  Kind = "unknown"
 	Snapshot Kind = "snapshot" // CUDA caching-allocator snapshot (pickle or JSON)
 	Trace    Kind = "trace"    // Kineto Chrome trace JSON
-	Timeline Kind = "timeline" // profiler memory timeline export
+	Timeline Kind = "timeline" // profiler memory timeline export (TimelineWhat)
 	Bundle   Kind = "bundle"   // a ptscope run bundle folder (manifest.json)
 )
+
+// TimelineWhat names a Timeline input in messages: prof.export_memory_timeline
+// writes [times, sizes by category] (.json, .json.gz) or raw
+// [time, action, bytes, category] events (.raw.json.gz), which ptscope
+// does not read.
+const TimelineWhat = "the output of prof.export_memory_timeline (memory by category over time)"
+
+// memoryTimeline matches the start of prof.export_memory_timeline's output:
+// [[time, ...], [[bytes, ...], ...]] or [[time, action, bytes, category], ...].
+var memoryTimeline = regexp.MustCompile(`^\s*\[\s*\[\s*-?[0-9]`)
+
+// IsMemoryTimeline reports whether the file at path (of Kind Timeline)
+// starts as prof.export_memory_timeline's output does, rather than being
+// merely a JSON array of arrays.
+func (s *Source) IsMemoryTimeline(path string) bool {
+	head, err := s.ReadHead(path, 64)
+	return (err == nil || len(head) > 0) && memoryTimeline.Match(head)
+}
 
 // Sniff tells what a file holds from its first decompressed bytes.
 func Sniff(head []byte) Kind {
@@ -267,7 +286,7 @@ func (s *Source) Find(paths []string, want ...Kind) ([]File, error) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			root = r
 		}
-		var skipped []string
+		var skipped, timelines []string
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if path == root && d == nil {
@@ -298,6 +317,9 @@ func (s *Source) Find(paths []string, want ...Kind) ([]File, error) {
 				return nil
 			}
 			if !ok(k) {
+				if k == Timeline && s.IsMemoryTimeline(path) {
+					timelines = append(timelines, path)
+				}
 				return nil
 			}
 			out = append(out, File{path, k})
@@ -305,6 +327,10 @@ func (s *Source) Find(paths []string, want ...Kind) ([]File, error) {
 		})
 		if err != nil {
 			return nil, quotePathError(err)
+		}
+		if len(timelines) > 0 {
+			s.warn(fmt.Sprintf("%s: skipped %d %s, which ptscope does not read (first: %s)", Name(p), len(timelines),
+				strings.Replace(TimelineWhat, "the output", "file"+map[bool]string{true: "s", false: ""}[len(timelines) > 1]+" of the output", 1), Name(timelines[0])))
 		}
 		if len(skipped) > 0 {
 			what := "entry"
@@ -385,6 +411,8 @@ type Source struct {
 	budget   int64
 	stdin    io.Reader
 	warnings io.Writer
+	mu       sync.Mutex
+	warned   map[string]bool // warnings written, each once
 
 	streamMu sync.Mutex
 	streams  map[string]pending // opened by Find, waiting for Open
@@ -492,7 +520,19 @@ func (s *Source) Close() {
 	}
 }
 
+// warn writes a warning once: a command may search the same folder twice
+// (to tell what it holds, then to read it).
 func (s *Source) warn(msg string) {
+	s.mu.Lock()
+	if s.warned == nil {
+		s.warned = map[string]bool{}
+	}
+	seen := s.warned[msg]
+	s.warned[msg] = true
+	s.mu.Unlock()
+	if seen {
+		return
+	}
 	fmt.Fprintf(s.warnings, "ptscope: warning: %s\n", Escape(msg))
 }
 

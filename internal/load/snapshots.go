@@ -107,6 +107,12 @@ func Snapshots(ctx context.Context, paths []string, o SnapshotOptions) (*Snapsho
 			err = set.addBundle(ctx, file.Path, o)
 		case input.Trace:
 			err = fmt.Errorf("%s: offset 0: a Kineto profiler trace, not an allocator snapshot: read it with ptscope trace", file.Path)
+		case input.Timeline:
+			if !o.Source.IsMemoryTimeline(file.Path) {
+				err = set.addFile(file.Path, o, o.Memory, nil, nil) // a JSON array of arrays: the reader says what is wrong
+				break
+			}
+			err = fmt.Errorf("%s: offset 0: %s, not an allocator snapshot: ptscope analyze reads allocator snapshots (torch.cuda.memory._dump_snapshot)", file.Path, input.TimelineWhat)
 		default:
 			err = set.addFile(file.Path, o, o.Memory, nil, nil)
 		}

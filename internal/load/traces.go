@@ -97,6 +97,9 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 			if f.Kind == input.Snapshot {
 				return nil, fmt.Errorf("%s: offset 0: an allocator snapshot, not a Kineto trace: read it with ptscope analyze", f.Path)
 			}
+			if f.Kind == input.Timeline && opt.Source.IsMemoryTimeline(f.Path) {
+				return nil, fmt.Errorf("%s: offset 0: %s, not a Kineto trace: ptscope trace reads the profiler's trace (prof.export_chrome_trace or tensorboard_trace_handler)", f.Path, input.TimelineWhat)
+			}
 			return nil, fmt.Errorf("%s: offset 0: not a Kineto trace (this is a %s)", f.Path, f.Kind)
 		}
 	}

@@ -15,14 +15,14 @@ func findingByID(r *Result, id string) *finding.Finding {
 	return nil
 }
 
-// Severities follow the cost: the fixture's 94.7% efficiency at the peak is
-// information; a peak reserved above the device is critical (it does not
-// fit), above 90% of it a warning.
+// Severities follow the cost: a peak reserved above the device is critical
+// (it does not fit), above 90% of it a warning; the fixture's 94.9%
+// efficiency at the peak is no finding (TestLowEfficiencyThreshold).
 func TestFindingSeverities(t *testing.T) {
 	t.Parallel()
 	s := fixture(t, "gpt2s_train_fp32_b4_ctx512.pickle")
 	r := Analyze(s, 0, Options{}).Result
-	if f := findingByID(r, "low-efficiency"); f == nil || f.Severity != finding.Info {
+	if f := findingByID(r, "low-efficiency"); f != nil {
 		t.Errorf("low-efficiency at %.1f%%: %+v", 100*r.Fragmentation.EfficiencyAtPeak, f)
 	}
 	reserved := r.Peak.ReservedBytes // 5.44 GiB

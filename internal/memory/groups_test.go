@@ -22,6 +22,10 @@ func TestLiteralAlternation(t *testing.T) {
 		{"nccl", nil},
 		{`(?i)\d+`, nil},
 		{"(?i)é", nil},
+		{`(?i)lm_head|(^|\.)head(\.|$)`, []string{"lm_head", "\x00head"}},
+		{`(?i)(^|\.)head`, nil},
+		{`(?i)(^|\.)head(\.|$)x`, nil},
+		{`(?i)a||b`, nil},
 	} {
 		if got := literalAlternation(c.pat); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("%q: %q, want %q", c.pat, got, c.want)
@@ -49,7 +53,8 @@ func TestGroupMatchAgreesWithRegexp(t *testing.T) {
 	}
 	keys := []string{"torch/optim/adamw.py:step", "/x/model.py:Block.forward", "/x/model.py:BLOCK.FORWARD", "a/l12.attn.py:f",
 		"torch/distributed/distributed_c10d.py:all_reduce", "x/ACTIVATIONS.py:gelu", "x/activationsXpy:f", "x/y.py:Gate",
-		"/home/ü/train.py:main", "x.py:emb"}
+		"/home/ü/train.py:main", "x.py:emb", "model.head", "model.heads", "head.proj", "enc.layers.0.linear1", "enc.linear12",
+		"x/head.py:f", "emb", "my.emb.x", "member.x", "Head"}
 	for _, k := range keys {
 		want := -1
 		for i, r := range rules {

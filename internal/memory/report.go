@@ -1,6 +1,9 @@
 package memory
 
-import "github.com/ptscope/ptscope/internal/envelope"
+import (
+	"github.com/ptscope/ptscope/internal/envelope"
+	"github.com/ptscope/ptscope/internal/whatif"
+)
 
 // Report is the document of `ptscope analyze` (docs/json.md): the v2
 // envelope, every input with the results of its devices, and a comparison
@@ -29,7 +32,11 @@ type Input struct {
 	// "windows"), a snapshot each; Devices then holds the rank's run read
 	// as one (docs/analyze.md).
 	StackWindows []StackWindow `json:"stack_windows,omitempty"`
-	Error        string        `json:"error,omitempty"` // the input could not be read
+	// Advice, for a bundle rank that ran out of memory or came near its
+	// device's limit: the peak its job needs and the cheapest changes that
+	// fit, predicted from the run (internal/whatif).
+	Advice *whatif.Advice `json:"advice,omitempty"`
+	Error  string         `json:"error,omitempty"` // the input could not be read
 }
 
 // StackWindow is a span of steps of a ptscope run whose allocations were

@@ -217,6 +217,33 @@ func attribute(r *roles, steps []stepSpan) ([]Breakdown, spans) {
 	return out, dataloader
 }
 
+// StepOverlap splits a step as the plugin's distributed view does:
+// computation is the compute kernels' time (the CPU ops' in a trace
+// without kernels), communication the communication role's (kernels and
+// nccl:*/gloo:* ops), overlap their intersection, other the rest; the four
+// parts sum to the step's duration.
+type StepOverlap struct {
+	ComputeOnlyNS       int64 `json:"compute_only_ns"`
+	OverlapNS           int64 `json:"overlap_ns"`
+	CommunicationOnlyNS int64 `json:"communication_only_ns"`
+	OtherNS             int64 `json:"other_ns"`
+}
+
+// commOverlap is each step's StepOverlap.
+func commOverlap(r *roles, steps []stepSpan, kernels bool) []StepOverlap {
+	comp := r.kernel
+	if !kernels {
+		comp = r.cpu
+	}
+	both := intersect(comp, r.comm)
+	out := make([]StepOverlap, len(steps))
+	for i, s := range steps {
+		c, m, o := comp.overlap(s.start, s.end), r.comm.overlap(s.start, s.end), both.overlap(s.start, s.end)
+		out[i] = StepOverlap{ComputeOnlyNS: c - o, OverlapNS: o, CommunicationOnlyNS: m - o, OtherNS: (s.end - s.start) + o - c - m}
+	}
+	return out
+}
+
 // phaseSpans builds the union of each training phase: the host spans of its
 // annotations or ops plus the GPU work they launched. The outermost
 // classifying ancestor decides, except that backward work (autograd threads,

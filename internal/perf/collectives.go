@@ -11,6 +11,7 @@ type CollectiveEvent struct {
 	Index   int64
 	StartNS int64 // absolute ns (baseTimeNanoseconds + ts)
 	EndNS   int64
+	idle    []span // where no compute runs, relative to StartNS
 }
 
 // CollectiveEvents calls yield with the rank's communication kernels in
@@ -26,7 +27,7 @@ func (r *Rank) CollectiveEvents(yield func(CollectiveEvent) bool) {
 			n = count[id]
 			count[id]++
 		}
-		if !yield(CollectiveEvent{Name: e.name, Group: e.pg, Index: n, StartNS: e.start, EndNS: e.end}) {
+		if !yield(CollectiveEvent{Name: e.name, Group: e.pg, Index: n, StartNS: e.start, EndNS: e.end, idle: e.idle}) {
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"encoding/json"
 	"math"
 	"sort"
 	"strings"
@@ -10,7 +11,10 @@ import (
 
 // Comm summarises communication on one rank: NCCL kernels (by name, by the
 // collective arguments Kineto copies onto them, or by an nccl:* enclosing
-// op) and record_param_comms ops.
+// op) and record_param_comms ops. A collective that runs on the host (gloo,
+// or an nccl:* op whose kernel the trace lacks) is the outermost
+// communication op with no communication kernel under it: its span is the
+// collective's time.
 type Comm struct {
 	Kernels         int          `json:"kernels"`
 	KernelNS        int64        `json:"total_ns"`      // the kernels' durations, summed
@@ -25,7 +29,10 @@ type Collective struct {
 	Name    string `json:"name"`
 	Calls   int    `json:"calls"`
 	TotalNS int64  `json:"total_ns"`
-	Bytes   int64  `json:"bytes"`
+	// Bytes: In/Out msg nelems × dtype size, else (older traces, gloo) the
+	// op's Input Dims × Input type, as the plugin sizes them.
+	Bytes int64 `json:"bytes"`
+	Host  bool  `json:"host,omitempty"` // run on the host: no communication kernel (gloo)
 }
 
 // commEvent is one communication kernel, for matching across ranks.
@@ -35,6 +42,9 @@ type commEvent struct {
 	seq        int64
 	start, end int64 // absolute ns (baseTimeNanoseconds + ts)
 	index      int64 // the kernel's index in the whole trace (order)
+	// idle are the parts of [start, end) in which no compute kernel runs
+	// on the rank, relative to start: where waiting in it costs time
+	idle []span
 }
 
 var dtypeSize = map[string]int64{"Float": 4, "float": 4, "Double": 8, "double": 8, "Half": 2, "c10::Half": 2,
@@ -66,8 +76,11 @@ func collectiveName(g *graph, i int) (name string, bytes int64, pg string, seq i
 		return name, bytes, g.t.Strings[c.PGName], c.Seq
 	}
 	k := g.t.Name(i)
+	if isOp(ev.Kind[i]) {
+		return trimCommPrefix(k), inputBytes(g, i), "", seq
+	}
 	if o := g.owner[i]; o >= 0 && isCommOpName(g.t.Name(int(o))) {
-		return strings.TrimPrefix(strings.TrimPrefix(g.t.Name(int(o)), "nccl:"), "gloo:"), 0, "", seq
+		return trimCommPrefix(g.t.Name(int(o))), inputBytes(g, int(o)), "", seq
 	}
 	// ncclDevKernel_AllReduce_Sum_f32_RING_LL(...) / ncclKernel_AllReduce_RING_LL_Sum_float(...)
 	k = strings.TrimPrefix(strings.TrimPrefix(k, "ncclDevKernel_"), "ncclKernel_")
@@ -77,8 +90,111 @@ func collectiveName(g *graph, i int) (name string, bytes int64, pg string, seq i
 	return strings.ToLower(k), 0, "", seq
 }
 
+// idleIn is [s, e) without the compute spans, relative to s.
+func idleIn(compute spans, s, e int64) []span {
+	var out []span
+	at := s
+	compute.clip(s, e, func(cs, ce int64) {
+		if cs > at {
+			out = append(out, span{at - s, cs - s})
+		}
+		at = ce
+	})
+	if at < e {
+		out = append(out, span{at - s, e - s})
+	}
+	return out
+}
+
+func trimCommPrefix(name string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(name, "nccl:"), "gloo:")
+}
+
+// typeSize is the plugin's table of Input type sizes (communication.py);
+// other types count 0.
+var typeSize = map[string]int64{"long int": 8, "float": 4, "int": 4, "c10::Half": 2, "c10::BFloat16": 2,
+	"unsigned char": 1}
+
+// inputBytes is the size of op i's inputs: Σ ∏ Input Dims × the size of
+// its Input type (0 without them).
+func inputBytes(g *graph, i int) int64 {
+	a := g.ev.Aux[i]
+	if a < 0 || !isOp(g.ev.Kind[i]) {
+		return 0
+	}
+	info := g.t.Ops[a]
+	var dims [][]int64
+	var types []string
+	if info.Shape == 0 || info.Types == 0 || json.Unmarshal([]byte(g.t.Strings[info.Shape]), &dims) != nil ||
+		json.Unmarshal([]byte(g.t.Strings[info.Types]), &types) != nil {
+		return 0
+	}
+	var n int64
+	for k, d := range dims {
+		if k >= len(types) {
+			break
+		}
+		v := typeSize[types[k]]
+		for _, x := range d {
+			v *= x
+		}
+		n += v
+	}
+	return n
+}
+
+// hostCollectives are the communication ops (nccl:*, gloo:*,
+// record_param_comms with collective arguments) that are outermost and
+// have no communication kernel under them: collectives run on the host.
+func hostCollectives(g *graph, r *roles) []int32 {
+	ev := g.ev
+	isComm := func(o int32) bool {
+		if g.class(o)&ncCommOp != 0 {
+			return true
+		}
+		a := ev.Aux[o]
+		return a >= 0 && g.t.Ops[a].Comm >= 0
+	}
+	var cands int
+	for _, o := range g.order {
+		if isComm(o) {
+			cands++
+		}
+	}
+	if cands == 0 {
+		return nil
+	}
+	// ops with a communication kernel under them
+	withKernel := map[int32]bool{}
+	for k, i := range g.gpu {
+		if !r.commKernel[k] {
+			continue
+		}
+		for o := g.owner[i]; o >= 0 && !withKernel[o]; o = g.parent[o] {
+			withKernel[o] = true
+		}
+	}
+	var out []int32
+	for _, o := range g.order {
+		if !isComm(o) || withKernel[o] {
+			continue
+		}
+		outer := true
+		for p := g.parent[o]; p >= 0; p = g.parent[p] {
+			if isComm(p) {
+				outer = false
+				break
+			}
+		}
+		if outer {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // commStats sums the owned communication kernels, and their overlap with
-// compute over the window's time.
+// compute over the window's time, and the owned host collectives.
 func commStats(g *graph, r *roles) commPart {
 	ev := g.ev
 	w := g.win
@@ -104,7 +220,24 @@ func commStats(g *graph, r *roles) commPart {
 		c.Calls++
 		c.TotalNS += ev.Dur[i]
 		c.Bytes += bytes
-		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[i], end: base + ev.End(int(i)), index: g.seqOf(i)})
+		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[i], end: base + ev.End(int(i)),
+			index: g.seqOf(i), idle: idleIn(r.kernel, ev.TS[i], ev.End(int(i)))})
+	}
+	for _, o := range hostCollectives(g, r) {
+		if !g.owned(o) {
+			continue
+		}
+		name, bytes, pg, seq := collectiveName(g, int(o))
+		c := out.rows[name]
+		if c == nil {
+			c = &Collective{Name: name, Host: true}
+			out.rows[name] = c
+		}
+		c.Calls++
+		c.TotalNS += ev.Dur[o]
+		c.Bytes += bytes
+		out.events = append(out.events, commEvent{name: name, pg: pg, seq: seq, start: base + ev.TS[o], end: base + ev.End(int(o)),
+			index: g.seqOf(o), idle: idleIn(r.kernel, ev.TS[o], ev.End(int(o)))})
 	}
 	for i := 0; i < ev.Len(); i++ {
 		if ev.Kind[i] == kineto.KindCPUOp && g.owned(int32(i)) && g.t.Name(i) == "record_param_comms" {

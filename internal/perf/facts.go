@@ -30,6 +30,14 @@ type Facts struct {
 	markers                         bool // some ProfilerStep#N annotation
 	memPoints                       map[memKey]int
 	devices                         map[int]bool // of GPU events
+	kernels                         bool         // some kernel event
+	pid                             int32        // the first op's process (a string pid: none)
+	hasPID                          bool
+	mtia                            int // MTIA device events (mtia_ccp_events), not analysed
+	cpuOps, launches                int // cpu_op events, runtime/driver calls
+	htaSteps                        map[string]bool
+	htaLastStep                     int64 // HTA's window (hta.go): step names, the last one's start
+	minTS                           int64 // the earliest complete or memory event
 }
 
 type memKey struct {
@@ -58,7 +66,8 @@ type factScanner struct {
 	// forward and backward ops itself (linkAuto) and never reads
 	// Facts.fwdBwdFlows, only the streaming path does.
 	noLinks bool
-	lastDev int // the device of the last GPU event, in devices
+	catMTIA []uint8 // per category string id: 0 unknown, 1 not MTIA, 2 mtia_ccp_events
+	lastDev int     // the device of the last GPU event, in devices
 	hasDev  bool
 }
 
@@ -163,7 +172,8 @@ func (l *flowLinker) linked() bool {
 
 // newFactScanner returns an empty scanner.
 func newFactScanner() *factScanner {
-	return &factScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{}}}
+	return &factScanner{f: Facts{spanS: math.MaxInt64, spanE: math.MinInt64, memPoints: map[memKey]int{}, devices: map[int]bool{},
+		htaLastStep: math.MinInt64, minTS: math.MaxInt64}}
 }
 
 func (s *factScanner) class(t *kineto.Trace, id uint32) uint8 {
@@ -190,6 +200,20 @@ func (s *factScanner) class(t *kineto.Trace, id uint32) uint8 {
 	return c
 }
 
+// isMTIA reports whether category id cat is MTIA's device events.
+func (s *factScanner) isMTIA(t *kineto.Trace, cat uint32) bool {
+	if int(cat) >= len(s.catMTIA) {
+		s.catMTIA = append(s.catMTIA, make([]uint8, len(t.Strings)-len(s.catMTIA))...)
+	}
+	if s.catMTIA[cat] == 0 {
+		s.catMTIA[cat] = 1
+		if t.Strings[cat] == "mtia_ccp_events" {
+			s.catMTIA[cat] = 2
+		}
+	}
+	return s.catMTIA[cat] == 2
+}
+
 // Add scans the events of b, the next batch of the trace.
 func (s *factScanner) Add(b *kineto.Trace) {
 	f := &s.f
@@ -198,18 +222,42 @@ func (s *factScanner) Add(b *kineto.Trace) {
 	if ev.Len() > 0 && !f.hasFirst {
 		f.firstTS, f.hasFirst = ev.TS[0], true
 	}
+	for _, ts := range ev.TS {
+		f.minTS = min(f.minTS, ts)
+	}
+	for _, m := range b.Memory {
+		f.minTS = min(f.minTS, m.TS)
+	}
 	for i := 0; i < ev.Len(); i++ {
 		k := ev.Kind[i]
 		switch {
+		case k.IsLaunch():
+			f.launches++
 		case isOp(k):
+			if k == kineto.KindCPUOp {
+				f.cpuOps++
+			}
+			if !f.hasPID && ev.PID[i] > kineto.StringPIDBase {
+				f.pid, f.hasPID = ev.PID[i], true
+			}
 			c := s.class(b, ev.Name[i])
 			f.dataParallel = f.dataParallel || c&nameDP != 0
 			f.ddp = f.ddp || c&nameDDP != 0
 			f.gloo = f.gloo || c&nameGloo != 0
 			f.ownOpt = f.ownOpt || c&nameOwnOpt != 0
 			f.markers = f.markers || c&nameMarker != 0
+			s.htaMarks(b, i)
+		case k == kineto.KindGPUUserAnnotation:
+			s.htaMarks(b, i)
 		case k == kineto.KindPythonFunction:
 			f.pythonFunctions++
+		case k == kineto.KindOther:
+			if s.isMTIA(b, ev.Cat[i]) {
+				f.mtia++
+			}
+		}
+		if k == kineto.KindKernel {
+			f.kernels = true
 		}
 		if k.IsGPU() && ev.Aux[i] >= 0 {
 			// most GPU events run on the device of the one before

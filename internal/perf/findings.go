@@ -51,6 +51,13 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 	}
 	avg := r.AverageStepNS
 	total := avg * int64(len(r.Steps))
+	if fa.incomplete() {
+		// nothing of the training was recorded: no verdict on the GPU
+		add("incomplete-trace", finding.Warning, "", finding.Numbers{"events": float64(fa.events)},
+			fmt.Sprintf("The trace holds no operator and no kernel launch (%d events): the profiler recorded none of the training, so ptscope judges nothing here.", fa.events),
+			"Profile steps the job reaches: schedule(wait=1, warmup=1, active=3) records steps 3 to 5, so the job must run 5 steps or more; with ptscope run --trace, run more steps than the schedule's wait and warm-up.")
+		return out
+	}
 
 	// 1. data loading (the plugin: > 5% of the step). The share is the
 	// DataLoader time that no GPU work hides; a loader hidden behind queued
@@ -99,10 +106,23 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 			fmt.Sprintf("Communication that no compute hides takes %s of the step (%s per step); %s of the communication kernels' time overlaps compute.", pct(c), units.Duration(r.AverageBreakdown.CommunicationNS), pct(r.Comm.OverlapRatio)), rec)
 	}
 	// 5. low utilisation (the plugin: < 50%; the checklist: > 80% is good)
+	// When the same run's unprofiled steps are measured (a bundle) and the
+	// profiler slowed the steps, the host wait it shows is partly the
+	// profiler's: the severity follows the utilisation at the unprofiled
+	// step time, which the message gives too.
+	util, unprofiled := r.GPUUtilizationRatio, ""
+	if o := r.Overhead; o != nil && o.SlowdownRatio >= 0.10 && o.UnprofiledStepNS > 0 && len(r.Steps) > 0 && r.Idle.HostWaitNS > r.Idle.CommunicationNS {
+		util = min(1, float64(r.Idle.ComputeNS)/float64(len(r.Steps))/float64(o.UnprofiledStepNS))
+		unprofiled = fmt.Sprintf(" The profiler slowed the steps by %s: at the unprofiled step time (%s) the GPU would compute about %s of the time.",
+			pct(o.SlowdownRatio), units.Duration(o.UnprofiledStepNS), pct(util))
+	}
 	if len(r.GPUs) > 0 && r.PrimaryDevice >= 0 && r.GPUUtilizationRatio < GoodGPUUtil {
 		sev := finding.Warning
-		if r.GPUUtilizationRatio < 0.5 {
+		switch {
+		case util < 0.5:
 			sev = finding.Critical
+		case util >= GoodGPUUtil:
+			sev = finding.Info
 		}
 		i := r.Idle
 		parts := []struct {
@@ -132,7 +152,7 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 		}
 		f := add("low-gpu-utilization", sev, "idle", finding.Numbers{"gpu_utilization_ratio": r.GPUUtilizationRatio, "idle_ratio": i.IdleRatio,
 			"host_wait_ns": float64(i.HostWaitNS), "communication_wait_ns": float64(i.CommunicationNS), "copy_wait_ns": float64(i.CopyNS),
-			"kernel_wait_ns": float64(i.KernelWaitNS), "other_wait_ns": float64(i.OtherNS)}, msg+".", parts[best].rec)
+			"kernel_wait_ns": float64(i.KernelWaitNS), "other_wait_ns": float64(i.OtherNS), "unprofiled_utilization_ratio": util}, msg+"."+unprofiled, parts[best].rec)
 		f.At.Device = finding.Int(r.PrimaryDevice)
 	}
 	// 6. tensor cores: the cost is half of the eligible kernels' share of
@@ -228,6 +248,11 @@ func findings(fa *Facts, r *Rank) []finding.Finding {
 	finding.Sort(out)
 	return out
 }
+
+// incomplete reports a trace with no cpu_op and no launch: the profiler
+// recorded no active step (a job that ended during the warm-up leaves
+// such a file, a few kilobytes of metadata and stray GPU events).
+func (f *Facts) incomplete() bool { return f.cpuOps == 0 && f.launches == 0 }
 
 func cudaCapable(m kineto.Meta) bool {
 	for _, d := range m.Devices {

@@ -28,6 +28,7 @@ type merger struct {
 	idle    map[int]Idle
 	pending map[int]*gapPiece
 	slotEnd int64 // the last step's end (0: not yet known)
+	hta     *htaMerger
 }
 
 // memCurve is one device's memory curve being built.
@@ -37,11 +38,12 @@ type memCurve struct {
 }
 
 func newMerger(f *Facts, opt Options, src StepSource, steps []stepSpan) *merger {
-	return &merger{f: f, opt: opt, src: src, steps: steps, mem: map[memKey]*memCurve{},
+	return &merger{f: f, opt: opt, src: src, steps: steps, mem: map[memKey]*memCurve{}, hta: newHTAMerger(),
 		idle: map[int]Idle{}, pending: map[int]*gapPiece{},
 		acc: partial{ops: map[rowKey]*Operator{}, ranges: map[rowKey]*Operator{}, opSpans: map[int64]*spanOp{},
 			rangeSpans: map[int64]*spanOp{}, rangeDev: map[string]int64{}, kernels: map[string]*kernelAcc{},
-			copies: map[string]*Copy{}, syncs: map[string]*Sync{}, devs: map[int]*devPart{}, util: map[int][]int64{},
+			kernelOps: map[kernelOpKey]*kernelOpAcc{},
+			copies:    map[string]*Copy{}, syncs: map[string]*Sync{}, devs: map[int]*devPart{}, util: map[int][]int64{},
 			comm: commPart{rows: map[string]*Collective{}}}}
 }
 
@@ -75,6 +77,8 @@ func (m *merger) add(p *partial) {
 			x.ops[op] += t
 		}
 	}
+	addKernelOps(a.kernelOps, p.kernelOps)
+	m.hta.add(p.hta, p.hostTo)
 	a.tcAll += p.tcAll
 	a.tcYes += p.tcYes
 	l := &a.launch
@@ -136,6 +140,7 @@ func (m *merger) add(p *partial) {
 			x.Calls += r.Calls
 			x.TotalNS += r.TotalNS
 			x.Bytes += r.Bytes
+			x.Host = x.Host && r.Host
 		} else {
 			c.rows[n] = r
 		}
@@ -161,6 +166,7 @@ func addRows(dst, src map[rowKey]*Operator) {
 		x.DeviceSelfNS += r.DeviceSelfNS
 		x.DeviceTotalNS += r.DeviceTotalNS
 		x.TensorCoreSelfNS += r.TensorCoreSelfNS
+		x.TensorCoreTotalNS += r.TensorCoreTotalNS
 	}
 }
 
@@ -324,6 +330,11 @@ func (m *merger) rank() *Rank {
 		r.WorldSize, r.Backend = d.WorldSize, d.Backend
 	}
 	r.TimeOrigin = timeOrigin(f)
+	if f.minTS != math.MaxInt64 {
+		r.StartTimeNS = base + f.minTS
+	}
+	r.id = jobIdent{pid: f.pid, hasPID: f.hasPID, unix: r.TimeOrigin == OriginUnix, start: base + f.spanS, end: base + f.spanE,
+		worker: workerName(f.path)}
 	r.Profiler = Profiler{WithStack: f.meta.WithStack, RecordShapes: f.meta.RecordShapes, ProfileMemory: f.meta.ProfileMemory,
 		Schedule: f.markers, PythonFunctionEvents: f.pythonFunctions}
 	r.Warnings = append([]string{}, f.damage.Warnings...)
@@ -358,6 +369,8 @@ func (m *merger) rank() *Rank {
 		return x.Name < y.Name
 	})
 	r.Kernels = kernelRows(a.kernels)
+	r.KernelOps = kernelOpRows(a.kernelOps)
+	r.HTA = m.hta.result(f.htaWindow())
 	if a.tcAll > 0 {
 		r.TensorCoreEligibleRatio = float64(a.tcYes) / float64(a.tcAll)
 	}
@@ -393,6 +406,12 @@ func (m *merger) rank() *Rank {
 	r.FwdBwdLinks = a.links
 	if r.TimeOrigin == OriginUnix {
 		r.Overhead = profilingOverhead(r, m.opt.Phases, base, f)
+	}
+	if f.mtia > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d MTIA device events (mtia_ccp_events) are not analysed: the device numbers cover CUDA and ROCm work only", f.mtia))
+	}
+	if f.incomplete() {
+		r.Warnings = append(r.Warnings, "the trace holds no operator and no kernel launch: the profiler recorded no active step of the training (the job may have ended during the profiler's warm-up), so the report judges nothing")
 	}
 	r.Findings = findings(f, r)
 	// lists are [] in the JSON, never null

@@ -3,6 +3,7 @@ package perf
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/units"
@@ -14,7 +15,10 @@ type CrossRank struct {
 	Steps       []StepSkew       `json:"steps"`
 	Collectives []CollectiveSkew `json:"collectives"`    // every collective seen on two or more ranks, most skewed first
 	Straggler   int              `json:"straggler_rank"` // -1 if none stands out
-	MaxSkewNS   int64            `json:"max_step_skew_ns"`
+	// StragglerWaitRatio is the other ranks' mean wait for the straggler
+	// over their steps' time (0 without a straggler).
+	StragglerWaitRatio float64 `json:"straggler_wait_ratio"`
+	MaxSkewNS          int64   `json:"max_step_skew_ns"`
 }
 
 // RankSummary is one rank's headline numbers.
@@ -27,6 +31,31 @@ type RankSummary struct {
 	// LateArrivals counts the collectives the rank was the last to join,
 	// late enough to count (LateArrival).
 	LateArrivals int `json:"late_arrivals"`
+	// Of its matched collectives' time (collectives seen on two or more
+	// ranks): the transfer, the shortest time any rank spent in the
+	// collective, and the rest, waiting for the rank that joined last (the
+	// one whose own time is that shortest; the plugin's "synchronizing
+	// time").
+	CommunicationTransferNS int64 `json:"communication_transfer_ns"`
+	CommunicationWaitNS     int64 `json:"communication_wait_ns"`
+	// ExposedWaitNS is the part of the waiting in which the rank runs no
+	// compute kernel: what the waiting costs it (waiting while compute runs
+	// costs nothing). WaitsFor splits the waiting by the rank waited for,
+	// most exposed first; CausedWaitNS is the other ranks' exposed waiting
+	// for this rank.
+	ExposedWaitNS int64      `json:"exposed_wait_ns"`
+	WaitsFor      []RankWait `json:"waits_for"`
+	CausedWaitNS  int64      `json:"caused_wait_ns"`
+	// StepsNS is the sum of the rank's step durations.
+	StepsNS int64 `json:"steps_ns"`
+}
+
+// RankWait is time spent waiting for one rank: in its collectives, and of
+// that, with no compute running.
+type RankWait struct {
+	Rank      int   `json:"rank"`
+	WaitNS    int64 `json:"wait_ns"`
+	ExposedNS int64 `json:"exposed_wait_ns"`
 }
 
 // StepSkew is one step across ranks.
@@ -35,6 +64,10 @@ type StepSkew struct {
 	DurationsNS []int64 `json:"durations_ns"` // by rank order of Ranks
 	SkewNS      int64   `json:"skew_ns"`
 	SlowestRank int     `json:"slowest_rank"`
+	// WaitNS and TransferNS split each rank's matched collectives that
+	// start in its step (by rank order of Ranks; -1: no such step).
+	WaitNS     []int64 `json:"wait_ns"`
+	TransferNS []int64 `json:"transfer_ns"`
 }
 
 // CollectiveSkew is one collective matched across ranks (by process group
@@ -92,45 +125,16 @@ func crossRank(ranks []Rank) *CrossRank {
 	c := &CrossRank{Straggler: -1, Collectives: []CollectiveSkew{}}
 	late := map[int]int{}
 	for _, r := range ranks {
-		c.Ranks = append(c.Ranks, RankSummary{Rank: r.Rank, Steps: len(r.Steps), AverageStepNS: r.AverageStepNS,
-			GPUUtilizationRatio: r.GPUUtilizationRatio, CommunicationNS: r.Comm.KernelNS})
-	}
-	// steps by name
-	byName := map[string][]int64{}
-	var names []string
-	for k, r := range ranks {
+		var total int64
 		for _, st := range r.Steps {
-			d := byName[st.Name]
-			if d == nil {
-				d = make([]int64, len(ranks))
-				for i := range d {
-					d[i] = -1
-				}
-				names = append(names, st.Name)
-			}
-			d[k] = st.DurationNS
-			byName[st.Name] = d
+			total += st.DurationNS
 		}
+		c.Ranks = append(c.Ranks, RankSummary{Rank: r.Rank, Steps: len(r.Steps), AverageStepNS: r.AverageStepNS,
+			GPUUtilizationRatio: r.GPUUtilizationRatio, CommunicationNS: r.Comm.KernelNS, WaitsFor: []RankWait{}, StepsNS: total})
 	}
-	for _, n := range names {
-		d := byName[n]
-		s := StepSkew{Name: n, DurationsNS: d}
-		lo, hi := int64(-1), int64(-1)
-		for k, v := range d {
-			if v < 0 {
-				continue
-			}
-			if lo < 0 || v < lo {
-				lo = v
-			}
-			if v > hi {
-				hi = v
-				s.SlowestRank = ranks[k].Rank
-			}
-		}
-		s.SkewNS = hi - lo
+	c.Steps = stepSkews(ranks)
+	for _, s := range c.Steps {
 		c.MaxSkewNS = max(c.MaxSkewNS, s.SkewNS)
-		c.Steps = append(c.Steps, s)
 	}
 	// collectives
 	type key struct {
@@ -159,11 +163,15 @@ func crossRank(ranks []Rank) *CrossRank {
 			return true
 		})
 	}
+	waits := make([][]RankWait, len(ranks)) // waits[k][j]: rank index k waiting for rank index j
+	for k := range waits {
+		waits[k] = make([]RankWait, len(ranks))
+	}
 	for _, kk := range order {
 		g := groups[kk]
 		x := CollectiveSkew{Name: kk.name, Index: int(kk.n), MinDurNS: -1}
 		var first, last int64 = -1, -1
-		seen := 0
+		seen, shortest := 0, -1
 		for k, e := range g {
 			if e == nil {
 				continue
@@ -182,11 +190,32 @@ func crossRank(ranks []Rank) *CrossRank {
 				x.SlowestRank = ranks[k].Rank
 			}
 			if x.MinDurNS < 0 || d < x.MinDurNS {
-				x.MinDurNS = d
+				x.MinDurNS, shortest = d, k
 			}
 		}
 		if seen < 2 {
 			continue
+		}
+		// the rank that joined last spent the least time in the
+		// collective: the others' extra time is waiting for it (by
+		// durations, which no clock offset between hosts moves)
+		for k, e := range g {
+			if e == nil {
+				continue
+			}
+			// the rank waits at the collective's start, until the last
+			// rank joins
+			wait := e.EndNS - e.StartNS - x.MinDurNS
+			var exposed int64
+			for _, s := range e.idle {
+				exposed += max(0, min(s.E, wait)-s.S)
+			}
+			c.Ranks[k].CommunicationTransferNS += x.MinDurNS
+			c.Ranks[k].CommunicationWaitNS += wait
+			c.Ranks[k].ExposedWaitNS += exposed
+			waits[k][shortest].WaitNS += wait
+			waits[k][shortest].ExposedNS += exposed
+			stepWait(c.Steps, ranks, k, e.StartNS, wait, x.MinDurNS)
 		}
 		x.StartTimeNS, x.StartSkewNS = first, last-first
 		if x.StartSkewNS == 0 {
@@ -196,33 +225,214 @@ func crossRank(ranks []Rank) *CrossRank {
 		}
 		c.Collectives = append(c.Collectives, x)
 	}
-	total := len(c.Collectives)
 	sort.SliceStable(c.Collectives, func(i, j int) bool { return c.Collectives[i].StartSkewNS > c.Collectives[j].StartSkewNS })
-	// a straggler is the rank that arrives late (LateArrival) in more
-	// than half of the collectives
-	for i := range c.Ranks {
-		n := late[c.Ranks[i].Rank]
-		c.Ranks[i].LateArrivals = n
-		if total > 0 && 2*n > total && len(ranks) > 1 {
-			c.Straggler = c.Ranks[i].Rank
+	for k := range c.Ranks {
+		c.Ranks[k].LateArrivals = late[c.Ranks[k].Rank]
+		for j, w := range waits[k] {
+			if w.WaitNS > 0 && j != k {
+				w.Rank = ranks[j].Rank
+				c.Ranks[k].WaitsFor = append(c.Ranks[k].WaitsFor, w)
+				c.Ranks[j].CausedWaitNS += w.ExposedNS
+			}
+		}
+		sort.SliceStable(c.Ranks[k].WaitsFor, func(a, b int) bool {
+			x, y := c.Ranks[k].WaitsFor[a], c.Ranks[k].WaitsFor[b]
+			if x.ExposedNS != y.ExposedNS {
+				return x.ExposedNS > y.ExposedNS
+			}
+			return x.WaitNS > y.WaitNS
+		})
+	}
+	c.Straggler, c.StragglerWaitRatio = straggler(c.Ranks)
+	if c.Straggler < 0 {
+		// kernels that show no waiting (a trace whose collectives end
+		// apart): the rank that joins late (LateArrival) in more than half
+		// of them; what that costs the others is not known
+		for _, r := range c.Ranks {
+			if total := len(c.Collectives); total > 0 && 2*r.LateArrivals > total {
+				c.Straggler = r.Rank
+			}
 		}
 	}
 	return c
 }
 
+// attributeWaits tells each rank's communication and low-utilisation
+// findings how much of its collectives' time is waiting for other ranks,
+// and for which: that waiting is the late rank's cost, not communication's,
+// so the communication finding's severity counts the transfers only.
+// ranks and c.Ranks are in the same order.
+func attributeWaits(ranks []Rank, c *CrossRank) {
+	for k := range ranks {
+		s := c.Ranks[k]
+		in := s.CommunicationWaitNS + s.CommunicationTransferNS
+		if s.CommunicationWaitNS == 0 || in == 0 || len(s.WaitsFor) == 0 {
+			continue
+		}
+		ws := share(s.CommunicationWaitNS, in)
+		top := s.WaitsFor[0]
+		who := fmt.Sprintf("rank %d", top.Rank)
+		if top.Rank == c.Straggler {
+			who += ", the straggler"
+		}
+		note := fmt.Sprintf(" Of its matched collectives' %s, %s (%s) is waiting for other ranks to join, %s of it for %s (%s with no compute to run); the transfers take %s.",
+			units.Duration(in), units.Duration(s.CommunicationWaitNS), pct(ws), units.Duration(top.WaitNS), who, units.Duration(top.ExposedNS),
+			units.Duration(s.CommunicationTransferNS))
+		for i := range ranks[k].Findings {
+			f := &ranks[k].Findings[i]
+			switch f.ID {
+			case "communication":
+				f.Message += note
+				f.Numbers["wait_ns"], f.Numbers["transfer_ns"], f.Numbers["waits_for_rank"] = float64(s.CommunicationWaitNS), float64(s.CommunicationTransferNS), float64(top.Rank)
+				f.Severity = costSeverity(f.Numbers["communication_ratio"] * (1 - ws))
+				if ws >= 0.5 {
+					f.Recommendation = fmt.Sprintf("Most of it is waiting for %s: make that rank faster first; then: %s", who, f.Recommendation)
+				}
+			case "low-gpu-utilization":
+				if r := ranks[k]; r.Idle.CommunicationNS > r.Idle.HostWaitNS && ws >= 0.5 {
+					f.Message += note
+					f.Recommendation = fmt.Sprintf("Compute waits in collectives, mostly for %s: make that rank faster first; then overlap communication (DDP buckets, FSDP prefetch).", who)
+				}
+			}
+		}
+		finding.Sort(ranks[k].Findings)
+	}
+}
+
+// A straggler is the rank the others wait for, however the waiting is
+// spread over the collectives: the rank whose lateness the other ranks wait
+// for most, when that is more than half of all their exposed waiting (no
+// compute running) and, per other rank, at least StragglerMinWaitRatio of
+// its steps' time (below that the waiting is launch jitter, not worth
+// acting on).
+const StragglerMinWaitRatio = 0.02
+
+// straggler returns the straggler's rank (-1: none) and the others' mean
+// wait for it over their steps' time.
+func straggler(rs []RankSummary) (int, float64) {
+	if len(rs) < 2 {
+		return -1, 0
+	}
+	var all int64
+	best := 0
+	for k, r := range rs {
+		all += r.CausedWaitNS
+		if r.CausedWaitNS > rs[best].CausedWaitNS {
+			best = k
+		}
+	}
+	if all == 0 || 2*rs[best].CausedWaitNS <= all {
+		return -1, 0
+	}
+	var ratio float64
+	for k, r := range rs {
+		if k == best {
+			continue
+		}
+		for _, w := range r.WaitsFor {
+			if w.Rank == rs[best].Rank {
+				ratio += share(w.ExposedNS, r.StepsNS)
+			}
+		}
+	}
+	ratio /= float64(len(rs) - 1)
+	if ratio < StragglerMinWaitRatio {
+		return -1, 0
+	}
+	return rs[best].Rank, ratio
+}
+
+// stepSkews lines the ranks' steps up by name.
+func stepSkews(ranks []Rank) []StepSkew {
+	byName := map[string][]int64{}
+	var names []string
+	for k, r := range ranks {
+		for _, st := range r.Steps {
+			d := byName[st.Name]
+			if d == nil {
+				d = make([]int64, len(ranks))
+				for i := range d {
+					d[i] = -1
+				}
+				names = append(names, st.Name)
+			}
+			d[k] = st.DurationNS
+			byName[st.Name] = d
+		}
+	}
+	out := []StepSkew{}
+	for _, n := range names {
+		d := byName[n]
+		s := StepSkew{Name: n, DurationsNS: d, WaitNS: make([]int64, len(d)), TransferNS: make([]int64, len(d))}
+		lo, hi := int64(-1), int64(-1)
+		for k, v := range d {
+			if v < 0 {
+				s.WaitNS[k], s.TransferNS[k] = -1, -1
+				continue
+			}
+			if lo < 0 || v < lo {
+				lo = v
+			}
+			if v > hi {
+				hi = v
+				s.SlowestRank = ranks[k].Rank
+			}
+		}
+		s.SkewNS = hi - lo
+		out = append(out, s)
+	}
+	return out
+}
+
+// stepWait adds a matched collective of rank index k starting at start to
+// the wait and transfer of its step (the rank's step whose span holds the
+// start).
+func stepWait(skews []StepSkew, ranks []Rank, k int, start, wait, transfer int64) {
+	steps := ranks[k].Steps
+	i := sort.Search(len(steps), func(i int) bool { return steps[i].StartTimeNS > start }) - 1
+	if i < 0 || start >= steps[i].StartTimeNS+steps[i].DurationNS {
+		return
+	}
+	for j := range skews {
+		if skews[j].Name == steps[i].Name {
+			skews[j].WaitNS[k] += wait
+			skews[j].TransferNS[k] += transfer
+			return
+		}
+	}
+}
+
 func crossFindings(c *CrossRank) []finding.Finding {
 	out := []finding.Finding{}
 	if c.Straggler >= 0 {
-		var n int
+		var s RankSummary
+		var waiting []string
+		var waitNS int64
 		for _, r := range c.Ranks {
 			if r.Rank == c.Straggler {
-				n = r.LateArrivals
+				s = r
+			}
+			for _, w := range r.WaitsFor {
+				if w.Rank == c.Straggler {
+					waiting = append(waiting, fmt.Sprintf("rank %d %s", r.Rank, units.Duration(w.ExposedNS)))
+					waitNS += w.ExposedNS
+				}
 			}
 		}
-		out = append(out, finding.Finding{ID: "straggler", Severity: finding.Warning,
-			Numbers:        finding.Numbers{"rank": float64(c.Straggler), "late_arrivals": float64(n), "collectives": float64(len(c.Collectives))},
-			Message:        fmt.Sprintf("Rank %d is the last to join %d of the %d matched collectives; the other ranks wait for it.", c.Straggler, n, len(c.Collectives)),
-			Recommendation: "Compare that rank's step breakdown (data loading, CPU work) and its host; balance its input.",
+		msg := fmt.Sprintf("Rank %d is the rank the others wait for: their GPUs wait %s in collectives for it with no compute to run (%s), %s of their steps' time on average; it joins last in %d of the %d matched collectives.",
+			c.Straggler, units.Duration(waitNS), strings.Join(waiting, ", "), pct(c.StragglerWaitRatio), s.LateArrivals, len(c.Collectives))
+		sev := costSeverity(c.StragglerWaitRatio)
+		if waitNS == 0 {
+			// found by late arrivals: the kernels' durations show no waiting
+			msg = fmt.Sprintf("Rank %d is the last to join %d of the %d matched collectives, late enough to count; the other ranks wait for it.",
+				c.Straggler, s.LateArrivals, len(c.Collectives))
+			sev = finding.Warning
+		}
+		out = append(out, finding.Finding{ID: "straggler", Severity: sev,
+			Numbers: finding.Numbers{"rank": float64(c.Straggler), "wait_ratio": c.StragglerWaitRatio, "caused_wait_ns": float64(s.CausedWaitNS),
+				"late_arrivals": float64(s.LateArrivals), "collectives": float64(len(c.Collectives))},
+			Message:        msg,
+			Recommendation: fmt.Sprintf("Make rank %d faster before tuning communication: compare its steps' breakdown (host work, DataLoader, CPU exec) with the others' and look at its host; balance its work.", c.Straggler),
 			At:             &finding.Ref{View: "comm", Rank: finding.Int(c.Straggler)}})
 	}
 	var lo, hi int64 = -1, -1

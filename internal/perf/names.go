@@ -22,6 +22,7 @@ const (
 	ncTCEligible                        // tcEligibleOps
 	ncCommKernel                        // isCommKernelName (GPU)
 	ncTC                                // IsTensorCoreKernel (GPU)
+	ncAnnotation                        // isAnnotationName
 )
 
 // opClass classifies an op's name.
@@ -42,7 +43,17 @@ func opClass(name string) nameClass {
 	set(ncPtBackward, name == "ptscope:backward")
 	set(ncPtOptimizer, name == "ptscope:optimizer")
 	set(ncTCEligible, tcEligibleOps[name])
+	set(ncAnnotation, isAnnotationName(name))
 	return c
+}
+
+// isAnnotationName reports the names torch gives its own annotations
+// (profiler steps, DataLoader, optimizer, DP/DDP forward): user_annotation
+// events today, cpu_op ("Operator") in older traces, where the plugin
+// still does not count them as operators (is_operator_node).
+func isAnnotationName(name string) bool {
+	return strings.HasPrefix(name, "ProfilerStep#") || isDataLoader(name) || strings.HasPrefix(name, "Optimizer.") ||
+		name == "DataParallel.forward" || name == "DistributedDataParallel.forward"
 }
 
 // gpuClass classifies a GPU event's name.

@@ -21,7 +21,8 @@ type Operator struct {
 	DeviceSelfNS       int64  `json:"device_self_ns"`
 	DeviceTotalNS      int64  `json:"device_total_ns"`
 	TensorCoreEligible bool   `json:"tensor_core_eligible"`
-	TensorCoreSelfNS   int64  `json:"tensor_core_self_ns"`
+	TensorCoreSelfNS   int64  `json:"tensor_core_self_ns"`  // tensor-core kernels it launched
+	TensorCoreTotalNS  int64  `json:"tensor_core_total_ns"` // ... it and its descendants launched
 }
 
 // Kernel is one row of the kernel table (kernels grouped by name).
@@ -62,16 +63,23 @@ func init() {
 // position in graph.order (pos maps an event to it, -1 for non-ops), from
 // the events the window owns: hostSelf is the op's duration when owned,
 // minus its owned children's, not yet clamped at 0.
+//
+// An op whose parent has the same name and no other child op (a cpu_op
+// calling its own overload, as aten::div does) is merged into the parent,
+// as key_averages and the plugin do (_remove_dup_nodes): it is not a call
+// of its own, and its self times are the parent's (merged).
 type opStats struct {
-	pos                                 []int32
-	hostSelf, devSelf, devTotal, tcSelf []int64
+	pos                                          []int32
+	hostSelf, devSelf, devTotal, tcSelf, tcTotal []int64
+	merged                                       []bool
 }
 
 func computeOpStats(g *graph) *opStats {
 	ev := g.ev
 	n := ev.Len()
 	m := len(g.order)
-	st := &opStats{pos: make([]int32, n), hostSelf: make([]int64, m), devSelf: make([]int64, m), devTotal: make([]int64, m), tcSelf: make([]int64, m)}
+	st := &opStats{pos: make([]int32, n), hostSelf: make([]int64, m), devSelf: make([]int64, m), devTotal: make([]int64, m),
+		tcSelf: make([]int64, m), tcTotal: make([]int64, m), merged: make([]bool, m)}
 	for i := range st.pos {
 		st.pos[i] = -1
 	}
@@ -96,20 +104,57 @@ func computeOpStats(g *graph) *opStats {
 		}
 	}
 	copy(st.devTotal, st.devSelf)
+	copy(st.tcTotal, st.tcSelf)
 	for k := len(g.order) - 1; k >= 0; k-- {
 		if p := g.parent[g.order[k]]; p >= 0 {
 			st.devTotal[st.pos[p]] += st.devTotal[k]
+			st.tcTotal[st.pos[p]] += st.tcTotal[k]
 		}
 	}
+	st.mergeDuplicates(g)
 	return st
+}
+
+// mergeDuplicates merges each cpu_op whose parent is a cpu_op of the same
+// name with no other child op into that parent, children first, so that a
+// chain of them ends in its top op. The parent must lie whole in the
+// window (owned, ending before the next window's host events), so that all
+// its children are here to count.
+func (st *opStats) mergeDuplicates(g *graph) {
+	ev := g.ev
+	children := make([]int32, len(g.order))
+	for _, i := range g.order {
+		if p := g.parent[i]; p >= 0 {
+			children[st.pos[p]]++
+		}
+	}
+	for k := len(g.order) - 1; k >= 0; k-- {
+		i := g.order[k]
+		p := g.parent[i]
+		if p < 0 || ev.Kind[i] != kineto.KindCPUOp || ev.Kind[p] != kineto.KindCPUOp || ev.Name[i] != ev.Name[p] {
+			continue
+		}
+		pk := st.pos[p]
+		if children[pk] != 1 || !g.owned(p) || ev.End(int(p)) >= g.win.hostTo {
+			continue
+		}
+		st.merged[k] = true
+		st.hostSelf[pk] += st.hostSelf[k]
+		st.devSelf[pk] += st.devSelf[k]
+		st.tcSelf[pk] += st.tcSelf[k]
+	}
 }
 
 // operators groups cpu_op events (and, with annotations, user annotations,
 // ProfilerStep#N as "ProfilerStep*") by name, optionally by input shapes.
+// torch's own annotations written as cpu_op by older profilers count as
+// annotations.
 func operators(g *graph, st *opStats, byShape, annotations bool) (map[rowKey]*Operator, map[int64]*spanOp) {
 	return opRows(g, st, byShape, func(i int32) bool {
-		k := g.ev.Kind[i]
-		return k == kineto.KindCPUOp || annotations && k == kineto.KindUserAnnotation
+		if annotations {
+			return isOp(g.ev.Kind[i])
+		}
+		return g.ev.Kind[i] == kineto.KindCPUOp && g.class(i)&ncAnnotation == 0
 	})
 }
 
@@ -180,12 +225,12 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 		return key
 	}
 	for pos, i := range g.order {
-		if !keep(i) {
+		if !keep(i) || st.merged[pos] {
 			continue
 		}
 		owned := g.owned(i)
-		hs, ds, dt, tc := st.hostSelf[pos], st.devSelf[pos], st.devTotal[pos], st.tcSelf[pos]
-		if !owned && hs == 0 && ds == 0 && dt == 0 && tc == 0 {
+		hs, ds, dt, tc, tt := st.hostSelf[pos], st.devSelf[pos], st.devTotal[pos], st.tcSelf[pos], st.tcTotal[pos]
+		if !owned && hs == 0 && ds == 0 && dt == 0 && tc == 0 && tt == 0 {
 			continue // context that nothing here adds to
 		}
 		var r *Operator
@@ -217,6 +262,7 @@ func opRows(g *graph, st *opStats, byShape bool, keep func(i int32) bool) (map[r
 		r.DeviceSelfNS += ds
 		r.DeviceTotalNS += dt
 		r.TensorCoreSelfNS += tc
+		r.TensorCoreTotalNS += tt
 		if owned && ev.End(int(i)) < g.win.hostTo {
 			r.HostSelfNS += max(hs, 0) // all its children are here
 			continue

@@ -9,16 +9,12 @@
 package perf
 
 import (
-	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
-	"sort"
 
 	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/kineto"
-	"github.com/ptscope/ptscope/internal/rankname"
 )
 
 // Options tune the analysis.
@@ -45,7 +41,7 @@ func Analyze(t *kineto.Trace, opt Options) *Rank {
 	f := facts()
 	pl := findSteps(g, opt.Phases, t.Meta.BaseTimeNS, timeOrigin(f) == OriginUnix)
 	steps := pl.finish(opt.DropLastStep)
-	g.win = wholeWindow(steps, f.deviceList())
+	g.win = wholeWindow(steps, f)
 	m := newMerger(f, opt, pl.src, steps)
 	m.add(analyzeWindow(g, g.win, opt, host))
 	return m.rank()
@@ -127,25 +123,28 @@ func stepStats(r *Rank) {
 }
 
 // tcEligible sums the owned kernels' time that an op launched (all) and,
-// of it, the time launched by tensor-core eligible operators (the operator
-// or one of its ancestors is eligible).
+// of it, the time launched by tensor-core eligible operators as the
+// plugin counts them (tensor_cores_parser): an operator is eligible when
+// its name is on the list, when it launches a tensor-core kernel, or when
+// one of its children is eligible; a kernel counts by the op that launched
+// it, so the copies a convolution's op makes around its own are not
+// eligible kernel time.
 func tcEligible(g *graph) (all, yes int64) {
 	ev := g.ev
-	elig := make([]int8, ev.Len()) // by op: 0 unknown, 1 no, 2 yes
-	var eligible func(o int32) bool
-	eligible = func(o int32) bool {
-		if v := elig[o]; v != 0 {
-			return v == 2
+	elig := make([]bool, ev.Len())
+	for _, i := range g.gpu {
+		if o := g.owner[i]; o >= 0 && ev.Kind[i] == kineto.KindKernel && g.isTC(ev.Name[i]) {
+			elig[o] = true
 		}
-		v := g.class(o)&ncTCEligible != 0
-		if !v && g.parent[o] >= 0 {
-			v = eligible(g.parent[o])
+	}
+	for k := len(g.order) - 1; k >= 0; k-- { // children before parents
+		o := g.order[k]
+		if g.class(o)&ncTCEligible != 0 {
+			elig[o] = true
 		}
-		elig[o] = 1
-		if v {
-			elig[o] = 2
+		if p := g.parent[o]; p >= 0 && elig[o] {
+			elig[p] = true
 		}
-		return v
 	}
 	for _, i := range g.gpu {
 		if ev.Kind[i] != kineto.KindKernel || !g.owned(i) {
@@ -156,7 +155,7 @@ func tcEligible(g *graph) (all, yes int64) {
 			continue
 		}
 		all += ev.Dur[i]
-		if eligible(o) {
+		if elig[o] {
 			yes += ev.Dur[i]
 		}
 	}
@@ -172,45 +171,13 @@ func AnalyzeTraces(traces []*kineto.Trace, opt Options) *Report {
 	return Compare(ranks)
 }
 
-// Compare numbers the ranks that lack distributedInfo (from the file name,
-// "rank3.123.pt.trace.json", else the next free number), sorts them and,
-// with two or more, compares them.
+// Compare groups the traces into jobs (traces of one process, or of
+// unrelated runs, are never ranks of one job: jobs.go), numbers the ranks
+// that lack distributedInfo (from the file name,
+// "rank3.123.pt.trace.json", else the next free number), sorts them and
+// compares the ranks of each job.
 func Compare(ranks []*Rank) *Report {
 	rep := &Report{Header: envelope.NewHeader("trace"), Ranks: []Rank{}, Findings: []finding.Finding{}}
-	seen := map[int]bool{}
-	for _, r := range ranks {
-		if r.hasRank {
-			seen[r.Rank] = true
-		}
-	}
-	for _, r := range ranks {
-		if !r.hasRank {
-			r.Rank = -1
-			if n, ok := rankname.Of(filepath.Base(r.Path)); ok {
-				r.Rank = n
-			}
-			if len(ranks) > 1 && (r.Rank < 0 || seen[r.Rank]) {
-				r.Rank = 0
-				for seen[r.Rank] {
-					r.Rank++
-				}
-				r.Warnings = append(r.Warnings, fmt.Sprintf("no distributedInfo: numbered rank %d by file order", r.Rank))
-			}
-			r.Rank = max(r.Rank, 0)
-			seen[r.Rank] = true
-		}
-		for i := range r.Findings {
-			if r.Findings[i].At == nil {
-				r.Findings[i].At = &finding.Ref{}
-			}
-			r.Findings[i].At.Rank = finding.Int(r.Rank)
-		}
-		rep.Ranks = append(rep.Ranks, *r)
-	}
-	sort.SliceStable(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
-	if len(rep.Ranks) > 1 {
-		rep.CrossRank = crossRank(rep.Ranks)
-		rep.Findings = crossFindings(rep.CrossRank)
-	}
+	rep.compare(ranks)
 	return rep
 }

@@ -19,8 +19,13 @@ import (
 type Report struct {
 	envelope.Header
 	Ranks     []Rank            `json:"ranks"`
-	CrossRank *CrossRank        `json:"cross_rank,omitempty"` // two or more ranks
+	CrossRank *CrossRank        `json:"cross_rank,omitempty"` // two or more ranks of one job
 	Findings  []finding.Finding `json:"findings"`             // across ranks (rank findings are in each rank)
+	// Jobs: with traces of several runs (two profiles of one process,
+	// unrelated runs), each run's traces and their comparison; CrossRank
+	// and Findings are then empty, and Warnings says why.
+	Jobs     []Job    `json:"jobs,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TimeOrigin says what the zero of a rank's instants is.
@@ -141,6 +146,9 @@ type Step struct {
 	HostDataLoaderNS int64     `json:"host_dataloader_ns"`
 	Breakdown        Breakdown `json:"breakdown"`
 	Phases           Phases    `json:"phases"`
+	// Overlap splits the step into compute, communication, their overlap
+	// and other time (the plugin's distributed view).
+	Overlap StepOverlap `json:"communication_overlap"`
 	// UtilizationRatio is the union of compute kernels (not communication)
 	// on the rank's primary device over the step.
 	UtilizationRatio float64 `json:"gpu_utilization_ratio"`
@@ -159,7 +167,10 @@ type Rank struct {
 	Bytes      int64      `json:"bytes"`
 	Events     int        `json:"events"`
 	TimeOrigin TimeOrigin `json:"time_origin"`
-	Profiler   Profiler   `json:"profiler"`
+	// StartTimeNS is the trace's first event, the profiler's start (the
+	// plugin's origin for its curves).
+	StartTimeNS int64    `json:"start_ns"`
+	Profiler    Profiler `json:"profiler"`
 
 	StepSource StepSource `json:"step_source"`
 	Steps      []Step     `json:"steps"`
@@ -195,13 +206,16 @@ type Rank struct {
 	Idle                    Idle    `json:"idle"`                       // PrimaryDevice's
 	GPUs                    []GPU   `json:"gpus"`
 
-	Operators    []Operator  `json:"operators"`
-	UserRanges   []Operator  `json:"user_ranges"` // user annotations (record_function), ProfilerStep excluded
-	Kernels      []Kernel    `json:"kernels"`
-	Launch       Launch      `json:"launch"`
-	Copies       []Copy      `json:"copies"`
-	Syncs        []Sync      `json:"syncs"`
-	Comm         Comm        `json:"communication"`
+	Operators  []Operator `json:"operators"`
+	UserRanges []Operator `json:"user_ranges"` // user annotations (record_function), ProfilerStep excluded
+	Kernels    []Kernel   `json:"kernels"`
+	KernelOps  []KernelOp `json:"kernels_by_operator"`
+	Launch     Launch     `json:"launch"`
+	Copies     []Copy     `json:"copies"`
+	Syncs      []Sync     `json:"syncs"`
+	Comm       Comm       `json:"communication"`
+	// HTA: the numbers HTA defines differently, computed its way (hta.go)
+	HTA          HTA         `json:"hta"`
 	Memory       Memory      `json:"memory"`
 	UtilTimeline []UtilPoint `json:"gpu_utilization_timeline"`
 	FwdBwdLinks  int         `json:"fwd_bwd_links"` // backward ops linked to their forward op
@@ -211,5 +225,6 @@ type Rank struct {
 	Warnings []string          `json:"warnings"`
 
 	comm    []commEvent
-	hasRank bool // the rank came from distributedInfo
+	hasRank bool     // the rank came from distributedInfo
+	id      jobIdent // what tells the ranks of one job apart from other runs
 }

@@ -154,9 +154,11 @@ func (p *stepPlanner) memory(m kineto.MemoryEvent) {
 	}
 }
 
-// finish sets the bounds: a step starts at max(previous end, host start)
-// (the first at the end of GPU work of no step that ends before its own
-// GPU work starts) and ends at max(host end, end of its GPU work); trailing
+// finish sets the bounds: when some step launched GPU work, a step starts
+// at max(previous end, host start) (the first, when it launched GPU work,
+// at the end of GPU work of no step that ends before its own GPU work
+// starts) and ends at max(host end, end of its GPU work); otherwise the
+// host bounds stand. Trailing
 // steps that launched nothing are dropped, and for ProfilerStep#N also a
 // last step with fewer than 0.8x the GPU events of the one before, and with
 // dropLast the last step. Each step gets the GPU memory allocated (summed
@@ -181,14 +183,30 @@ func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 			}
 		}
 	}
+	// as the plugin's _find_device_steps: bounds become device-aware only
+	// when some step launched GPU work, and the first step starts at the
+	// end of earlier GPU work of no step only when it launched GPU work
+	// itself, and only of work that ends before its own starts
+	any := false
+	for _, st := range steps {
+		if st.gpuCount > 0 {
+			any = true
+		}
+	}
 	prevEnd := steps[0].hostS
-	for _, e := range p.unmatched {
-		if e < p.firstDevice && e > prevEnd {
-			prevEnd = e
+	if p.firstDevice != math.MaxInt64 {
+		for _, e := range p.unmatched {
+			if e < p.firstDevice && e > prevEnd {
+				prevEnd = e
+			}
 		}
 	}
 	for i := range steps {
 		st := &steps[i]
+		st.start, st.end = st.hostS, st.hostE
+		if !any {
+			continue
+		}
 		st.start = max(prevEnd, st.hostS)
 		if st.gpuCount > 0 {
 			st.end = max(st.hostE, st.deviceE)
@@ -198,12 +216,6 @@ func (p *stepPlanner) finish(dropLast bool) []stepSpan {
 		prevEnd = st.end
 	}
 	// drop trailing steps without GPU work, when some step had GPU work
-	any := false
-	for _, st := range steps {
-		if st.gpuCount > 0 {
-			any = true
-		}
-	}
 	if any {
 		for len(steps) > 1 && steps[len(steps)-1].gpuCount == 0 {
 			steps = steps[:len(steps)-1]

@@ -69,7 +69,7 @@ func (p *windowPlan) Memory(m kineto.MemoryEvent) { p.pl.memory(m) }
 func (p *windowPlan) Cut(maxWeight int64, weight func(from, to int64) int64) {
 	steps := p.pl.finish(p.opt.DropLastStep)
 	p.pl.steps = steps
-	p.all = wholeWindow(steps, p.f.deviceList())
+	p.all = wholeWindow(steps, p.f)
 	// a window may start at step k only if the steps before end before the
 	// steps after start (as the device-aware bounds make them, unless
 	// markers overlap): the windows' steps then cover disjoint time. The
@@ -221,7 +221,8 @@ func (p *windowPlan) Analyze(w int, t *kineto.Trace, own []bool, seq []int64) *w
 	g := newPartGraph(t, own, seq, links)
 	pw := &p.wins[w]
 	g.win = &window{steps: p.pl.steps[pw.k0:pw.k1], hostTo: pw.hostTo, from: pw.from, to: pw.to,
-		lastSlotEnd: p.all.lastSlotEnd, next: pw.next, timeline: p.all.timeline, devices: p.all.devices}
+		lastSlotEnd: p.all.lastSlotEnd, next: pw.next, timeline: p.all.timeline, devices: p.all.devices,
+		kernels: p.all.kernels, hta: p.all.hta}
 	return &windowPartial{analyzeWindow(g, g.win, p.opt, host)}
 }
 

@@ -33,6 +33,8 @@ type window struct {
 	next        map[int]NextGPU // per device, the first GPU event starting after to
 	timeline    timelineSpec    // the utilisation timeline's buckets, over all steps
 	devices     []int           // the devices of the whole trace's GPU events
+	kernels     bool            // the whole trace has kernels
+	hta         htaWindow       // HTA's window over the whole trace
 }
 
 // NextGPU is the first GPU event of a device that starts after a window's
@@ -61,9 +63,10 @@ func newTimelineSpec(steps []stepSpan) timelineSpec {
 	return timelineSpec{s, e, bucket}
 }
 
-func wholeWindow(steps []stepSpan, devices []int) *window {
+func wholeWindow(steps []stepSpan, f *Facts) *window {
 	w := &window{steps: steps, hostTo: math.MaxInt64, from: math.MinInt64, to: math.MaxInt64,
-		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: devices}
+		lastSlotEnd: math.MaxInt64, timeline: newTimelineSpec(steps), devices: f.deviceList(), kernels: f.kernels,
+		hta: f.htaWindow()}
 	if sl := stepSlots(steps); len(sl) > 0 {
 		w.lastSlotEnd = sl[len(sl)-1].E
 	}
@@ -90,6 +93,7 @@ type partial struct {
 	rangeSpans map[int64]*spanOp
 	rangeDev   map[string]int64 // device time launched while a user range was open, by name
 	kernels    map[string]*kernelAcc
+	kernelOps  map[kernelOpKey]*kernelOpAcc
 	tcAll      int64 // kernel time with an owning op
 	tcYes      int64 // ... of which tensor-core eligible
 	launch     launchAcc
@@ -99,6 +103,8 @@ type partial struct {
 	slotTotal  int64
 	util       map[int][]int64 // per device, compute time per timeline bucket
 	comm       commPart
+	hta        htaPart
+	hostTo     int64                // the window's hostTo: later windows' GPU events start after it
 	mem        []kineto.MemoryEvent // owned, by time
 	links      int
 }
@@ -161,6 +167,8 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 	})
 	gpuTables := start(func() {
 		p.kernels = kernels(g)
+		p.kernelOps = kernelOps(g)
+		p.hta, p.hostTo = htaPartOf(g, w.hta), w.hostTo
 		p.tcAll, p.tcYes = tcEligible(g)
 		p.launch = launchStats(g)
 		p.copies = copies(g)
@@ -188,13 +196,15 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 	})
 	comm := start(func() { p.comm = commStats(g, ro) })
 	bd, dataloader := attribute(ro, steps)
+	ov := commOverlap(ro, steps, w.kernels)
 	ph := attributePhases(phases(), steps, dataloader)
 	base := g.t.Meta.BaseTimeNS
 	p.steps = make([]stepPart, 0, len(steps))
 	for i, st := range steps {
 		p.steps = append(p.steps, stepPart{Step: Step{Name: st.name, Number: st.num, StartTimeNS: base + st.start, DurationNS: st.end - st.start,
 			HostStartTimeNS: base + st.hostS, HostDurationNS: st.hostE - st.hostS, GPUEvents: st.gpuCount, Breakdown: bd[i], Phases: ph[i],
-			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc}, compute: map[int]int64{}})
+			HostDataLoaderNS: ro.dataloader.overlap(st.hostS, st.hostE), StartAllocatedBytes: st.startAlloc, Overlap: ov[i]},
+			compute: map[int]int64{}})
 	}
 	for d, a := range devs() {
 		for i, st := range steps {

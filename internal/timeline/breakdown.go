@@ -143,6 +143,30 @@ func (m *Memory) Key(by By, id int) int32 {
 	return 0
 }
 
+// ValidKey reports whether key is one of breakdown by's keys (KeyName
+// names it).
+func (m *Memory) ValidKey(by By, key int32) bool {
+	if key < 0 {
+		return false
+	}
+	n := 0
+	switch by {
+	case ByCategory:
+		n = int(memory.CatBeforeRecording) + 1
+	case ByStack:
+		n = len(m.Snap.Stacks)
+	case BySource:
+		n = len(m.keys().sourceNames)
+	case ByModule:
+		n = len(m.Snap.Strings)
+	case ByModuleGroup:
+		n = len(m.keys().groupNames)
+	case ByGroup:
+		n = len(m.keys().keywords)
+	}
+	return int(key) < n
+}
+
 // KeyName names a key of breakdown by.
 func (m *Memory) KeyName(by By, key int32) string {
 	switch by {

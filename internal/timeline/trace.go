@@ -31,6 +31,7 @@ type Trace struct {
 	Lanes      []Lane
 	Start, End int64 // ns, relative to the trace's time base
 	Memory     []MemCurve
+	corrs      corrIndex
 }
 
 // NewTrace indexes the complete events of t by lane and depth.

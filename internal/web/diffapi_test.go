@@ -10,9 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/chromedp/chromedp"
 
 	"github.com/ptscope/ptscope/internal/diff"
 	"github.com/ptscope/ptscope/internal/load"
@@ -162,32 +159,4 @@ func TestDiffRouteBadRequests(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d with %q", c.path, code, body, c.code, c.msg)
 		}
 	}
-}
-
-// TestBrowserDiff: the main page links to the compare view, which draws
-// the comparison; a snapshot against a trace shows the one-line error.
-func TestBrowserDiff(t *testing.T) {
-	b := newBrowser(t)
-	ts, _, _ := diffServer(t)
-	b.open(t, ts.URL+"/")
-	b.ready(t, "memory-timeline")
-	href := eval[string](t, b, `document.querySelector('[data-testid=compare-link]').getAttribute('href')`)
-	if href != "?view=diff&a=0&b=1" {
-		t.Fatalf("compare link %q, want the next snapshot as B", href)
-	}
-	b.open(t, ts.URL+"/"+href)
-	b.ready(t, "diff-view")
-	txt := eval[string](t, b, `document.querySelector('[data-testid=diff-view]').innerText`)
-	peak := eval[[]float64](t, b, `[window.__ptscope.diff.memory[0].peak_allocated.a_bytes, window.__ptscope.diff.memory[0].peak_allocated.b_bytes]`)
-	for _, want := range []string{"peak allocated", units.Bytes(int64(peak[0])), units.Bytes(int64(peak[1])), "leak-appeared"} {
-		if !strings.Contains(txt, want) {
-			t.Errorf("diff view lacks %q: %.400s", want, txt)
-		}
-	}
-	b.open(t, ts.URL+"/?view=diff&a=0&b=2")
-	expr := `(() => { const e = document.querySelector('[data-testid=diff-view]'); return e && e.dataset.state === 'error' && e.innerText.includes('diff compares snapshots with snapshots and traces with traces'); })()`
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		t.Fatalf("mismatched kinds: no error shown: %v", err)
-	}
-	b.checkErrors(t)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/memory"
@@ -52,61 +53,101 @@ func (o *HTMLOptions) defaults() {
 	}
 }
 
-// htmlData is window.__PTSCOPE_DATA__: what data.js answers from.
+// htmlData is the page's data (<script id="ptscope-data">): the inputs and the views' answers
+// the file holds, recorded by calling each view's one function (views.go)
+// with the queries the page will ask; ui/src/data.js answers the page's
+// requests from them.
 type htmlData struct {
-	Inputs []Input              `json:"inputs"`
-	Mem    map[string]*htmlMem  `json:"mem,omitempty"`
-	Trace  map[string]*htmlTrac `json:"trace,omitempty"`
+	Inputs []Input `json:"inputs"`
+	// Answers are by view name, each with its query (input included).
+	Answers map[string][]recorded `json:"answers"`
+	// Blocks are the mem/block answers of each input's device (by input
+	// id), stored as columns.
+	Blocks map[string]*htmlBlocks `json:"blocks,omitempty"`
 }
 
-type htmlTile struct {
-	X0   int    `json:"x0"`
-	X1   int    `json:"x1"`
-	Data string `json:"data"` // base64 of the gzip of EncodeView (the page inflates it)
+// recorded is one answer of a view: JSON as the server sends it, or a
+// binary answer gzipped (the page inflates it with the browser's
+// DecompressionStream) in base64.
+type recorded struct {
+	Q    map[string]string `json:"q"`
+	Body any               `json:"body,omitempty"`
+	GZ   string            `json:"gz,omitempty"`
 }
 
-type htmlMem struct {
-	Summary    *MemSummary                `json:"summary"`
-	Tiles      []htmlTile                 `json:"tiles"`
-	Levels     int                        `json:"levels"`
-	Blocks     *htmlBlocks                `json:"blocks"`
-	Stacks     map[string][]Frame         `json:"stacks"`
-	States     map[string]*timeline.State `json:"states"`
-	Breakdowns map[string]any             `json:"breakdowns"`
+// gzBody is a binary answer already gzipped and in base64.
+type gzBody string
+
+// recorder calls views and keeps their answers.
+type recorder struct {
+	d *htmlData
 }
 
-type htmlTrac struct {
-	Summary *TraceSummary   `json:"summary"`
-	Tiles   []*TraceViewOut `json:"tiles"`
-	Memory  map[string]any  `json:"memory"`
+// ask records view name's answer to p for input it (p gets input=it.ID).
+// The parameters named in unkeyed are not kept in the answer's query
+// (the page matches without them).
+func (r *recorder) ask(it *Input, name string, p params, unkeyed ...string) (any, error) {
+	p["input"] = []string{strconv.Itoa(it.ID)}
+	v, err := views[name].build(it, p)
+	if err != nil {
+		return nil, err
+	}
+	r.put(name, p, v, unkeyed...)
+	return v, nil
+}
+
+// put records v as view name's answer to p; it returns the bytes it adds.
+func (r *recorder) put(name string, p params, v any, unkeyed ...string) int {
+	q := map[string]string{}
+	for k := range p {
+		q[k] = p.get(k)
+	}
+	for _, k := range unkeyed {
+		delete(q, k)
+	}
+	rec := recorded{Q: q}
+	size := 0
+	switch b := v.(type) {
+	case rawBody:
+		rec.GZ = base64.StdEncoding.EncodeToString(gzipped(b))
+		size = len(rec.GZ)
+	case gzBody:
+		rec.GZ, size = string(b), len(b)
+	default:
+		rec.Body = v
+	}
+	r.d.Answers[name] = append(r.d.Answers[name], rec)
+	return size
 }
 
 // WriteHTML writes one offline page showing the inputs: the page's script
-// and styles and, per input, views at a few levels of detail (tiles that
-// overlap by half, so any range up to a tile's half fits one tile), the
-// details of every block those views draw, breakdowns and the allocator
-// state at the peak. No request leaves the page.
+// and styles and, per input, the views' answers for what the page asks
+// first (summary, breakdowns, states at the peak and the end) and views at
+// a few levels of detail (tiles that overlap by half, so that any range up
+// to a tile's half fits one tile), with the details of every block they
+// draw. No request leaves the page.
 func WriteHTML(w io.Writer, title string, mems []HTMLMemory, traces []HTMLTrace, o HTMLOptions) error {
 	o.defaults()
-	d := htmlData{Mem: map[string]*htmlMem{}, Trace: map[string]*htmlTrac{}}
+	d := &htmlData{Answers: map[string][]recorded{}, Blocks: map[string]*htmlBlocks{}}
+	r := &recorder{d: d}
 	for _, hm := range mems {
-		id := len(d.Inputs)
 		a := hm.Analysis
 		tl := timeline.NewMemory(a.Snapshot, a.Result.Device, a.Replay, a.Phases)
-		md := &memDevice{result: a.Result, tl: tl, phases: hm.PhaseRows}
-		mem, err := htmlMemory(md, o)
-		if err != nil {
+		it := &Input{ID: len(d.Inputs), Path: hm.Path, Kind: "snapshot", Status: statusReady,
+			Devices: []DeviceInfo{{Device: a.Result.Device, Entries: a.Result.Entries, Peak: a.Result.Peak.AllocatedBytes}},
+			mem:     []*memDevice{{result: a.Result, tl: tl, phases: hm.PhaseRows}}}
+		if err := recordMemory(r, it, o); err != nil {
 			return fmt.Errorf("%s: %w", hm.Path, err)
 		}
-		d.Mem[strconv.Itoa(id)] = mem
-		d.Inputs = append(d.Inputs, Input{ID: id, Path: hm.Path, Kind: "snapshot", Status: statusReady,
-			Devices: []DeviceInfo{{Device: a.Result.Device, Entries: a.Result.Entries, Peak: a.Result.Peak.AllocatedBytes}}})
+		d.Inputs = append(d.Inputs, *it)
 	}
 	for _, ht := range traces {
-		id := len(d.Inputs)
-		ti := &traceInput{model: ht.Model, result: ht.Result, tl: timeline.NewTrace(ht.Model)}
-		d.Trace[strconv.Itoa(id)] = htmlTraceData(ti, o)
-		d.Inputs = append(d.Inputs, Input{ID: id, Path: ht.Path, Kind: "trace", Status: statusReady})
+		it := &Input{ID: len(d.Inputs), Path: ht.Path, Kind: "trace", Status: statusReady,
+			trace: &traceInput{model: ht.Model, result: ht.Result, tl: timeline.NewTrace(ht.Model)}}
+		if err := recordTrace(r, it, o); err != nil {
+			return fmt.Errorf("%s: %w", ht.Path, err)
+		}
+		d.Inputs = append(d.Inputs, *it)
 	}
 	js, err := json.Marshal(d)
 	if err != nil {
@@ -116,35 +157,131 @@ func WriteHTML(w io.Writer, title string, mems []HTMLMemory, traces []HTMLTrace,
 		JS: template.JS(asset("app.js")), Data: template.JS(js)})
 }
 
-func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
+// htmlBreakdowns are the breakdowns an --html file holds at the peak.
+var htmlBreakdowns = []timeline.By{timeline.ByCategory, timeline.ByGroup, timeline.BySource, timeline.ByModuleGroup, timeline.ByModule, timeline.ByStack}
+
+// recordMemory records a snapshot device's views: the summary, the tiles,
+// the details of every block they and the states draw, the names of their
+// keys in every colouring, the breakdowns at the peak and, at the peak,
+// the end and each OOM, the allocator state, its entry and its breakdown
+// by category.
+func recordMemory(r *recorder, it *Input, o HTMLOptions) error {
+	md := it.mem[0]
 	m := md.tl
-	out := &htmlMem{Summary: summaryOf(md), Blocks: newHTMLBlocks(), Stacks: map[string][]Frame{},
-		States: map[string]*timeline.State{}, Breakdowns: map[string]any{}}
-	n := m.Len()
-	if n == 0 {
-		return out, nil
+	dev := int(m.Device)
+	if _, err := r.ask(it, "mem/summary", query("device", dev)); err != nil {
+		return err
 	}
+	blocks := newHTMLBlocks()
+	r.d.Blocks[strconv.Itoa(it.ID)] = blocks
+	n := m.Len()
+	seen := map[int32]bool{}
+	addBlock := func(id int32) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		bd := blockDetails(m, int(id))
+		a := m.Alloc(int(id))
+		blocks.Stacks[strconv.Itoa(int(a.Stack))] = bd.Frames
+		bd.StackID = int(a.Stack)
+		if bd.FreeFrames != nil {
+			blocks.Stacks[strconv.Itoa(int(a.FreeStack))] = bd.FreeFrames
+			bd.FreeStackID = int(a.FreeStack)
+		}
+		blocks.add(bd, m.Time(0))
+	}
+	if n > 0 {
+		if err := recordTiles(r, it, md, o, addBlock); err != nil {
+			return err
+		}
+		peak := md.result.Peak.EventIndex
+		entries := []int{peak, n - 1}
+		for _, x := range md.result.OOMs {
+			if x.EventIndex >= 0 && x.EventIndex < n {
+				entries = append(entries, x.EventIndex)
+			}
+		}
+		done := map[int]bool{}
+		for _, e := range entries {
+			if done[e] {
+				continue
+			}
+			done[e] = true
+			st, err := r.ask(it, "mem/state", query("device", dev, "event", e))
+			if err != nil {
+				return err
+			}
+			for _, sg := range st.(*timeline.State).Segments {
+				for _, b := range sg.Blocks {
+					addBlock(b.ID)
+				}
+			}
+			if e >= 0 {
+				if _, err := r.ask(it, "mem/event", query("device", dev, "event", e)); err != nil {
+					return err
+				}
+			}
+			if _, err := r.ask(it, "mem/breakdown", query("device", dev, "by", "category", "event", e)); err != nil {
+				return err
+			}
+		}
+	}
+	blocks.sort()
+	for _, by := range htmlBreakdowns {
+		if _, err := r.ask(it, "mem/breakdown", query("device", dev, "by", by.String())); err != nil {
+			return err
+		}
+	}
+	// the names of every key the tiles' blocks have, in every colouring
+	ids := blocks.Cols["id"]
+	for _, by := range keyOrder {
+		var keys []string
+		have := map[int32]bool{}
+		for _, id := range ids {
+			if k := m.Key(by, int(id)); !have[k] {
+				have[k] = true
+				keys = append(keys, strconv.Itoa(int(k)))
+			}
+		}
+		if _, err := r.ask(it, "mem/names", query("device", dev, "by", by.String(), "keys", strings.Join(keys, ",")), "keys"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordTiles records the memory views of the tiles: the whole trace, then
+// halves, quarters, ... overlapping by half, while the levels fit the
+// budget (each level's tiles and the details of the blocks it adds).
+func recordTiles(r *recorder, it *Input, md *memDevice, o HTMLOptions, addBlock func(int32)) error {
+	m := md.tl
+	n := m.Len()
 	used := 0
 	seen := map[int32]bool{}
 	for level := 0; ; level++ {
-		var tiles []htmlTile
+		type tile struct {
+			p  params
+			gz gzBody
+		}
+		var tiles []tile
 		var ids []int32
 		size := 0
-		span := n
-		step := n
+		span, step := n, n
 		if level > 0 {
 			step = max(1, n>>level)
 			span = min(n, 2*step)
 		}
 		for x0 := 0; x0 < n; x0 += step {
 			x1 := min(n, x0+span)
-			v, err := m.View(timeline.ViewQuery{X0: x0, X1: x1, Width: o.Width, Height: o.Height})
+			p := query("input", it.ID, "device", int(m.Device), "x0", x0, "x1", x1, "w", o.Width, "h", o.Height, "keys", "all")
+			v, enc, err := memViewOf(md, p)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			enc := base64.StdEncoding.EncodeToString(gzipped(EncodeView(m, v, ViewEncoding{Color: timeline.ByCategory, Height: o.Height, IDs: true})))
-			size += len(enc)
-			tiles = append(tiles, htmlTile{x0, x1, enc})
+			gz := gzBody(base64.StdEncoding.EncodeToString(gzipped(enc)))
+			size += len(gz)
+			tiles = append(tiles, tile{p, gz})
 			for _, bl := range v.Blocks {
 				ids = append(ids, bl.ID)
 			}
@@ -155,70 +292,63 @@ func htmlMemory(md *memDevice, o HTMLOptions) (*htmlMem, error) {
 		newBlocks := 0
 		for _, id := range ids {
 			if !seen[id] {
+				seen[id] = true
 				newBlocks++
 			}
 		}
 		// a block's details cost about htmlBlockBytes of JSON besides its stack
 		if level > 0 && used+size+htmlBlockBytes*newBlocks > o.Budget {
-			break
+			return nil
 		}
-		used += size + htmlBlockBytes*newBlocks
-		out.Tiles = append(out.Tiles, tiles...)
-		out.Levels = level + 1
+		for _, t := range tiles {
+			used += r.put("mem/view", t.p, t.gz)
+		}
+		used += htmlBlockBytes * newBlocks
 		for _, id := range ids {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			bd := blockDetails(m, int(id))
-			a := m.Alloc(int(id))
-			out.Stacks[strconv.Itoa(int(a.Stack))] = bd.Frames
-			bd.StackID = int(a.Stack)
-			if bd.FreeFrames != nil {
-				out.Stacks[strconv.Itoa(int(a.FreeStack))] = bd.FreeFrames
-				bd.FreeStackID = int(a.FreeStack)
-			}
-			out.Blocks.add(bd, out.Summary.StartNS)
+			addBlock(id)
 		}
 		if span <= o.Width || level >= 16 {
-			break
+			return nil
 		}
 	}
-	out.Blocks.sort()
-	peak := md.result.Peak.EventIndex
-	for _, e := range []int{peak, n - 1} {
-		out.States[strconv.Itoa(e)] = m.State(e)
-	}
-	for _, by := range []timeline.By{timeline.ByCategory, timeline.ByGroup, timeline.BySource, timeline.ByModuleGroup, timeline.ByModule, timeline.ByStack} {
-		out.Breakdowns[by.String()] = map[string]any{"by": by.String(), "event_index": peak, "rows": m.Breakdown(peak, by)}
-	}
-	return out, nil
 }
 
-func htmlTraceData(ti *traceInput, o HTMLOptions) *htmlTrac {
-	out := &htmlTrac{Summary: traceSummaryOf(ti), Memory: traceMemoryOf(ti, ti.tl.Start, ti.tl.End, 900)}
+// recordTrace records a trace's views: the summary, the memory curve, the
+// timeline's tiles at levels of detail while they fit the budget, and the
+// details of the events the tiles draw while those fit a tenth of it.
+func recordTrace(r *recorder, it *Input, o HTMLOptions) error {
+	ti := it.trace
+	if _, err := r.ask(it, "trace/summary", params{}); err != nil {
+		return err
+	}
 	span := ti.tl.End - ti.tl.Start
 	if span <= 0 {
-		return out
+		return nil
+	}
+	if _, err := r.ask(it, "trace/memory", query("t0", ti.tl.Start, "t1", ti.tl.End, "w", o.Width)); err != nil {
+		return err
 	}
 	used := 0
+	var events []int64
 	for level := 0; level < 8; level++ {
 		step, w := span, span
 		if level > 0 {
 			step = max(1, span>>level)
 			w = min(span, 2*step)
 		}
-		var tiles []*TraceViewOut
+		var tiles []params
+		var outs []*TraceViewOut
 		size := 0
 		for t0 := ti.tl.Start; t0 < ti.tl.End; t0 += step {
 			t1 := min(ti.tl.End, t0+w)
-			v, err := ti.tl.View(timeline.TraceQuery{T0: t0, T1: t1, Width: o.Width})
+			p := query("input", it.ID, "t0", t0, "t1", t1, "w", o.Width)
+			v, err := traceView(it, p)
 			if err != nil {
 				break
 			}
-			tv := encodeTraceView(ti.model, v)
+			tv := v.(*TraceViewOut)
 			size += 40*len(tv.Slices) + 20*len(tv.Merged)
-			tiles = append(tiles, tv)
+			tiles, outs = append(tiles, p), append(outs, tv)
 			if t1 == ti.tl.End {
 				break
 			}
@@ -227,22 +357,43 @@ func htmlTraceData(ti *traceInput, o HTMLOptions) *htmlTrac {
 			break
 		}
 		used += size
-		out.Tiles = append(out.Tiles, tiles...)
+		for k, p := range tiles {
+			r.put("trace/view", p, outs[k])
+			for _, sl := range outs[k].Slices {
+				events = append(events, sl[5])
+			}
+		}
 	}
-	return out
+	// the events' details, the widest levels' first
+	budget, done := o.Budget/10, map[int64]bool{}
+	for _, e := range events {
+		if done[e] || budget <= 0 {
+			continue
+		}
+		done[e] = true
+		v, err := r.ask(it, "trace/event", query("event", e))
+		if err != nil {
+			return err
+		}
+		ev := v.(*TraceEvent)
+		budget -= 160 + 120*(len(ev.Stack)+len(ev.Linked)) + len(ev.Shapes) + len(ev.Types)
+	}
+	return nil
 }
 
 // htmlBlockBytes is about what a block's row of htmlBlocks costs in the
 // file (measured: 117 on the 31,685 blocks of a 1M-entry GPT-2 training's).
 const htmlBlockBytes = 120
 
-// htmlBlocks are the details of the blocks an --html file's views draw, as
+// htmlBlocks are the details of the blocks an --html file's views draw
+// (the mem/block answers of blockDetails, the view's one function), as
 // columns with a row per block, in id order (ui/src/data.js rebuilds a
 // BlockDetails from a row): a fifth of the bytes of one JSON object per
 // block. Columns are named as BlockDetails' JSON fields; text fields are
 // indices into Strings, and times are nanoseconds since the snapshot's
 // first entry (summary.start_ns), -1 for none.
 type htmlBlocks struct {
+	Stacks   map[string][]Frame `json:"stacks"` // frames by stack id
 	Strings  []string           `json:"strings"`
 	Cols     map[string][]int64 `json:"cols"`
 	TextCols []string           `json:"text_cols"` // columns of indices into Strings
@@ -257,7 +408,7 @@ var htmlCols = []string{"id", "address", "size_bytes", "requested_bytes", "strea
 	"category", "origin", "module", "source", "step", "phase", "alloc_time_ns", "free_time_ns"}
 
 func newHTMLBlocks() *htmlBlocks {
-	t := &htmlBlocks{Cols: map[string][]int64{}, index: map[string]int64{},
+	t := &htmlBlocks{Stacks: map[string][]Frame{}, Cols: map[string][]int64{}, index: map[string]int64{},
 		TextCols: []string{"category", "origin", "module", "source", "step", "phase"},
 		TimeCols: []string{"alloc_time_ns", "free_time_ns"}}
 	for _, k := range htmlCols {

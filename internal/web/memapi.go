@@ -1,8 +1,6 @@
 package web
 
 import (
-	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -13,12 +11,11 @@ import (
 
 // memDeviceOf returns the device named by the "device" parameter (default:
 // the input's first device).
-func (s *Server) memDeviceOf(r *http.Request) (*memDevice, error) {
-	it, err := s.readyInput(r, "snapshot")
-	if err != nil {
-		return nil, err
+func memDeviceOf(it *Input, p params) (*memDevice, error) {
+	if len(it.mem) == 0 {
+		return nil, notFound("input %d holds no snapshot device", it.ID)
 	}
-	d, err := intParam(r, "device", int64(it.mem[0].tl.Device), false)
+	d, err := p.int("device", int64(it.mem[0].tl.Device), false)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +70,8 @@ func summaryOf(md *memDevice) *MemSummary {
 		PhaseRows: md.phases}
 }
 
-func (s *Server) memSummary(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+func memSummary(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
@@ -82,14 +79,14 @@ func (s *Server) memSummary(r *http.Request) (any, error) {
 }
 
 // viewQuery reads x0, x1, w, h, y0, y1, hl and color.
-func viewQuery(r *http.Request, m *timeline.Memory) (timeline.ViewQuery, timeline.By, error) {
+func viewQuery(p params, m *timeline.Memory) (timeline.ViewQuery, timeline.By, error) {
 	var q timeline.ViewQuery
 	var vals [6]int64
-	for k, p := range []struct {
+	for k, x := range []struct {
 		name string
 		def  int64
 	}{{"x0", 0}, {"x1", int64(m.Len())}, {"w", 1000}, {"h", 400}, {"y0", 0}, {"y1", 0}} {
-		v, err := intParam(r, p.name, p.def, false)
+		v, err := p.int(x.name, x.def, false)
 		if err != nil {
 			return q, 0, err
 		}
@@ -103,14 +100,14 @@ func viewQuery(r *http.Request, m *timeline.Memory) (timeline.ViewQuery, timelin
 	}
 	q = timeline.ViewQuery{X0: int(vals[0]), X1: int(vals[1]), Width: int(vals[2]), Height: int(vals[3]), Y0: vals[4], Y1: vals[5]}
 	color := timeline.ByCategory
-	if c := r.URL.Query().Get("color"); c != "" {
+	if c := p.get("color"); c != "" {
 		by, err := timeline.ParseBy(c)
 		if err != nil {
 			return q, 0, badRequest("color: %v", err)
 		}
 		color = by
 	}
-	if hl := r.URL.Query().Get("hl"); hl != "" {
+	if hl := p.get("hl"); hl != "" {
 		by, key, err := parseHighlight(hl)
 		if err != nil {
 			return q, 0, err
@@ -134,20 +131,31 @@ func parseHighlight(s string) (timeline.By, int32, error) {
 	return by, int32(key), nil
 }
 
-func (s *Server) memView(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+func memView(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
-	q, color, err := viewQuery(r, md.tl)
+	_, enc, err := memViewOf(md, p)
+	return enc, err
+}
+
+// memViewOf answers a memory view: the timeline's view of the viewport
+// and its encoding (EncodeView), with each block's id (a click asks for
+// the block by id: measured, ids add 1-3% to a gzipped view); keys=all
+// adds each block's key in every colouring (--html files, whose page
+// colours offline).
+func memViewOf(md *memDevice, p params) (*timeline.View, rawBody, error) {
+	q, color, err := viewQuery(p, md.tl)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v, err := md.tl.View(q)
 	if err != nil {
-		return nil, badRequest("%v", err)
+		return nil, nil, badRequest("%v", err)
 	}
-	return rawBody(EncodeView(md.tl, v, ViewEncoding{Color: color, Height: q.Height})), nil
+	enc := ViewEncoding{Color: color, Height: q.Height, IDs: true, AllKeys: p.get("keys") == "all"}
+	return v, rawBody(EncodeView(md.tl, v, enc)), nil
 }
 
 // Frame is a stack frame with whether it is the user's own (the first
@@ -233,12 +241,12 @@ func streamValue(s *snapshot.Snapshot, i uint32) int64 {
 	return 0
 }
 
-func (s *Server) memBlock(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+func memBlock(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
-	id, err := intParam(r, "id", 0, true)
+	id, err := p.int("id", 0, true)
 	if err != nil {
 		return nil, err
 	}
@@ -250,9 +258,9 @@ func (s *Server) memBlock(r *http.Request) (any, error) {
 
 // eventParam reads the "event" parameter (an entry index in range) or,
 // without it, "time" (Unix ns: the last entry at or before it).
-func eventParam(r *http.Request, m *timeline.Memory) (int, error) {
-	if r.URL.Query().Get("event") == "" && r.URL.Query().Get("time") != "" {
-		t, err := intParam(r, "time", 0, true)
+func eventParam(p params, m *timeline.Memory) (int, error) {
+	if !p.has("event") && p.has("time") {
+		t, err := p.int("time", 0, true)
 		if err != nil {
 			return 0, err
 		}
@@ -261,7 +269,7 @@ func eventParam(r *http.Request, m *timeline.Memory) (int, error) {
 		}
 		return m.EntryAt(t), nil
 	}
-	i, err := intParam(r, "event", 0, true)
+	i, err := p.int("event", 0, true)
 	if err != nil {
 		return 0, err
 	}
@@ -271,16 +279,18 @@ func eventParam(r *http.Request, m *timeline.Memory) (int, error) {
 	return int(i), nil
 }
 
-func (s *Server) memHit(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+// memHit finds the block covering bytes y after entry event (a click on
+// the band, where blocks too small to be drawn on their own are).
+func memHit(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
-	i, err := eventParam(r, md.tl)
+	i, err := eventParam(p, md.tl)
 	if err != nil {
 		return nil, err
 	}
-	y, err := intParam(r, "y", 0, true)
+	y, err := p.int("y", 0, true)
 	if err != nil {
 		return nil, err
 	}
@@ -291,12 +301,12 @@ func (s *Server) memHit(r *http.Request) (any, error) {
 	return map[string]any{"id": id, "block": blockDetails(md.tl, id)}, nil
 }
 
-func (s *Server) memState(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+func memState(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
-	i, err := eventParam(r, md.tl)
+	i, err := eventParam(p, md.tl)
 	if err != nil {
 		return nil, err
 	}
@@ -317,13 +327,13 @@ type Event struct {
 	Frames    []Frame `json:"frames"`
 }
 
-func (s *Server) memEvent(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+func memEvent(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
 	m := md.tl
-	i, err := eventParam(r, m)
+	i, err := eventParam(p, m)
 	if err != nil {
 		return nil, err
 	}
@@ -340,22 +350,76 @@ func (s *Server) memEvent(r *http.Request) (any, error) {
 	return e, nil
 }
 
-func (s *Server) memBreakdown(r *http.Request) (any, error) {
-	md, err := s.memDeviceOf(r)
+func memBreakdown(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
 	if err != nil {
 		return nil, err
 	}
-	by, err := timeline.ParseBy(r.URL.Query().Get("by"))
+	by, err := timeline.ParseBy(p.get("by"))
 	if err != nil {
 		return nil, badRequest("by: %v", err)
 	}
 	i := md.result.Peak.EventIndex
-	if r.URL.Query().Get("event") != "" {
-		if i, err = eventParam(r, md.tl); err != nil {
+	if p.has("event") {
+		if i, err = eventParam(p, md.tl); err != nil {
 			return nil, err
 		}
 	}
-	rows := md.tl.Breakdown(i, by)
-	sort.SliceStable(rows, func(a, b int) bool { return rows[a].Bytes > rows[b].Bytes })
-	return map[string]any{"by": by.String(), "event_index": i, "rows": rows}, nil
+	return &Breakdown{By: by.String(), EventIndex: i, Rows: md.tl.Breakdown(i, by)}, nil
+}
+
+// Breakdown is the blocks allocated after an entry grouped by a key,
+// largest first (every group: the page trims).
+type Breakdown struct {
+	By         string         `json:"by"`
+	EventIndex int            `json:"event_index"`
+	Rows       []timeline.Row `json:"rows"`
+}
+
+// Names are the names of a colouring's keys (the legend's).
+type Names struct {
+	By    string           `json:"by"`
+	Names map[int32]string `json:"names"`
+}
+
+// maxNames bounds the keys one names request may ask for.
+const maxNames = 4096
+
+// memNames names keys of a colouring: ?by=source&keys=3,17,40.
+func memNames(it *Input, p params) (any, error) {
+	md, err := memDeviceOf(it, p)
+	if err != nil {
+		return nil, err
+	}
+	by, err := timeline.ParseBy(p.get("by"))
+	if err != nil {
+		return nil, badRequest("by: %v", err)
+	}
+	var keys []int32
+	for _, k := range strings.Split(p.get("keys"), ",") {
+		if k == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(k, 10, 32)
+		if err != nil {
+			return nil, badRequest("keys: %q is not an integer", k)
+		}
+		keys = append(keys, int32(n))
+	}
+	if len(keys) > maxNames {
+		return nil, badRequest("keys: %d keys, at most %d", len(keys), maxNames)
+	}
+	return namesOf(md.tl, by, keys)
+}
+
+// namesOf names the keys of breakdown by; a key no block has is a 404.
+func namesOf(m *timeline.Memory, by timeline.By, keys []int32) (*Names, error) {
+	out := &Names{By: by.String(), Names: map[int32]string{}}
+	for _, k := range keys {
+		if !m.ValidKey(by, k) {
+			return nil, notFound("no %s key %d", by, k)
+		}
+		out.Names[k] = m.KeyName(by, k)
+	}
+	return out, nil
 }

@@ -273,47 +273,13 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/api/v1/inputs", s.api(func(r *http.Request) (any, error) {
 		return map[string]any{"inputs": s.inputs.snapshot()}, nil
 	}))
-	s.mux.HandleFunc("/api/v1/mem/summary", s.api(s.memSummary))
-	s.mux.HandleFunc("/api/v1/mem/view", s.api(s.memView))
-	s.mux.HandleFunc("/api/v1/mem/block", s.api(s.memBlock))
-	s.mux.HandleFunc("/api/v1/mem/hit", s.api(s.memHit))
-	s.mux.HandleFunc("/api/v1/mem/state", s.api(s.memState))
-	s.mux.HandleFunc("/api/v1/mem/event", s.api(s.memEvent))
-	s.mux.HandleFunc("/api/v1/mem/breakdown", s.api(s.memBreakdown))
-	s.mux.HandleFunc("/api/v1/trace/summary", s.api(s.traceSummary))
-	s.mux.HandleFunc("/api/v1/trace/view", s.api(s.traceView))
-	s.mux.HandleFunc("/api/v1/trace/event", s.api(s.traceEvent))
-	s.mux.HandleFunc("/api/v1/trace/memory", s.api(s.traceMemory))
+	for _, name := range viewNames() {
+		s.mux.HandleFunc("/api/v1/"+name, s.viewRoute(views[name]))
+	}
 	s.mux.HandleFunc("/api/v1/diff", s.api(s.diffView))
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, fmt.Errorf("no such endpoint %s", r.URL.Path))
 	})
-}
-
-// intParam reads an integer query parameter; def is used when it is absent
-// (required parameters pass required=true).
-func intParam(r *http.Request, name string, def int64, required bool) (int64, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		if required {
-			return 0, badRequest("missing parameter %s", name)
-		}
-		return def, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, badRequest("parameter %s=%q is not an integer", name, v)
-	}
-	return n, nil
-}
-
-// readyInput returns the input named by the "input" parameter, once loaded.
-func (s *Server) readyInput(r *http.Request, kind string) (*Input, error) {
-	id, err := intParam(r, "input", 0, false)
-	if err != nil {
-		return nil, err
-	}
-	return s.readyID(id, kind)
 }
 
 // readyID returns input id once loaded; kind "" takes any kind.

@@ -182,6 +182,8 @@ func TestEndpointsGolden(t *testing.T) {
 		{"mem_breakdown_source", "/api/v1/mem/breakdown?input=0&by=source&event=300"},
 		{"trace_view", "/api/v1/trace/view?input=1&w=200"},
 		{"trace_event", "/api/v1/trace/event?input=1&event=3"},
+		{"trace_event_op", "/api/v1/trace/event?input=1&event=1"},
+		{"mem_names_source", "/api/v1/mem/names?input=0&by=source&keys=0,1,2"},
 		{"trace_memory", "/api/v1/trace/memory?input=1&w=20"},
 	} {
 		code, body := get(t, ts, c.path)
@@ -231,6 +233,9 @@ func TestBadRequests(t *testing.T) {
 		{"/api/v1/trace/view?input=1&t0=5&t1=5", 400, "empty"},
 		{"/api/v1/mem/state?input=0&time=1", 200, ""},
 		{"/api/v1/trace/event?input=1&event=1000", 404, "no event"},
+		{"/api/v1/mem/names?input=0&by=source&keys=99999", 404, "no source key 99999"},
+		{"/api/v1/mem/names?input=0&by=source&keys=x", 400, "not an integer"},
+		{"/api/v1/mem/names?input=0&by=nope", 400, "unknown breakdown"},
 		{"/api/v1/mem/view?input=2", 422, "c_broken.pickle"},
 		{"/api/v1/nothing", 404, "no such endpoint"},
 		{"/nothing", 404, "no such page"},
@@ -283,8 +288,6 @@ func TestLoopbackAddr(t *testing.T) {
 		}
 	}
 }
-
-func testRoot(t *testing.T) string { return testfixture.Root(t) }
 
 // A folder is searched again: a file written later is added once its size
 // has settled, and loads.

@@ -2,17 +2,15 @@ package web
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/ptscope/ptscope/internal/kineto"
 	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/timeline"
 )
 
-func (s *Server) traceOf(r *http.Request) (*traceInput, error) {
-	it, err := s.readyInput(r, "trace")
-	if err != nil {
-		return nil, err
+func traceOf(it *Input) (*traceInput, error) {
+	if it.trace == nil {
+		return nil, notFound("input %d holds no trace", it.ID)
 	}
 	return it.trace, nil
 }
@@ -25,6 +23,9 @@ type TraceSummary struct {
 	StartNS int64           `json:"start_ns"`
 	EndNS   int64           `json:"end_ns"`
 	Devices []kineto.Device `json:"devices"`
+	// BaseNS is the trace's baseTimeNanoseconds (0 if absent): the result's
+	// times (steps) are BaseNS + the timeline's.
+	BaseNS int64 `json:"base_ns"`
 }
 
 // TraceLane is one thread or stream row of the trace timeline.
@@ -34,15 +35,16 @@ type TraceLane struct {
 }
 
 func traceSummaryOf(ti *traceInput) *TraceSummary {
-	out := &TraceSummary{Result: ti.result, StartNS: ti.tl.Start, EndNS: ti.tl.End, Devices: ti.model.Meta.Devices}
+	out := &TraceSummary{Result: ti.result, StartNS: ti.tl.Start, EndNS: ti.tl.End, Devices: ti.model.Meta.Devices,
+		BaseNS: ti.model.Meta.BaseTimeNS}
 	for _, l := range ti.tl.Lanes {
 		out.Lanes = append(out.Lanes, TraceLane{l, l.Depth()})
 	}
 	return out
 }
 
-func (s *Server) traceSummary(r *http.Request) (any, error) {
-	ti, err := s.traceOf(r)
+func traceSummary(it *Input, _ params) (any, error) {
+	ti, err := traceOf(it)
 	if err != nil {
 		return nil, err
 	}
@@ -81,15 +83,15 @@ func encodeTraceView(t *kineto.Trace, v *timeline.TraceView) *TraceViewOut {
 
 // traceRange reads a trace viewport: t0, t1 (ns of the trace's time base;
 // default its whole span) and w (pixels).
-func traceRange(r *http.Request, ti *traceInput) (t0, t1 int64, w int, err error) {
-	if t0, err = intParam(r, "t0", ti.tl.Start, false); err != nil {
+func traceRange(p params, ti *traceInput) (t0, t1 int64, w int, err error) {
+	if t0, err = p.int("t0", ti.tl.Start, false); err != nil {
 		return
 	}
-	if t1, err = intParam(r, "t1", ti.tl.End, false); err != nil {
+	if t1, err = p.int("t1", ti.tl.End, false); err != nil {
 		return
 	}
 	var w64 int64
-	if w64, err = intParam(r, "w", 1000, false); err != nil {
+	if w64, err = p.int("w", 1000, false); err != nil {
 		return
 	}
 	if t1 <= t0 || w64 < 1 || w64 > 1<<14 {
@@ -98,12 +100,12 @@ func traceRange(r *http.Request, ti *traceInput) (t0, t1 int64, w int, err error
 	return t0, t1, int(w64), err
 }
 
-func (s *Server) traceView(r *http.Request) (any, error) {
-	ti, err := s.traceOf(r)
+func traceView(it *Input, p params) (any, error) {
+	ti, err := traceOf(it)
 	if err != nil {
 		return nil, err
 	}
-	t0, t1, w, err := traceRange(r, ti)
+	t0, t1, w, err := traceRange(p, ti)
 	if err != nil {
 		return nil, err
 	}
@@ -114,59 +116,104 @@ func (s *Server) traceView(r *http.Request) (any, error) {
 	return encodeTraceView(ti.model, v), nil
 }
 
-// TraceEvent is one event of the trace timeline, for the click panel.
+// TraceEvent is one event of the trace timeline, for the details panel.
 type TraceEvent struct {
-	Index       int     `json:"index"`
-	Name        string  `json:"name"`
+	TraceRef
 	Category    string  `json:"category"`
-	Kind        string  `json:"kind"`
-	StartNS     int64   `json:"start_ns"`
-	DurationNS  int64   `json:"duration_ns"`
 	Thread      string  `json:"thread"`
 	Shapes      string  `json:"input_shapes,omitempty"`
+	Types       string  `json:"input_types,omitempty"`
 	Grid        string  `json:"grid,omitempty"`
 	Block       string  `json:"block,omitempty"`
 	Occupancy   float32 `json:"occupancy_percent,omitempty"`
 	BlocksPerSM float32 `json:"blocks_per_sm,omitempty"`
+	Registers   int32   `json:"registers_per_thread,omitempty"`
+	SharedMem   int32   `json:"shared_memory_bytes,omitempty"`
+	Bytes       int64   `json:"bytes,omitempty"` // memcpy/memset
+	Stream      int32   `json:"stream,omitempty"`
 	Correlation int64   `json:"correlation,omitempty"`
+	ExternalID  int64   `json:"external_id,omitempty"`
+	// Stack: the events it runs in, outermost first (python_function
+	// frames of with_stack traces, operators, annotations).
+	Stack []TraceRef `json:"stack"`
+	// Linked: GPU work launched inside a host event, or the launch and
+	// operator of GPU work (the first timeline.MaxLinked by start).
+	Linked      []TraceRef `json:"linked"`
+	LinkedTotal int        `json:"linked_total"`
 }
 
-func (s *Server) traceEvent(r *http.Request) (any, error) {
-	ti, err := s.traceOf(r)
-	if err != nil {
-		return nil, err
-	}
-	t := ti.model
-	i, err := intParam(r, "event", 0, true)
-	if err != nil {
-		return nil, err
-	}
-	if i < 0 || i >= int64(t.Events.Len()) {
-		return nil, notFound("no event %d (the trace has %d)", i, t.Events.Len())
-	}
+// TraceRef names an event.
+type TraceRef struct {
+	Index      int    `json:"index"`
+	Name       string `json:"name"`
+	Kind       string `json:"kind"`
+	StartNS    int64  `json:"start_ns"` // of the trace's time base, as trace/view's
+	DurationNS int64  `json:"duration_ns"`
+}
+
+func traceRef(t *kineto.Trace, i int) TraceRef {
 	ev := &t.Events
-	e := &TraceEvent{Index: int(i), Name: t.Name(int(i)), Category: t.Strings[ev.Cat[i]], Kind: ev.Kind[i].String(),
-		StartNS: ev.TS[i], DurationNS: ev.Dur[i], Thread: t.PIDString(ev.PID[i]) + "/" + t.PIDString(ev.TID[i])}
+	return TraceRef{Index: i, Name: t.Name(i), Kind: ev.Kind[i].String(), StartNS: ev.TS[i], DurationNS: ev.Dur[i]}
+}
+
+func traceEvent(it *Input, p params) (any, error) {
+	ti, err := traceOf(it)
+	if err != nil {
+		return nil, err
+	}
+	i, err := p.int("event", 0, true)
+	if err != nil {
+		return nil, err
+	}
+	if i < 0 || i >= int64(ti.model.Events.Len()) {
+		return nil, notFound("no event %d (the trace has %d)", i, ti.model.Events.Len())
+	}
+	return traceEventOf(ti, int(i)), nil
+}
+
+func traceEventOf(ti *traceInput, i int) *TraceEvent {
+	t := ti.model
+	ev := &t.Events
+	e := &TraceEvent{TraceRef: traceRef(t, i), Category: t.Strings[ev.Cat[i]],
+		Thread: t.PIDString(ev.PID[i]) + "/" + t.PIDString(ev.TID[i]), Stack: []TraceRef{}, Linked: []TraceRef{}}
 	if ev.Corr[i] != kineto.None {
 		e.Correlation = ev.Corr[i]
+	}
+	if ev.Ext[i] != kineto.None {
+		e.ExternalID = ev.Ext[i]
 	}
 	if a := ev.Aux[i]; a >= 0 {
 		switch {
 		case ev.Kind[i].IsGPU() && int(a) < len(t.GPU):
 			g := t.GPU[a]
-			e.Grid = fmtDim(g.Grid)
-			e.Block = fmtDim(g.Block)
+			e.Grid, e.Block, e.Stream = fmtDim(g.Grid), fmtDim(g.Block), g.Stream
+			if ev.Kind[i] != kineto.KindKernel {
+				e.Grid, e.Block = "", ""
+			}
 			if g.Occupancy >= 0 {
 				e.Occupancy = g.Occupancy
 			}
 			if g.BlocksPerSM >= 0 {
 				e.BlocksPerSM = g.BlocksPerSM
 			}
+			if g.Bytes > 0 {
+				e.Bytes = g.Bytes
+			}
+			e.Registers, e.SharedMem = g.Registers, g.SharedMem
 		case int(a) < len(t.Ops):
 			e.Shapes = t.Strings[t.Ops[a].Shape]
+			e.Types = t.Strings[t.Ops[a].Types]
 		}
 	}
-	return e, nil
+	r := ti.tl.Related(i)
+	for _, j := range r.Stack {
+		e.Stack = append(e.Stack, traceRef(t, int(j)))
+	}
+	for _, j := range r.Linked {
+		e.Linked = append(e.Linked, traceRef(t, int(j)))
+	}
+	e.LinkedTotal = r.LinkedTotal
+	return e
 }
 
 func fmtDim(d [3]int32) string {
@@ -180,12 +227,12 @@ type MemCurveOut struct {
 	Columns [][5]int64 `json:"columns"`
 }
 
-func (s *Server) traceMemory(r *http.Request) (any, error) {
-	ti, err := s.traceOf(r)
+func traceMemory(it *Input, p params) (any, error) {
+	ti, err := traceOf(it)
 	if err != nil {
 		return nil, err
 	}
-	t0, t1, w, err := traceRange(r, ti)
+	t0, t1, w, err := traceRange(p, ti)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // viewVersion is the layout of EncodeView's output (ui/src/data.js reads it).
-const viewVersion = 2
+const viewVersion = 3
 
 // subRows is how finely byte positions are kept: 1/subRows of a pixel row.
 const subRows = 8
@@ -19,10 +19,16 @@ type ViewEncoding struct {
 	// Height is the plot's height in pixels that positions are quantised to
 	// (the viewport's).
 	Height int
-	// IDs adds each block's id (--html files, whose page finds a clicked
-	// block's details by id; the server hit-tests clicks instead).
+	// IDs adds each block's id (the page asks for a clicked block by id).
 	IDs bool
+	// AllKeys gives each palette entry the block's key in every colouring
+	// (--html files, whose page changes the colouring without a server).
+	AllKeys bool
 }
+
+// keyOrder is the order of the keys of an AllKeys palette entry after its
+// category (timeline.By values).
+var keyOrder = []timeline.By{timeline.ByStack, timeline.BySource, timeline.ByModule, timeline.ByModuleGroup, timeline.ByGroup}
 
 // EncodeView writes a view in the page's binary layout. Positions are
 // quantised to the pixels they are drawn at: entries to the view's columns,
@@ -32,12 +38,18 @@ type ViewEncoding struct {
 //
 //	u32 version, x0, x1, columns, blocks, summarized, height
 //	f64 y0, y1, min_bytes
-//	u8  flags (1: a highlighted-bytes curve follows the curves; 2: block ids)
-//	uvarint palette entries; per entry: u8 category, u8 flags (1: highlighted), uvarint colour key
+//	u8  flags (1: a highlighted-bytes curve follows the curves; 2: block ids;
+//	    4: all keys)
+//	uvarint palette entries; per entry: u8 category, u8 flags (1: highlighted),
+//	    uvarint colour key; with all keys, instead of the colour key, the
+//	    block's key by stack, source, module, module_group and group
 //	curves alloc_min, alloc_max, reserved_min, reserved_max [, highlighted]:
 //	    per column the sub-rows (clamped to +-4 plot heights) as a svarint
 //	    delta from the previous column's (from 0)
 //	u8  phase[columns]
+//	time of each column's first entry in microseconds since the snapshot's
+//	    first entry, as a svarint delta from the previous column's (from 0;
+//	    all 0 when the snapshot records no times)
 //	per block, in stacking order:
 //	    uvarint first column (delta from the previous block's), columns wide,
 //	            palette entry, size in sub-rows, edges
@@ -59,6 +71,7 @@ func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
 		cat  byte
 		flag byte
 		key  int32
+		all  [5]int32 // with AllKeys: the keys of keyOrder
 	}
 	palette := map[pal]int{}
 	var pals []pal
@@ -66,6 +79,12 @@ func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
 	last := -1
 	for k, b := range v.Blocks {
 		p := pal{cat: byte(m.Category(int(b.ID))), key: m.Key(e.Color, int(b.ID))}
+		if e.AllKeys {
+			p.key = 0
+			for k, by := range keyOrder {
+				p.all[k] = m.Key(by, int(b.ID))
+			}
+		}
 		if b.Highlighted {
 			p.flag = 1
 		}
@@ -107,11 +126,20 @@ func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
 	if e.IDs {
 		flags |= 2
 	}
+	if e.AllKeys {
+		flags |= 4
+	}
 	buf = append(buf, flags)
 	uv(int64(len(pals)))
 	for _, p := range pals {
 		buf = append(buf, p.cat, p.flag)
-		uv(int64(uint32(p.key)))
+		if !e.AllKeys {
+			uv(int64(uint32(p.key)))
+			continue
+		}
+		for _, k := range p.all {
+			uv(int64(uint32(k)))
+		}
 	}
 	// curves far outside the plot (zoomed in bytes) are drawn clipped
 	// anyway: keep them within a few plot heights, in a few bytes each
@@ -126,6 +154,16 @@ func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
 	}
 	for _, p := range v.Phase {
 		buf = append(buf, byte(p))
+	}
+	t0 := m.Time(0)
+	var prevUS int64
+	for c := 0; c < W; c++ {
+		var us int64
+		if t := m.Time(v.Col(c)); t != 0 && t0 != 0 {
+			us = (t - t0) / 1000
+		}
+		sv(us - prevUS)
+		prevUS = us
 	}
 	var prevCol, prevBot int64
 	var prevID int32

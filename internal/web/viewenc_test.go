@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,12 +29,14 @@ type decodedView struct {
 	pal                                       []decodedPal
 	curves                                    [][]int64
 	phase                                     []byte
+	timesUS                                   []int64
 	blocks                                    []decodedBlock
 }
 
 type decodedPal struct {
 	cat, flags byte
 	key        uint64
+	all        []uint64 // with all keys: by keyOrder
 }
 
 type decodedBlock struct {
@@ -97,7 +100,14 @@ func decodeViewBytes(b []byte) (*decodedView, error) {
 	d.flags = u8()
 	d.pal = make([]decodedPal, uv())
 	for k := range d.pal {
-		d.pal[k] = decodedPal{cat: u8(), flags: u8(), key: uv()}
+		d.pal[k] = decodedPal{cat: u8(), flags: u8()}
+		if d.flags&4 == 0 {
+			d.pal[k].key = uv()
+			continue
+		}
+		for range keyOrder {
+			d.pal[k].all = append(d.pal[k].all, uv())
+		}
 	}
 	nc := 4
 	if d.flags&1 != 0 {
@@ -115,6 +125,11 @@ func decodeViewBytes(b []byte) (*decodedView, error) {
 	if need(d.cols) {
 		d.phase = b[o : o+d.cols]
 		o += d.cols
+	}
+	var us int64
+	for c := 0; c < d.cols && err == nil; c++ {
+		us += sv()
+		d.timesUS = append(d.timesUS, us)
 	}
 	var c0, id int
 	var bot int64
@@ -183,12 +198,27 @@ func checkDecoded(t *testing.T, m *timeline.Memory, v *timeline.View, d *decoded
 		if d.phase[c] != byte(p) {
 			t.Fatalf("column %d phase %d, want %d", c, d.phase[c], p)
 		}
+		want := int64(0)
+		if m.Time(0) != 0 {
+			want = (m.Time(v.Col(c)) - m.Time(0)) / 1000
+		}
+		if d.timesUS[c] != want {
+			t.Fatalf("column %d at %d us, want %d", c, d.timesUS[c], want)
+		}
 	}
 	for k, b := range v.Blocks {
 		db := d.blocks[k]
 		p := d.pal[db.pal]
-		if p.cat != byte(m.Alloc(int(b.ID)).Category) || p.key != uint64(uint32(m.Key(color, int(b.ID)))) || (p.flags&1 != 0) != b.Highlighted {
+		if p.cat != byte(m.Alloc(int(b.ID)).Category) || (p.flags&1 != 0) != b.Highlighted {
 			t.Fatalf("block %d: palette %+v", b.ID, p)
+		}
+		if d.flags&4 == 0 && p.key != uint64(uint32(m.Key(color, int(b.ID)))) {
+			t.Fatalf("block %d: palette key %d, want %d", b.ID, p.key, m.Key(color, int(b.ID)))
+		}
+		for k, by := range keyOrder {
+			if d.flags&4 != 0 && p.all[k] != uint64(uint32(m.Key(by, int(b.ID)))) {
+				t.Fatalf("block %d: %s key %d, want %d", b.ID, by, p.all[k], m.Key(by, int(b.ID)))
+			}
 		}
 		// drawn over the columns that hold its entries in range
 		first, last := max(int(b.Start), v.X0), min(int(b.End), v.X1)-1
@@ -245,9 +275,15 @@ func TestViewEncoding(t *testing.T) {
 		if len(v.Blocks) == 0 {
 			t.Fatalf("%s: no block drawn", c.path)
 		}
+		checkDecoded(t, m, v, d, c.color, true)
+		// without ids
+		d, err = decodeViewBytes(EncodeView(m, v, ViewEncoding{Color: c.color, Height: c.q.Height}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		checkDecoded(t, m, v, d, c.color, false)
-		// --html tiles carry ids
-		d, err = decodeViewBytes(EncodeView(m, v, ViewEncoding{Color: c.color, Height: c.q.Height, IDs: true}))
+		// and every block's key in every colouring
+		d, err = decodeViewBytes(EncodeView(m, v, ViewEncoding{Color: c.color, Height: c.q.Height, IDs: true, AllKeys: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,28 +392,37 @@ func TestHTMLTilesAndBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := page.String()
-	i := strings.Index(s, "window.__PTSCOPE_DATA__")
-	j := strings.Index(s[i:], "=") + i + 1
+	const open = `<script type="application/json" id="ptscope-data">`
+	j := strings.Index(s, open) + len(open)
 	k := strings.Index(s[j:], "</script>") + j
 	var d htmlData
-	if err := json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(s[j:k]), ";")), &d); err != nil {
+	if err := json.Unmarshal([]byte(s[j:k]), &d); err != nil {
 		t.Fatal(err)
 	}
-	hm := d.Mem["0"]
-	if hm.Levels < 3 || len(hm.Tiles) < 7 {
-		t.Fatalf("%d levels in %d tiles within 1 MB", hm.Levels, len(hm.Tiles))
+	tiles := d.Answers["mem/view"]
+	widths := map[string]bool{}
+	for _, tile := range tiles {
+		widths[fmt.Sprint(atoi(t, tile.Q["x1"])-atoi(t, tile.Q["x0"]))] = true
+	}
+	if len(widths) < 3 || len(tiles) < 7 {
+		t.Fatalf("%d levels in %d tiles within 1 MB", len(widths), len(tiles))
+	}
+	hm := d.Blocks["0"]
+	var sum MemSummary
+	if b, _ := json.Marshal(d.Answers["mem/summary"][0].Body); json.Unmarshal(b, &sum) != nil || sum.Entries != m.Len() {
+		t.Fatalf("summary %+v", d.Answers["mem/summary"])
 	}
 	row := map[int64]int{}
-	for k, id := range hm.Blocks.Cols["id"] {
+	for k, id := range hm.Cols["id"] {
 		row[id] = k
 	}
 	text := map[string]bool{}
-	for _, c := range hm.Blocks.TextCols {
+	for _, c := range hm.TextCols {
 		text[c] = true
 	}
 	tl := timeline.NewMemory(m.Snap, 0, r.Replay, r.Phases)
-	for _, tile := range hm.Tiles {
-		raw, err := base64.StdEncoding.DecodeString(tile.Data)
+	for _, tile := range tiles {
+		raw, err := base64.StdEncoding.DecodeString(tile.GZ)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +438,7 @@ func TestHTMLTilesAndBlocks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := tl.View(timeline.ViewQuery{X0: tile.X0, X1: tile.X1, Width: 1200, Height: 400})
+		v, err := tl.View(timeline.ViewQuery{X0: atoi(t, tile.Q["x0"]), X1: atoi(t, tile.Q["x1"]), Width: 1200, Height: 400})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,21 +446,21 @@ func TestHTMLTilesAndBlocks(t *testing.T) {
 		for _, b := range dv.blocks {
 			k, ok := row[int64(b.id)]
 			if !ok {
-				t.Fatalf("tile [%d,%d) draws block %d, which has no details", tile.X0, tile.X1, b.id)
+				t.Fatalf("tile [%s,%s) draws block %d, which has no details", tile.Q["x0"], tile.Q["x1"], b.id)
 			}
 			want, _ := json.Marshal(blockDetails(tl, b.id))
 			var w map[string]any
 			json.Unmarshal(want, &w)
-			for c, col := range hm.Blocks.Cols {
+			for c, col := range hm.Cols {
 				got := any(float64(col[k]))
 				switch {
 				case text[c]:
-					got = hm.Blocks.Strings[col[k]]
+					got = hm.Strings[col[k]]
 				case c == "alloc_time_ns" || c == "free_time_ns":
 					if col[k] < 0 {
 						got = nil
 					} else {
-						got = float64(col[k] + hm.Summary.StartNS)
+						got = float64(col[k] + sum.StartNS)
 					}
 				case c == "stack_id" || c == "free_stack_id":
 					continue // frames are shared by stack: checked below
@@ -425,9 +470,18 @@ func TestHTMLTilesAndBlocks(t *testing.T) {
 				}
 			}
 			a := tl.Alloc(b.id)
-			if st := hm.Stacks[fmt.Sprint(hm.Blocks.Cols["stack_id"][k])]; len(st) != len(frames(tl, a.Stack)) {
+			if st := hm.Stacks[fmt.Sprint(hm.Cols["stack_id"][k])]; len(st) != len(frames(tl, a.Stack)) {
 				t.Fatalf("block %d: %d frames, the server %d", b.id, len(st), len(frames(tl, a.Stack)))
 			}
 		}
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -396,8 +396,6 @@ func stackTable(p *printer, rows []diff.StackRow, n int) {
 	var b strings.Builder
 	t.Write(&b)
 	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-	p.Line("  " + lines[0])
-	p.Line("  " + lines[1])
 	if p.html != nil {
 		// one table, the label in a column of its own
 		t.Header = append(t.Header, "stack")
@@ -408,6 +406,8 @@ func stackTable(p *printer, rows []diff.StackRow, n int) {
 		restNote(p, unchanged, more)
 		return
 	}
+	p.Line("  " + lines[0])
+	p.Line("  " + lines[1])
 	for i := range shown {
 		p.Line("  " + lines[i+2])
 		p.Line("      " + report.CutMiddle(stackLabel(&shown[i]), p.O.Width-6))

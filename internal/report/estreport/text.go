@@ -99,7 +99,8 @@ func optimizerText(s estimate.Setup) string {
 		return "inference under torch.no_grad"
 	}
 	o := map[estimate.Optimizer]string{estimate.AdamW: "AdamW", estimate.Adam: "Adam",
-		estimate.SGD: "SGD with momentum", estimate.Adafactor: "Adafactor", estimate.AdamW8bit: "8-bit AdamW"}[s.Optimizer]
+		estimate.SGD: "SGD with momentum", estimate.Adafactor: "Adafactor", estimate.AdamW8bit: "8-bit AdamW",
+		estimate.AdamWFused: "fused AdamW"}[s.Optimizer]
 	if o == "" {
 		o = s.Optimizer.String()
 	}

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ptscope/ptscope/internal/estimate"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/report"
 	"github.com/ptscope/ptscope/internal/units"
+	"github.com/ptscope/ptscope/internal/whatif"
 )
 
 // WriteText writes the terminal report of every input, then the
@@ -166,6 +168,45 @@ func writeInput(p *printer, in *memory.Input) {
 	}
 	if len(in.Phases) > 0 {
 		writePhases(p, in.Phases)
+	}
+	if in.Advice != nil {
+		writeAdvice(p, in.Advice)
+	}
+}
+
+// writeAdvice lists the changes that fit a run that ran out of memory or
+// came near its limit, as predicted from the run (ptscope estimate --from).
+func writeAdvice(p *printer, a *whatif.Advice) {
+	why := "ran out of memory"
+	if a.Why == "near-limit" {
+		why = "came within 10% of the device's memory"
+	}
+	p.section("What would fit (predicted from this run: ptscope estimate --from)")
+	if a.Error != "" {
+		p.wrap(fmt.Sprintf("The run %s; no prediction: %s (to ptscope estimate --from).", why, a.Error), "  ", "  ")
+		return
+	}
+	p.wrap(fmt.Sprintf("The run %s. Its job needs %s allocated, %s on the device of %s.", why,
+		units.Bytes(a.PeakAllocatedBytes), units.Bytes(a.DeviceTotalBytes), units.Bytes(a.DeviceMemoryBytes)), "  ", "  ")
+	if len(a.Proposals) == 0 {
+		p.wrap("No single change of micro-batch, precision, recompute or allocator setting makes it fit; see ptscope estimate --from "+a.Source+" --sweep auto.", "  ", "  ")
+		return
+	}
+	t := &report.Table{Header: []string{"change (cheapest first)", "peak allocated", "device total", "headroom"},
+		Align: []report.Align{report.Left, report.Right, report.Right, report.Right}}
+	for _, pr := range a.Proposals {
+		ch := pr.Flags
+		if pr.Env != "" && pr.Flags == "--expandable-segments" {
+			ch = pr.Env
+		}
+		if pr.Verdict == estimate.Tight {
+			ch += " (tight)"
+		}
+		t.Rows = append(t.Rows, []string{ch, units.Bytes(pr.PeakAllocatedBytes), units.Bytes(pr.DeviceTotalBytes), units.Bytes(pr.HeadroomBytes)})
+	}
+	p.table(t)
+	for _, pr := range a.Proposals {
+		p.wrap(pr.Flags+": "+pr.Why, "  ", "    ")
 	}
 }
 

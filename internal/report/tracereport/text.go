@@ -96,8 +96,26 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 			memory(p, r)
 		}
 	}
-	if c := rep.CrossRank; c != nil && (d.View == Overview || d.View == "" || d.View == Comm || d.View == Steps) {
+	crossView := d.View == Overview || d.View == "" || d.View == Comm || d.View == Steps
+	if c := rep.CrossRank; c != nil && crossView {
 		cross(p, rep, top)
+	}
+	// traces of several runs: each run's ranks compared on their own
+	for k, j := range rep.Jobs {
+		if j.CrossRank == nil || !crossView {
+			continue
+		}
+		sub := &perf.Report{CrossRank: j.CrossRank, Findings: j.Findings}
+		for _, i := range j.Traces {
+			sub.Ranks = append(sub.Ranks, rep.Ranks[i])
+		}
+		p.Blank()
+		p.Line(fmt.Sprintf("Run %d of %d: %s", k+1, len(rep.Jobs), BaseName(sub.Ranks[0].Path)))
+		cross(p, sub, top)
+	}
+	for _, w := range rep.Warnings {
+		p.Blank()
+		p.Para("Note: "+w+".", "", "")
 	}
 	if len(rep.Ranks) > 1 && (d.View == Overview || d.View == "") {
 		p.Blank()

@@ -138,6 +138,20 @@ func averages(p *printer, r *perf.Rank) {
 	if c := r.Comm; c.Kernels > 0 {
 		p.label("comm", fmt.Sprintf("%s kernels, %s; %s overlapped with compute, %s exposed", count(c.Kernels), dur(c.KernelNS), pct(c.OverlapRatio), dur(c.ExposedNS)))
 	}
+	if h := r.HTA; h.KernelTimeNS > 0 {
+		// HTA's definitions, for a user who compares with HTA
+		win := "first to last GPU event"
+		if h.LastStepDropped {
+			win += " launched before the last step"
+		}
+		text := fmt.Sprintf("compute %s, non-compute %s, idle %s of %s (%s); idle per stream: host wait %s, kernel wait %s, other %s",
+			pct(h.ComputeRatio), pct(h.NonComputeRatio), pct(h.IdleRatio), dur(h.KernelTimeNS), win,
+			dur(h.HostWaitNS), dur(h.KernelWaitNS), dur(h.OtherWaitNS))
+		if r.Comm.Kernels > 0 {
+			text += fmt.Sprintf("; comm/compute overlap %s", pct(h.CommCompOverlapRatio))
+		}
+		p.label("as HTA", text)
+	}
 	if o := r.Overhead; o != nil {
 		p.label("profiling", fmt.Sprintf("profiled steps %s, unprofiled steps of the same run %s (median of %d): %s slower",
 			dur(o.ProfiledStepNS), dur(o.UnprofiledStepNS), len(o.UnprofiledSteps), pct(o.SlowdownRatio)))
@@ -322,9 +336,11 @@ func memory(p *printer, r *perf.Rank) {
 func cross(p *printer, rep *perf.Report, top int) {
 	c := rep.CrossRank
 	p.Title(fmt.Sprintf("Across %d ranks", len(c.Ranks)))
-	cols := []column{{head: "rank"}, {head: "steps"}, {head: "avg step"}, {head: "gpu util"}, {head: "comm"}, {head: "last to join"}}
+	cols := []column{{head: "rank"}, {head: "steps", drop: 5}, {head: "avg step"}, {head: "gpu util", drop: 4}, {head: "comm"},
+		{head: "waiting", drop: 3}, {head: "exposed", drop: 2}, {head: "others wait", drop: 1}, {head: "last to join", drop: 6}}
 	for _, r := range c.Ranks {
-		for k, v := range []string{fmt.Sprint(r.Rank), count(r.Steps), dur(r.AverageStepNS), pct(r.GPUUtilizationRatio), dur(r.CommunicationNS), count(r.LateArrivals)} {
+		for k, v := range []string{fmt.Sprint(r.Rank), count(r.Steps), dur(r.AverageStepNS), pct(r.GPUUtilizationRatio), dur(r.CommunicationNS),
+			dur(r.CommunicationWaitNS), dur(r.ExposedWaitNS), dur(r.CausedWaitNS), count(r.LateArrivals)} {
 			cols[k].cells = append(cols[k].cells, v)
 		}
 	}

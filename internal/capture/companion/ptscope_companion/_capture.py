@@ -163,6 +163,8 @@ class Capture(PhasesMixin):
         self.limit_at = None  # the reserved peak when the memory fraction was last read
         self.limit = 0
         self.inner_seen = False  # a module was called inside a root's forward (precision's autocast check)
+        self.input_seen = False  # the model's token ids were seen (model facts' first_input), or given up on
+        self.inner_calls = 0  # inner module calls looked at for them
         self.peak_device_used = 0
         self.peak_rss = 0
         self.handles = []
@@ -621,6 +623,16 @@ class Capture(PhasesMixin):
 
     def _trace_ready(self, prof):
         if not self.materialize():
+            return
+        # stopped before a step completed in the active part of the
+        # schedule (a job that ended during the warm-up): the profiler
+        # would export a trace with none of the training in it
+        sc = self.cfg.get("schedule") or {}
+        first = int(sc.get("skip_first", 0)) + int(sc.get("wait", 1)) + int(sc.get("warmup", 2))
+        if getattr(prof, "step_num", first + 1) <= first:
+            log_once("trace before active", "the job ended after %d steps, before the profiler's first active step "
+                     "(step %d of --schedule %s): no trace was written; run more steps or shorten the schedule's wait and warmup"
+                     % (prof.step_num, first + 1, ",".join("%s=%s" % kv for kv in sorted(sc.items()))))
             return
         try:
             name = "trace_step%d.pt.trace.json.gz" % self.step

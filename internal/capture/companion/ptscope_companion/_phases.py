@@ -24,6 +24,7 @@ stacked steps, each module call's output autograd nodes also get a pre-hook
 that sets the module's path on the thread running the backward, so the
 backward's allocations carry the path of the module whose forward created
 the node (the innermost module wins when modules share an output node)."""
+import json
 import sys
 import threading
 import weakref
@@ -357,9 +358,11 @@ class PhasesMixin:
                     if self.global_on:
                         self._add_root(module)
                     self._root_begin(module)
-            elif not self.inner_seen:
-                self.inner_seen = True
-                self._guard("precision", self._inner_autocast)
+            elif not self.input_seen:
+                if not self.inner_seen:
+                    self.inner_seen = True
+                    self._guard("precision", self._inner_autocast)
+                self._guard("model facts", self._first_input, module, args)
             # the name, from (weak reference, path) by id: a dict lookup and
             # a dereference, where a WeakKeyDictionary makes a weak reference
             # per call
@@ -406,6 +409,7 @@ class PhasesMixin:
         if "precision" not in self.facts:
             self.facts["precision"] = None  # once, even if it fails
             self._guard("precision", self._record_precision, owner)
+            self._guard("model facts", self._record_model, owner)
         grad = torch.is_grad_enabled()
         top = self.open[-1] if self.open else None
         if top is not None and top.name == "forward" and top.pending:
@@ -499,6 +503,49 @@ class PhasesMixin:
             except Exception:
                 pass
         self.facts["precision"] = rec
+
+    def _record_model(self, root):
+        """At the first forward: what `ptscope estimate --from` rebuilds the
+        job from. A Hugging Face model's config (through the wrappers that
+        keep the model in .module or ._orig_mod: DDP, torch.compile), its
+        attention implementation and whether gradient checkpointing is on."""
+        m = root
+        for _ in range(4):
+            if hasattr(getattr(m, "config", None), "to_json_string"):
+                break
+            inner = getattr(m, "module", None) or getattr(m, "_orig_mod", None)
+            if inner is None:
+                break
+            m = inner
+        rec = {"class": type(m).__name__}
+        cfg = getattr(m, "config", None)
+        if hasattr(cfg, "to_json_string"):
+            rec["hf_config"] = json.loads(cfg.to_json_string(use_diff=False))
+            impl = getattr(cfg, "_attn_implementation", None)
+            if isinstance(impl, str):
+                rec["attn_implementation"] = impl
+        ckpt = getattr(m, "is_gradient_checkpointing", None)
+        if isinstance(ckpt, bool):
+            rec["gradient_checkpointing"] = ckpt
+        self.facts["model"] = rec
+
+    def _first_input(self, module, args):
+        """The first integer tensor a module inside the first forward takes
+        (a language model's token ids, given to its embedding): its shape is
+        the micro-batch and the sequence. Looks at the first 64 inner calls."""
+        self.inner_calls += 1
+        if self.inner_calls > 64:
+            self.input_seen = True
+            return
+        a = args[0] if args else None
+        dt, shape = getattr(a, "dtype", None), getattr(a, "shape", None)
+        if dt is None or not shape or getattr(dt, "is_floating_point", True) or getattr(dt, "is_complex", False):
+            return
+        self.input_seen = True
+        rec = self.facts.get("model")
+        if isinstance(rec, dict):
+            rec["first_input"] = {"module": self._module_name(module), "shape": [int(n) for n in shape],
+                                  "dtype": str(dt).replace("torch.", "")}
 
     # ------------------------------------------------------------------ backward attribution
     def _label_hook(self, name):

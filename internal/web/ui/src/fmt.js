@@ -1,16 +1,18 @@
-// Formatting helpers: sizes in binary units, durations, escaping.
+// Formatting helpers: sizes in binary units, durations, axis ticks,
+// element building.
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+
 export function bytes(n) {
   if (n == null || !isFinite(n)) return '';
   const a = Math.abs(n);
-  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0, v = a;
-  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-  const s = i === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
-  return (n < 0 ? '-' : '') + s + ' ' + u[i];
+  while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i++; }
+  const s = i === 0 ? String(Math.round(v)) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  return (n < 0 ? '-' : '') + s + ' ' + UNITS[i];
 }
 
 export function exact(n) {
-  return Math.round(n).toLocaleString('en-US');
+  return n == null || !isFinite(n) ? '' : Math.round(n).toLocaleString('en-US');
 }
 
 export function dur(ns) {
@@ -19,12 +21,54 @@ export function dur(ns) {
   if (a >= 1e9) return (ns / 1e9).toFixed(2) + ' s';
   if (a >= 1e6) return (ns / 1e6).toFixed(a >= 1e8 ? 0 : 2) + ' ms';
   if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e5 ? 0 : 1) + ' us';
-  return ns + ' ns';
+  return Math.round(ns) + ' ns';
 }
 
 export function pct(r) {
   if (r == null || !isFinite(r)) return '';
   return (100 * r).toFixed(1) + '%';
+}
+
+// niceStep is a 1, 2 or 5 times a power of base step that cuts span into
+// about n parts.
+function niceStep(span, n, base = 10) {
+  const raw = span / Math.max(1, n);
+  const p = Math.pow(base, Math.floor(Math.log(raw) / Math.log(base)));
+  for (const m of [1, 2, 5, 10]) if (p * m >= raw) return p * m;
+  return p * 10;
+}
+
+// ticks returns about n round values in [lo, hi].
+export function ticks(lo, hi, n, step = null) {
+  if (!(hi > lo)) return [lo];
+  const s = step || niceStep(hi - lo, n);
+  const out = [];
+  for (let v = Math.ceil(lo / s) * s; v <= hi + s * 1e-9; v += s) out.push(v);
+  return out;
+}
+
+// byteTicks are round sizes in the unit of the largest (0, 1 GiB, 2 GiB, ...).
+export function byteTicks(lo, hi, n) {
+  let u = 1;
+  while (hi / u >= 1024 && u < 1024 ** 4) u *= 1024;
+  return ticks(lo / u, hi / u, n).map((v) => v * u);
+}
+
+// byteLabel formats a tick of byteTicks: the same unit for every tick.
+export function byteLabel(v, hi) {
+  let i = 0, u = 1;
+  while (hi / u >= 1024 && i < UNITS.length - 1) { u *= 1024; i++; }
+  const x = v / u;
+  return (Number.isInteger(Math.round(x * 100) / 100) ? String(Math.round(x)) : String(+x.toFixed(2))) + ' ' + UNITS[i];
+}
+
+// timeTicks are round durations in ns (1, 2, 5 x 10^k) within [lo, hi],
+// labelled in one unit.
+export function timeTicks(lo, hi, n) {
+  const vs = ticks(lo, hi, n);
+  const span = hi - lo;
+  const [d, u] = span >= 5e9 ? [1e9, 's'] : span >= 5e6 ? [1e6, 'ms'] : span >= 5e3 ? [1e3, 'us'] : [1, 'ns'];
+  return vs.map((v) => ({ v, label: +(v / d).toFixed(6) + ' ' + u }));
 }
 
 export function esc(s) {
@@ -47,15 +91,43 @@ export function el(tag, attrs, ...kids) {
   return e;
 }
 
+// mid shows text cut in the middle when it does not fit its box: the
+// start shrinks behind an ellipsis, the end (a file:line, a function)
+// stays; the full text is the hover title.
+export function mid(text, tail = 20) {
+  const s = String(text ?? '');
+  const k = Math.min(tail, Math.floor(s.length / 2));
+  return el('span', { class: 'mid', title: s }, el('span', { class: 'mid-a' }, s.slice(0, s.length - k)), el('span', { class: 'mid-b' }, s.slice(s.length - k)));
+}
+
+// link is an <a> that runs f instead of navigating.
+export function link(text, f, attrs = {}) {
+  return el('a', { href: '#', ...attrs, onclick: (e) => { e.preventDefault(); f(e); } }, text);
+}
+
 // colors for categories (by name), phases, and a hash colour for other keys
 export const categoryColors = {
   parameter: '#4e79a7', optimizer_state: '#f28e2b', gradient: '#e15759', activation: '#76b7b2',
   temporary: '#edc948', input: '#b07aa1', allocated_before_recording: '#9c755f', unknown: '#bab0ac',
 };
 export const phaseColors = {
-  unknown: '#ddd', forward: '#8cd17d', backward: '#ff9d9a', optimizer: '#f1ce63', zero_grad: '#a0cbe8', other: '#c9c9c9',
+  unknown: '#e4e4e4', forward: '#8cd17d', backward: '#ff9d9a', optimizer: '#f1ce63', zero_grad: '#a0cbe8', other: '#c9c9c9',
 };
+export const bandColor = '#c3c8d1', bandLight = '#dde1e7', reservedColor = '#c0392b', peakColor = '#b00020';
 export function keyColor(k) {
-  let h = (k * 2654435761) >>> 0;
-  return `hsl(${h % 360},${55 + (h >> 9) % 25}%,${55 + (h >> 17) % 15}%)`;
+  const h = (k * 2654435761) >>> 0;
+  return `hsl(${h % 360},${55 + (h >> 9) % 25}%,${52 + (h >> 17) % 16}%)`;
+}
+
+// swatch is a legend entry.
+export function swatch(color, label, attrs = {}) {
+  const text = String(label);
+  return el('span', { class: 'sw', title: text, ...attrs }, el('i', { style: `background:${color}` }), text.length > 36 ? mid(text, 22) : text);
+}
+
+// fill replaces node's children with kids (nested arrays flattened, null
+// and false left out, strings as text).
+export function fill(node, ...kids) {
+  node.replaceChildren(...kids.flat(Infinity).filter((k) => k != null && k !== false).map((k) => k instanceof Node ? k : document.createTextNode(String(k))));
+  return node;
 }

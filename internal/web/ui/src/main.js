@@ -2,15 +2,16 @@
 // state, trace, operators, kernels, distributed), the input by ?input=, the
 // device by ?device=; ?view=diff&a=&b= compares two inputs. Test hooks: data-testid and data-state="ready" on drawn views;
 // window.__ptscope.timings.
-import { get, htmlMode } from './data.js';
-import { el, bytes, exact, dur, pct, categoryColors } from './fmt.js';
+import { get, htmlMode, parsedAt } from './data.js';
+import { el, bytes, exact, dur, pct, fill } from './fmt.js';
 import { MemoryTimeline, blockPanel } from './memview.js';
+import { memoryAnswers } from './answers.js';
 import { table } from './table.js';
 import { stateView } from './state.js';
 import { findingsList } from './findings.js';
 import { traceOverview, traceTimeline, operatorTable, kernelTable, distributedView } from './trace.js';
 
-window.__ptscope = { timings: { start: performance.now() }, errors: [] };
+window.__ptscope = { timings: { start: performance.now(), dataParsed: parsedAt }, errors: [] };
 
 const params = new URLSearchParams(location.search);
 const app = document.getElementById('app');
@@ -127,7 +128,7 @@ async function showDiff(inputs) {
   body.append(el('div', { class: 'summary' }, 'A (baseline) ', pick('a', a), ' B ', pick('b', b), ' ',
     el('button', { onclick: () => { setParams({ a: b, b: a }); location.reload(); } }, 'swap')), view);
   app.append(body);
-  const fail = (msg) => { view.replaceChildren(el('p', { class: 'error' }, msg)); view.dataset.state = 'error'; };
+  const fail = (msg) => { fill(view, el('p', { class: 'error' }, msg)); view.dataset.state = 'error'; };
   const ia = inputs.find((i) => i.id === a), ib = inputs.find((i) => i.id === b);
   if (!ia || !ib) return fail(`no input ${!ia ? params.get('a') : params.get('b')}`);
   await waitReady(ia, view);
@@ -161,99 +162,146 @@ function pollNewInputs(n) {
 async function showMemory(it, view, body) {
   const device = params.has('device') ? +params.get('device') : it.devices[0].device;
   const summary = await get('mem/summary', { input: it.id, device });
+  window.__ptscope.timings.memSummary = performance.now();
   const res = summary.result;
-  const head = el('div', { class: 'summary' },
-    el('span', {}, `peak ${bytes(res.peak.allocated_bytes)} allocated at entry ${exact(res.peak.event_index)} (${res.peak.phase}), reserved ${bytes(res.peak.reserved_bytes)}`),
-    el('span', {}, ` · ${exact(summary.entries)} entries · ${res.steps ? res.steps.length : 0} steps · pattern ${res.pattern}`),
-    it.devices.length > 1 ? el('select', { onchange: (e) => { setParams({ device: e.target.value }); location.reload(); } },
-      it.devices.map((d) => el('option', { value: d.device, selected: d.device === device }, `cuda:${d.device}`))) : null);
-  body.append(head);
+  if (it.devices.length > 1) {
+    body.append(el('div', { class: 'toolbar' }, 'device ', el('select', { onchange: (e) => { setParams({ device: e.target.value }); location.reload(); } },
+      it.devices.map((d) => el('option', { value: d.device, selected: d.device === device }, `cuda:${d.device}`)))));
+  }
+  const stateURL = (ev) => `?input=${it.id}&device=${device}&view=state&event=${ev}`;
   if (view === 'state') {
+    body.append(el('p', { class: 'summary' }, `peak ${bytes(res.peak.allocated_bytes)} allocated at entry ${exact(res.peak.event_index)} (${res.peak.phase}) · ${exact(summary.entries)} entries`));
     const time = params.has('time') ? params.get('time') : null;
     const ev = params.has('event') ? +params.get('event') : time != null ? null : res.peak.event_index;
     return stateView(body, { input: it.id, device, summary, event: ev, time, setParams });
   }
+  const sourcesAsked = get('mem/breakdown', { input: it.id, device, by: 'source' }).then((r) => r.rows, () => []);
+  const answersBox = el('div');
+  body.append(answersBox);
   const grid = el('div', { class: 'memgrid' });
   const left = el('div', { class: 'memleft' });
   const right = el('div', { class: 'memright' });
   grid.append(left, right);
   body.append(grid);
-  const panel = el('div', { class: 'panel', 'data-testid': 'block-details', 'data-state': 'empty' }, el('p', { class: 'muted' }, 'Click a block to see its stack.'));
-  const colorSel = el('select', { onchange: (e) => tl.setColor(e.target.value) },
-    ['category', 'group', 'source', 'module_group', 'module', 'stack'].map((c) => el('option', { value: c }, 'colour by ' + c.replace('_', ' '))));
-  const legend = el('div', { class: 'legend' }, Object.entries(categoryColors).map(([k, c]) => el('span', {}, el('i', { style: `background:${c}` }), k)),
-    colorSel, el('span', { class: 'muted' }, 'wheel: zoom · shift+wheel: zoom bytes · drag: pan · double-click: reset'));
-  left.append(legend);
+  const panel = el('div', { class: 'panel', 'data-testid': 'block-details', 'data-state': 'empty' }, el('p', { class: 'muted' }, 'Click a block to see its stack (Go to peak first to see the peak\'s blocks).'));
   const ctx = {
     input: it.id, device, summary, highlight: null,
-    onBlock: async (id, b) => {
-      try {
-        b = b || await get('mem/block', { input: it.id, device, id });
-        window.__ptscope.block = b;
-        blockPanel(panel, b, {
-          startNS: summary.start_ns,
-          zoom: (blk) => { const s = Math.max(0, blk.alloc_event_index), e = blk.free_requested_event_index < 0 ? summary.entries : blk.free_requested_event_index + 1; const pad = Math.max(2, (e - s) / 4); tl.zoomTo(s - pad, e + pad); },
-          state: (ev) => { location.search = `?input=${it.id}&device=${device}&view=state&event=${ev}`; },
-        });
-        window.__ptscope.timings.blockDetails = performance.now();
-      } catch (e) {
-        panel.replaceChildren(el('p', { class: 'error' }, e.message));
-      }
+    onBlock: (b, t0) => {
+      window.__ptscope.block = b;
+      blockPanel(panel, b, {
+        startNS: summary.start_ns,
+        zoom: (blk) => { const s = Math.max(0, blk.alloc_event_index), e = blk.free_requested_event_index < 0 ? summary.entries : blk.free_requested_event_index + 1; const pad = Math.max(2, (e - s) / 4); tl.zoomTo(s - pad, e + pad); },
+        state: (ev) => { location.search = stateURL(ev); },
+      });
+      window.__ptscope.timings.blockDetails = performance.now();
+      if (t0 != null) window.__ptscope.lastClickMS = performance.now() - t0;
+    },
+    onNothing: (what) => {
+      panel.dataset.state = 'nothing';
+      fill(panel, el('p', { 'data-testid': 'nothing-here' }, what.text));
     },
   };
   const tl = new MemoryTimeline(left, ctx);
   window.__ptscope.memory = tl;
   const x0 = params.get('x0'), x1 = params.get('x1');
-  if (x0 != null && x1 != null) tl.zoomTo(+x0, +x1); else tl.refresh();
+  const drawn = x0 != null && x1 != null ? tl.zoomTo(+x0, +x1) : tl.refresh();
   left.append(panel);
-  left.append(findingsList(res.findings || [], (f) => {
+  // the answers first (they need only the summary and the source lines),
+  // then the timeline's first draw, then the tables
+  let bd = null, stepsTable = null;
+  const showFinding = (f) => {
     const at = f.at || {};
     const ev = at.event_index ?? f.event_index;
-    if (at.view === 'state' && ev != null) { location.search = `?input=${it.id}&device=${device}&view=state&event=${ev}`; return; }
-    if (ev != null) tl.zoomTo(ev - summary.entries / 200, ev + summary.entries / 200);
+    if (at.view === 'state') { location.search = stateURL(ev ?? res.peak.event_index); return; }
+    if (at.view === 'steps' && at.name && bd) { bd.highlightName('source', at.name); return; }
+    if (at.view === 'steps' && stepsTable) { stepsTable.scrollIntoView({ behavior: 'smooth' }); return; }
+    if (ev != null && ev === res.peak.event_index) { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); return; }
+    if (ev != null) tl.zoomTo(ev - Math.max(20, summary.entries / 200), ev + Math.max(20, summary.entries / 200));
+    tl.node.scrollIntoView({ behavior: 'smooth' });
+  };
+  answersBox.append(memoryAnswers(summary, await sourcesAsked, {
+    peak: () => { tl.goToPeak(); tl.node.scrollIntoView({ behavior: 'smooth' }); },
+    highlight: (by, key, name) => bd ? bd.highlight(by, key, name) : tl.setHighlight(`${by}:${key}`),
+    zoom: (x0, x1) => tl.zoomTo(x0, x1),
+    steps: () => (stepsTable || tl.node).scrollIntoView({ behavior: 'smooth' }),
+    finding: showFinding,
   }));
-  right.append(await breakdowns(it.id, device, (hl) => tl.setHighlight(hl)));
-  if (res.steps && res.steps.length) {
-    // a run recorded in stack windows lists every step; only those in the
-    // view's trace (start_index >= 0) can be zoomed to, and a step's peak
-    // known only as a running maximum is a lower bound
-    const stepFlag = (s) => [s.outlier && 'outlier', s.partial && 'partial', s.peak_lower_bound && 'peak at least',
-      s.start_index < 0 && 'no trace here'].filter(Boolean).join(', ');
-    right.append(el('h3', {}, `Steps (${res.steps.length})`), table(res.steps.map((s) => ({ ...s, flag: stepFlag(s) })), [
-      { key: 'name', label: 'step' }, { key: 'peak_allocated_bytes', label: 'peak', num: true, fmt: bytes },
-      { key: 'end_allocated_bytes', label: 'at end', num: true, fmt: bytes }, { key: 'duration_ns', label: 'duration', num: true, fmt: dur },
-      { key: 'flag', label: '' }], { sort: 'index', desc: false, testid: 'step-table', onRow: (r) => r && r.start_index >= 0 && tl.zoomTo(r.start_index, r.end_index) }));
-  }
+  await drawn;
+  bd = await breakdowns(it.id, device, (hl) => tl.setHighlight(hl));
+  right.append(bd);
+  stepsTable = stepTable(res, tl);
+  if (stepsTable) right.append(stepsTable);
   if (summary.phase_rows && summary.phase_rows.length) {
-    right.append(el('h3', {}, 'Phases (ptscope run)'), table(summary.phase_rows.map((p) => ({ ...p, peak_bytes: p.peak_bytes < 0 ? null : p.peak_bytes })), [
-      { key: 'step', label: 'step', num: true }, { key: 'phase', label: 'phase' }, { key: 'rank', label: 'rank', num: true },
+    // one rank's phases (the usual bundle) need no rank column
+    const ranks = new Set(summary.phase_rows.map((p) => p.rank));
+    left.append(el('h3', {}, 'Phases (ptscope run)'), table(summary.phase_rows.map((p) => ({ ...p, peak_bytes: p.peak_bytes < 0 ? null : p.peak_bytes })), [
+      { key: 'step', label: 'step', num: true }, { key: 'phase', label: 'phase', plain: true },
+      ranks.size > 1 ? { key: 'rank', label: 'rank', num: true } : null,
       { key: 'allocated_before_bytes', label: 'before', num: true, fmt: bytes }, { key: 'allocated_after_bytes', label: 'after', num: true, fmt: bytes },
-      { key: 'delta_bytes', label: 'delta', num: true, fmt: bytes }, { key: 'peak_bytes', label: 'peak', num: true, fmt: bytes }],
+      { key: 'delta_bytes', label: 'delta', num: true, fmt: bytes, bar: true }, { key: 'peak_bytes', label: 'peak', num: true, fmt: bytes }].filter(Boolean),
     { sort: 'step', desc: false, testid: 'phase-table' }));
+  }
+  body.append(findingsList(res.findings || [], showFinding));
+  if (params.has('block')) {
+    try {
+      const b = await get('mem/block', { input: it.id, device, id: +params.get('block') });
+      tl.select(b);
+      ctx.onBlock(b);
+    } catch (e) { ctx.onNothing({ text: e.message }); }
   }
 }
 
+// stepTable lists the steps: a run recorded in stack windows lists every
+// step, but only those in the view's trace (start_index >= 0) can be
+// zoomed to, and a step's peak known only as a running maximum is a lower
+// bound.
+function stepTable(res, tl) {
+  if (!res.steps || !res.steps.length) return null;
+  const stepFlag = (s) => [s.outlier && 'outlier', s.partial && 'partial', s.peak_lower_bound && 'peak at least',
+    s.start_index < 0 && 'no trace here'].filter(Boolean).join(', ');
+  return el('div', {}, el('h3', {}, `Steps (${res.steps.length})`), table(res.steps.map((s) => ({ ...s, flag: stepFlag(s) })), [
+    { key: 'name', label: 'step' }, { key: 'peak_allocated_bytes', label: 'peak', num: true, fmt: bytes, bar: true },
+    { key: 'end_allocated_bytes', label: 'at end', num: true, fmt: bytes }, { key: 'duration_ns', label: 'duration', num: true, fmt: dur },
+    { key: 'flag', label: '', plain: true, width: '7em' }], { sort: 'index', desc: false, testid: 'step-table', onRow: (r) => r && r.start_index >= 0 && tl.zoomTo(r.start_index, r.end_index) }));
+}
+
+// breakdowns are the tables of what was alive at the peak, by category,
+// keyword group, source, module and stack; a row highlights its blocks.
+// The returned node's highlight(by, key) opens that table at that row.
 async function breakdowns(input, device, highlight) {
   const box = el('div', { class: 'breakdowns', 'data-testid': 'breakdowns' });
   const tabs = el('div', { class: 'tabs' });
   const holder = el('div');
   const kinds = [['category', 'Categories'], ['group', 'Groups'], ['source', 'Sources'], ['module_group', 'Modules (grouped)'], ['module', 'Modules'], ['stack', 'Stacks']];
+  let current = null, tbl = null;
   async function show(by) {
     tabs.querySelectorAll('button').forEach((b) => b.classList.toggle('on', b.dataset.by === by));
+    current = by;
     try {
       const r = await get('mem/breakdown', { input, device, by });
       const total = r.rows.reduce((s, x) => s + x.bytes, 0) || 1;
       const rows = r.rows.map((x) => ({ ...x, share: x.bytes / total }));
-      holder.replaceChildren(el('p', { class: 'muted' }, `alive at entry ${exact(r.event_index)} (the peak); select a row to highlight its blocks`),
-        table(rows, [{ key: 'name', label: by.replace('_', ' ') }, { key: 'bytes', label: 'bytes', num: true, fmt: bytes }, { key: 'share', label: 'share', num: true, fmt: pct }, { key: 'count', label: 'blocks', num: true, fmt: exact }],
-          { sort: 'bytes', testid: 'breakdown-table', onRow: (row) => highlight(row ? `${by}:${row.key}` : null) }));
+      tbl = table(rows, [{ key: 'name', label: kinds.find(([k]) => k === by)[1].toLowerCase(), tail: by === 'category' ? 0 : 24 },
+        { key: 'bytes', label: 'bytes', num: true, fmt: bytes, bar: true }, { key: 'share', label: 'share', num: true, fmt: pct },
+        { key: 'count', label: 'blocks', num: true, fmt: exact }],
+      { sort: 'bytes', testid: 'breakdown-table', filter: true, onRow: (row) => highlight(row ? `${by}:${row.key}` : null) });
+      fill(holder, el('p', { class: 'muted' }, `alive at entry ${exact(r.event_index)} (the peak); select a row to highlight its blocks`), tbl);
     } catch (e) {
-      holder.replaceChildren(el('p', { class: 'error' }, e.message));
+      fill(holder, el('p', { class: 'error' }, e.message));
     }
   }
   for (const [by, label] of kinds) tabs.append(el('button', { 'data-by': by, onclick: () => show(by) }, label));
   box.append(el('h3', {}, 'At the peak'), tabs, holder);
   await show('category');
+  box.highlight = async (by, key) => {
+    if (current !== by) await show(by);
+    if (!tbl || !tbl.select((r) => r.key === key)) highlight(`${by}:${key}`);
+    box.scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  };
+  box.highlightName = async (by, name) => {
+    if (current !== by) await show(by);
+    tbl && tbl.select((r) => r.name === name);
+  };
   return box;
 }
 

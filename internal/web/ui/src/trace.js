@@ -1,63 +1,129 @@
-// Profiler views: overview (steps, breakdown, GPU utilisation, findings),
-// operators, kernels, and the trace timeline (lanes per thread and stream).
+// Profiler views: overview (the answers, steps, breakdown, GPU memory,
+// findings), operators, kernels, distributed, and the trace timeline
+// (lanes per stream and thread, every nesting level, a time axis and step
+// bands, a details panel for the clicked event).
 import { get } from './data.js';
-import { el, bytes, exact, dur, pct, keyColor } from './fmt.js';
+import { el, bytes, exact, dur, pct, link, swatch, keyColor, byteTicks, byteLabel, timeTicks, reservedColor, fill } from './fmt.js';
 import { table } from './table.js';
 import { findingsList } from './findings.js';
+import { traceAnswers } from './answers.js';
+
+const breakdownColors = { kernel: '#4e79a7', memcpy: '#f28e2b', memset: '#edc948', runtime: '#e15759', dataloader: '#b07aa1',
+  cpu_exec: '#76b7b2', other: '#bab0ac', communication: '#59a14f' };
+const bdColor = (k) => breakdownColors[k] || keyColor(k.length * 7 + k.charCodeAt(0));
 
 export function traceOverview(r, input, s) {
   const node = el('div', { class: 'overview', 'data-testid': 'trace-overview', 'data-state': 'ready' });
-  const row = (k, v) => el('tr', {}, el('th', {}, k), el('td', {}, v));
-  node.append(el('h3', {}, `Rank ${r.rank}${r.world_size ? ' of ' + r.world_size : ''}: ${exact(r.events)} events, ${(r.steps || []).length} steps`),
-    el('table', { class: 'kv' },
-      row('average step', dur(r.average_step_ns)),
-      row('GPU utilisation', pct(r.gpu_utilization_ratio)),
-      row('SM efficiency (est.)', pct(r.sm_efficiency_ratio)),
-      row('achieved occupancy (est.)', pct(r.achieved_occupancy_ratio)),
-      row('tensor-core kernel time', pct(r.tensor_core_ratio)),
-      row('dataloader share', pct(r.dataloader_ratio)),
-      row('step time variation', pct(r.step_time_variation_ratio))));
+  const scroll = (id) => document.querySelector(`[data-testid=${id}]`)?.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  node.append(traceAnswers(r, {
+    steps: () => scroll('step-table'), breakdown: () => scroll('breakdown'), timeline: () => scroll('trace-timeline'),
+    finding: (f) => openFinding(f),
+  }));
+  const row = (k, v) => el('tr', {}, el('th', {}, k), el('td', { class: 'num' }, v));
+  const kv = el('table', { class: 'kv' },
+    row('average step', dur(r.average_step_ns)), row('median step', dur(r.median_step_ns)),
+    row('GPU utilisation', pct(r.gpu_utilization_ratio)),
+    row('SM efficiency (est.)', pct(r.sm_efficiency_ratio)),
+    row('achieved occupancy (est.)', pct(r.achieved_occupancy_ratio)),
+    row('tensor-core kernel time', pct(r.tensor_core_ratio)),
+    row('dataloader share', pct(r.dataloader_ratio)),
+    row('step time variation', pct(r.step_time_variation_ratio)));
   const b = r.average_breakdown || {};
-  const parts = Object.entries(b).filter(([, v]) => typeof v === 'number' && v > 0);
-  const tot = parts.reduce((s, [, v]) => s + v, 0) || 1;
-  node.append(el('h4', {}, 'Average step time breakdown'),
-    el('div', { class: 'stackbar' }, parts.map(([k, v]) => el('span', { style: `width:${100 * v / tot}%;background:${keyColor(k.length * 7 + k.charCodeAt(0))}`, title: `${k}: ${dur(v)}` }, v / tot > 0.08 ? k.replace(/_ns$/, '') : ''))),
-    el('table', { class: 'kv' }, parts.map(([k, v]) => row(k.replace(/_ns$/, ''), `${dur(v)} (${pct(v / tot)})`))));
+  const parts = Object.entries(b).filter(([, v]) => typeof v === 'number' && v > 0).map(([k, v]) => [k.replace(/_ns$/, ''), v]).sort((x, y) => y[1] - x[1]);
+  const tot = parts.reduce((a, [, v]) => a + v, 0) || 1;
+  const bd = el('div', { 'data-testid': 'breakdown' }, el('h4', {}, `Average step time breakdown (${dur(tot)})`),
+    el('div', { class: 'stackbar' }, parts.map(([k, v]) => el('span', { style: `width:${100 * v / tot}%;background:${bdColor(k)}`, title: `${k}: ${dur(v)} (${pct(v / tot)})` }, v / tot > 0.1 ? `${k} ${pct(v / tot)}` : ''))),
+    el('div', { class: 'legend' }, parts.map(([k, v]) => swatch(bdColor(k), `${k} ${dur(v)} (${pct(v / tot)})`))));
+  // per step, the same breakdown as bars on one scale (the plugin's step
+  // time breakdown chart); at most 60 steps
+  const steps = (r.steps || []).slice(0, 60);
+  const longest = Math.max(1, ...steps.map((x) => x.duration_ns || 0));
+  if (steps.length > 1) {
+    bd.append(el('h4', {}, 'Per step'), el('div', { class: 'stepbars' }, steps.map((x) => {
+      const b = Object.entries(x.breakdown || {}).filter(([, v]) => typeof v === 'number' && v > 0).map(([k, v]) => [k.replace(/_ns$/, ''), v]);
+      return el('div', { class: 'stepbar' }, el('span', { class: 'name', title: x.name }, x.name),
+        el('span', { class: 'bar' }, el('span', { class: 'stackbar', style: `width:${(100 * (x.duration_ns || 0) / longest).toFixed(1)}%` },
+          b.map(([k, v]) => el('span', { style: `width:${(100 * v / Math.max(1, b.reduce((a, [, y]) => a + y, 0))).toFixed(2)}%;background:${bdColor(k)}`, title: `${k}: ${dur(v)}` })))),
+        el('span', { class: 'num' }, dur(x.duration_ns)));
+    })));
+  }
+  node.append(el('h3', {}, `Rank ${r.rank}${r.world_size ? ' of ' + r.world_size : ''}: ${exact(r.events)} events, ${(r.steps || []).length} steps`),
+    el('div', { class: 'twocol' }, kv, bd));
   if (r.steps && r.steps.length) {
-    node.append(el('h4', {}, 'Steps'), table(r.steps.map((s) => ({ ...s })), [
-      { key: 'name', label: 'step' }, { key: 'duration_ns', label: 'duration', num: true, fmt: dur },
-      { key: 'host_duration_ns', label: 'host', num: true, fmt: dur }, { key: 'gpu_utilization_ratio', label: 'GPU util', num: true, fmt: pct },
+    node.append(el('h4', {}, 'Steps'), table(r.steps.map((x) => ({ ...x, kernel_ns: (x.breakdown || {}).kernel_ns })), [
+      { key: 'name', label: 'step' }, { key: 'duration_ns', label: 'duration', num: true, fmt: dur, bar: true },
+      { key: 'host_duration_ns', label: 'host', num: true, fmt: dur }, { key: 'kernel_ns', label: 'kernels', num: true, fmt: dur },
+      { key: 'gpu_utilization_ratio', label: 'GPU util', num: true, fmt: pct },
       { key: 'gpu_events', label: 'GPU events', num: true, fmt: exact }], { sort: 'name', desc: false, testid: 'step-table' }));
   }
   if (input != null) node.append(memoryCurve(input, s));
-  node.append(findingsList(r.findings || [], (f) => {
-    const v = f.at && f.at.view;
-    const q = new URLSearchParams(location.search);
-    if (v === 'operators' || v === 'kernels') { q.set('view', v); location.search = '?' + q; }
-    else document.querySelector('[data-testid=trace-timeline]')?.scrollIntoView();
-  }));
+  node.append(findingsList(r.findings || [], openFinding));
   return node;
 }
 
-// memoryCurve draws each GPU's allocated/reserved bytes from the profiler's
-// memory events, min/max per pixel column from the server.
+function openFinding(f) {
+  const v = f.at && f.at.view;
+  const q = new URLSearchParams(location.search);
+  if (v === 'operators' || v === 'kernels') { q.set('view', v); location.search = '?' + q; } else document.querySelector('[data-testid=trace-timeline]')?.scrollIntoView();
+}
+
+// memoryCurve draws each GPU's allocated and reserved bytes over the trace
+// from the profiler's memory events (min/max per pixel column, from the
+// server), with a bytes axis and a time axis.
 function memoryCurve(input, s) {
   const box = el('div', { class: 'memcurve', 'data-testid': 'trace-memory', 'data-state': 'loading' }, el('h4', {}, 'GPU memory (profiler memory events)'));
-  get('trace/memory', { input, t0: s.start_ns, t1: s.end_ns, w: 900 }).then((m) => {
-    if (!m.devices.length) box.append(el('p', { class: 'muted' }, 'no memory events (record with profile_memory=True)'));
+  const L = 66, B = 30, T = 8, H = 170;
+  const draw = (m) => {
+    box.querySelectorAll('.curve').forEach((x) => x.remove());
+    if (!m.devices.length) box.append(el('p', { class: 'muted curve' }, 'no memory events (record with profile_memory=True)'));
     for (const d of m.devices) {
-      const cv = el('canvas', { width: 900, height: 140 });
-      const ymax = Math.max(1, ...d.columns.map((p) => p[3]));
-      box.append(el('p', { class: 'muted' }, `GPU ${d.device}: up to ${bytes(Math.max(...d.columns.map((p) => p[1])))} allocated, ${bytes(ymax)} reserved`), cv);
+      const w = Math.max(300, box.clientWidth - 4);
+      const cv = el('canvas', { class: 'curve' });
+      const dpr = devicePixelRatio || 1;
+      cv.width = w * dpr; cv.height = H * dpr; cv.style.width = w + 'px'; cv.style.height = H + 'px';
+      const amax = Math.max(0, ...d.columns.map((p) => p[1])), rmax = Math.max(0, ...d.columns.map((p) => p[3]));
+      box.append(el('div', { class: 'legend curve' }, el('b', {}, `GPU ${d.device}`), swatch('#2c7fb8', `allocated (up to ${bytes(amax)})`), swatch(reservedColor, `reserved (up to ${bytes(rmax)})`, { class: 'sw line' })), cv);
       const c = cv.getContext('2d');
-      const Y = (v) => 135 - v / ymax * 130;
-      for (const [lo, hi, color] of [[2, 3, '#e8a39b'], [0, 1, '#2c7fb8']]) {
-        c.fillStyle = color;
-        d.columns.forEach((p, k) => { c.fillRect(k, Y(p[hi]), 1, Math.max(1, Y(p[lo]) - Y(p[hi]))); });
+      c.setTransform(dpr, 0, 0, dpr, 0, 0);
+      const pw = w - L - 8, ph = H - B - T, ymax = Math.max(1, rmax, amax) * 1.05;
+      const X = (k) => L + k / d.columns.length * pw, Y = (v) => T + ph - v / ymax * ph;
+      c.font = '11px system-ui, sans-serif'; c.strokeStyle = '#888'; c.fillStyle = '#333'; c.lineWidth = 1;
+      c.textAlign = 'right';
+      const yl = [], xl = [];
+      for (const v of byteTicks(0, ymax, 4)) {
+        const y = Math.round(Y(v)) + 0.5;
+        c.strokeStyle = '#eef0f3'; c.beginPath(); c.moveTo(L, y); c.lineTo(L + pw, y); c.stroke();
+        c.fillText(byteLabel(v, ymax), L - 6, y + 4);
+        yl.push(byteLabel(v, ymax));
       }
+      // allocated: the band between each column's min and max; reserved: its max
+      c.fillStyle = '#2c7fb8';
+      d.columns.forEach((p, k) => { if (p[4] || p[1]) c.fillRect(X(k), Y(p[1]), Math.max(1, X(k + 1) - X(k)), Math.max(1, Y(p[0]) - Y(p[1]))); });
+      // reserved from the first column with memory events on
+      const first = d.columns.findIndex((p) => p[4] > 0);
+      c.strokeStyle = reservedColor; c.beginPath();
+      d.columns.forEach((p, k) => { if (first < 0 || k < first) return; k === first ? c.moveTo(X(k), Y(p[3])) : c.lineTo(X(k), Y(p[3])); c.lineTo(X(k + 1), Y(p[3])); });
+      c.stroke();
+      c.strokeStyle = '#888'; c.beginPath(); c.moveTo(L + 0.5, T); c.lineTo(L + 0.5, T + ph); c.lineTo(L + pw, T + ph + 0.5); c.stroke();
+      c.fillStyle = '#333'; c.textAlign = 'center';
+      const span = m.t1_ns - m.t0_ns;
+      for (const { v, label } of timeTicks(0, span, Math.floor(pw / 110))) {
+        const x = L + v / span * pw;
+        c.beginPath(); c.moveTo(x + 0.5, T + ph); c.lineTo(x + 0.5, T + ph + 4); c.stroke();
+        c.fillText(label, Math.min(w - 24, x), T + ph + 16);
+        xl.push(label);
+      }
+      box.dataset.xticks = JSON.stringify(xl);
+      box.dataset.yticks = JSON.stringify(yl);
+      c.textAlign = 'left'; c.fillStyle = '#666';
+      c.fillText('time since the trace start', L, H - 2);
     }
     box.dataset.state = 'ready';
-  }).catch((e) => box.append(el('p', { class: 'error' }, e.message)));
+  };
+  get('trace/memory', { input, t0: s.start_ns, t1: s.end_ns, w: 1200 }).then((m) => {
+    draw(m);
+    new ResizeObserver(() => draw(m)).observe(box);
+  }).catch((e) => { box.append(el('p', { class: 'error' }, e.message)); box.dataset.state = 'error'; });
   return box;
 }
 
@@ -65,44 +131,54 @@ export function operatorTable(r) {
   const rows = (r.operators || []).map((o) => ({ ...o, input_shapes: o.input_shapes || '' }));
   return el('div', {}, el('h3', {}, `Operators (${rows.length})`), table(rows, [
     { key: 'name', label: 'operator' }, { key: 'calls', label: 'calls', num: true, fmt: exact },
-    { key: 'device_self_ns', label: 'device self', num: true, fmt: dur }, { key: 'device_total_ns', label: 'device total', num: true, fmt: dur },
+    { key: 'device_self_ns', label: 'device self', num: true, fmt: dur, bar: true }, { key: 'device_total_ns', label: 'device total', num: true, fmt: dur },
     { key: 'host_self_ns', label: 'host self', num: true, fmt: dur }, { key: 'host_total_ns', label: 'host total', num: true, fmt: dur },
-    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : '' },
+    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, title: 'launches matrix products that can run on tensor cores' },
     { key: 'tensor_core_self_ns', label: 'on tensor cores', num: true, fmt: dur },
-    { key: 'input_shapes', label: 'shapes' }], { sort: 'device_self_ns', testid: 'operator-table' }));
+    { key: 'input_shapes', label: 'input shapes', width: '26%' }], { sort: 'device_self_ns', testid: 'operator-table', filter: true, tall: true }));
 }
 
 export function kernelTable(r) {
   const rows = (r.kernels || []).map((k) => ({ ...k, top_operator: k.top_operator || '' }));
   return el('div', {}, el('h3', {}, `Kernels (${rows.length})`), table(rows, [
-    { key: 'name', label: 'kernel' }, { key: 'calls', label: 'calls', num: true, fmt: exact },
-    { key: 'total_ns', label: 'total', num: true, fmt: dur }, { key: 'mean_ns', label: 'mean', num: true, fmt: dur },
+    { key: 'name', label: 'kernel', tail: 28 }, { key: 'calls', label: 'calls', num: true, fmt: exact },
+    { key: 'total_ns', label: 'total', num: true, fmt: dur, bar: true }, { key: 'mean_ns', label: 'mean', num: true, fmt: dur },
     { key: 'max_ns', label: 'max', num: true, fmt: dur },
     { key: 'mean_blocks_per_sm', label: 'blocks/SM', num: true, fmt: (v) => v ? v.toFixed(2) : '' },
     { key: 'mean_occupancy_ratio', label: 'occupancy', num: true, fmt: pct },
-    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : '' },
-    { key: 'top_operator', label: 'launched by' }], { sort: 'total_ns', testid: 'kernel-table' }));
+    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true },
+    { key: 'top_operator', label: 'launched by', width: '24%' }], { sort: 'total_ns', testid: 'kernel-table', filter: true, tall: true }));
 }
 
-// traceTimeline draws lanes (GPU streams first) with every event a pixel
-// wide on its own and the rest as merged busy runs; wheel zooms, drag pans.
+// traceTimeline draws lanes (GPU streams first) with every nesting level,
+// every event a pixel wide on its own and the rest as merged busy runs, a
+// time axis and step bands; wheel zooms, drag pans, a click opens the
+// event's details.
 export function traceTimeline(body, input, s) {
-  const ROW = 12, LABEL = 170;
+  const ROW = 12, LABEL = 180, AXIS = 34;
   const lanes = s.lanes || [];
-  const depthCap = 12;
   const offs = [];
-  let y = 0;
-  for (const l of lanes) { offs.push(y); y += Math.min(depthCap, Math.max(1, l.depth)) * ROW + 6; }
-  const H = Math.min(2400, y + 20);
+  let y = AXIS + 4;
+  for (const l of lanes) { offs.push(y); y += Math.max(1, l.depth) * ROW + 8; }
+  const H = y + 4;
   const canvas = el('canvas', { class: 'plot' });
   const info = el('div', { class: 'plotinfo' });
-  const node = el('div', { class: 'tracetl', 'data-testid': 'trace-timeline', 'data-state': 'loading' }, el('h4', {}, 'Trace timeline (wheel: zoom, drag: pan, click: event)'), canvas, info);
+  const panel = el('div', { class: 'panel', 'data-testid': 'trace-event', 'data-state': 'empty' }, el('p', { class: 'muted' }, 'Click an event for its details.'));
+  const reset = el('button', { onclick: () => { vp.t0 = s.start_ns; vp.t1 = Math.max(s.end_ns, s.start_ns + 1); refresh(); } }, 'whole trace');
+  const node = el('div', { class: 'tracetl', 'data-testid': 'trace-timeline', 'data-state': 'loading' },
+    el('div', { class: 'toolbar' }, el('h4', {}, 'Trace timeline'), reset, el('span', { class: 'muted hint' }, 'wheel: zoom · drag: pan · click: an event\'s details · shaded: the steps as measured (GPU time)')),
+    el('div', { class: 'tlscroll' }, canvas), info, panel);
   body.append(node);
   const vp = { t0: s.start_ns, t1: Math.max(s.end_ns, s.start_ns + 1) };
-  let data = null, seq = 0;
-  const W = () => Math.max(200, node.clientWidth - 4);
+  const steps = (s.result.steps || []).map((x) => ({ name: x.name, t0: x.start_ns - s.base_ns, t1: x.start_ns - s.base_ns + x.duration_ns }));
+  let data = null, seq = 0, sel = null;
+  // the width is measured once per draw (X runs for every event drawn)
+  let width = 0;
+  const measure = () => { width = Math.max(400, node.querySelector('.tlscroll').clientWidth); };
+  const W = () => width || (measure(), width);
   async function refresh() {
     const my = ++seq;
+    measure();
     const w = W() - LABEL;
     let v;
     try { v = await get('trace/view', { input, t0: Math.floor(vp.t0), t1: Math.ceil(vp.t1), w }); } catch (e) { info.textContent = 'error: ' + e.message; node.dataset.state = 'error'; return; }
@@ -112,31 +188,69 @@ export function traceTimeline(body, input, s) {
   }
   const X = (t) => LABEL + (t - vp.t0) / (vp.t1 - vp.t0) * (W() - LABEL);
   function draw() {
+    measure();
     const w = W();
-    canvas.width = w * devicePixelRatio; canvas.height = H * devicePixelRatio;
+    const dpr = devicePixelRatio || 1;
+    canvas.width = w * dpr; canvas.height = H * dpr;
     canvas.style.width = w + 'px'; canvas.style.height = H + 'px';
     const c = canvas.getContext('2d');
-    c.setTransform(devicePixelRatio, 0, 0, devicePixelRatio, 0, 0);
+    c.setTransform(dpr, 0, 0, dpr, 0, 0);
     c.clearRect(0, 0, w, H);
-    c.font = '10px sans-serif';
-    lanes.forEach((l, k) => { c.fillStyle = '#333'; c.fillText(l.name.slice(0, 28), 2, offs[k] + 10); c.fillStyle = '#f4f5f7'; c.fillRect(LABEL, offs[k], w - LABEL, Math.min(depthCap, Math.max(1, l.depth)) * ROW); });
+    c.font = '10px system-ui, sans-serif';
+    // step bands behind the lanes, alternating, labelled on the axis
     c.save(); c.beginPath(); c.rect(LABEL, 0, w - LABEL, H); c.clip();
+    steps.forEach((st, k) => {
+      const xa = X(st.t0), xb = X(st.t1);
+      if (xb < LABEL || xa > w) return;
+      c.fillStyle = k % 2 ? 'rgba(78,121,167,.07)' : 'rgba(242,142,43,.08)';
+      c.fillRect(xa, AXIS, xb - xa, H - AXIS);
+      c.strokeStyle = 'rgba(0,0,0,.25)'; c.beginPath(); c.moveTo(Math.round(xa) + 0.5, AXIS); c.lineTo(Math.round(xa) + 0.5, H); c.stroke();
+    });
+    c.restore();
+    lanes.forEach((l, k) => {
+      c.fillStyle = '#333'; c.textAlign = 'left';
+      c.fillText(l.name.length > 30 ? l.name.slice(0, 29) + '…' : l.name, 2, offs[k] + 10);
+      c.fillStyle = '#888'; c.fillText(`${l.depth} level${l.depth === 1 ? '' : 's'}`, 2, offs[k] + 21);
+      c.fillStyle = 'rgba(0,0,0,.035)'; c.fillRect(LABEL, offs[k], w - LABEL, Math.max(1, l.depth) * ROW);
+    });
+    c.save(); c.beginPath(); c.rect(LABEL, AXIS, w - LABEL, H); c.clip();
     const dw = (data.t1_ns - data.t0_ns) / data.width;
     c.fillStyle = '#9aa3ad';
     for (const [lane, depth, c0, c1] of data.merged) {
-      if (depth >= depthCap) continue;
       const xa = X(data.t0_ns + c0 * dw), xb = X(data.t0_ns + (c1 + 1) * dw);
       c.fillRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1);
     }
-    for (const [lane, depth, ts, d, name] of data.slices) {
-      if (depth >= depthCap) continue;
+    for (const [lane, depth, ts, d, name, idx] of data.slices) {
       const xa = X(ts), xb = X(ts + d);
       c.fillStyle = keyColor(name);
       c.fillRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1);
+      if (sel === idx) { c.strokeStyle = '#000'; c.lineWidth = 2; c.strokeRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1); }
       if (xb - xa > 40) { c.fillStyle = '#000'; c.fillText(String(data.names[name]).slice(0, Math.floor((xb - xa) / 6)), Math.max(LABEL, xa) + 2, offs[lane] + depth * ROW + 9); }
     }
     c.restore();
-    info.textContent = `${dur(vp.t1 - vp.t0)} shown · ${exact(data.slices.length)} events drawn, ${exact(data.merged.length)} merged runs`;
+    // the time axis: since the trace start
+    c.fillStyle = '#fff'; c.fillRect(LABEL, 0, w - LABEL, AXIS);
+    c.strokeStyle = '#888'; c.fillStyle = '#333'; c.textAlign = 'center'; c.lineWidth = 1;
+    c.beginPath(); c.moveTo(LABEL, AXIS - 0.5); c.lineTo(w, AXIS - 0.5); c.stroke();
+    const xl = [];
+    for (const { v, label } of timeTicks(vp.t0 - s.start_ns, vp.t1 - s.start_ns, Math.floor((w - LABEL) / 110))) {
+      const x = X(v + s.start_ns);
+      xl.push(label);
+      c.beginPath(); c.moveTo(x + 0.5, AXIS - 5); c.lineTo(x + 0.5, AXIS); c.stroke();
+      c.fillText(label, Math.min(w - 26, Math.max(LABEL + 20, x)), AXIS - 8);
+    }
+    node.dataset.xticks = JSON.stringify(xl);
+    c.textAlign = 'left'; c.fillStyle = '#666'; c.fillText('time since the trace start', 2, AXIS - 8);
+    c.save(); c.beginPath(); c.rect(LABEL, 0, w - LABEL, AXIS); c.clip();
+    steps.forEach((st, k) => {
+      const xa = X(st.t0), xb = X(st.t1);
+      if (xb < LABEL || xa > w) return;
+      c.fillStyle = k % 2 ? 'rgba(78,121,167,.18)' : 'rgba(242,142,43,.2)';
+      c.fillRect(xa, 0, xb - xa, 13);
+      if (xb - Math.max(LABEL, xa) > 60) { c.fillStyle = '#333'; c.fillText(st.name, Math.max(LABEL, xa) + 3, 10); }
+    });
+    c.restore();
+    info.textContent = `${dur(vp.t1 - vp.t0)} shown · ${exact(data.slices.length)} events drawn on their own, ${exact(data.merged.length)} merged runs`;
   }
   canvas.addEventListener('wheel', (ev) => {
     ev.preventDefault();
@@ -157,30 +271,63 @@ export function traceTimeline(body, input, s) {
     const sh = -dx / (W() - LABEL) * (drag.t1 - drag.t0);
     vp.t0 = drag.t0 + sh; vp.t1 = drag.t1 + sh; refresh();
   });
-  window.addEventListener('mouseup', async (ev) => {
+  window.addEventListener('mouseup', (ev) => {
     const d = drag; drag = null;
     if (!d || d.moved || ev.target !== canvas || !data) return;
     const r = canvas.getBoundingClientRect();
     const px = ev.clientX - r.left, py = ev.clientY - r.top;
     const t = vp.t0 + (px - LABEL) / (W() - LABEL) * (vp.t1 - vp.t0);
-    for (const [lane, depth, ts, du, name, idx] of data.slices) {
+    const slack = 3 / (W() - LABEL) * (vp.t1 - vp.t0);
+    for (const [lane, depth, ts, du, , idx] of data.slices) {
       const y0 = offs[lane] + depth * ROW;
-      if (py >= y0 && py < y0 + ROW && t >= ts && t <= ts + du) {
-        let text = `${data.names[name]} · ${dur(du)}`;
-        try { const e = await get('trace/event', { input, event: idx }); text += ` · ${e.kind}` + (e.input_shapes ? ' · shapes ' + e.input_shapes : '') + (e.grid ? ` · grid ${e.grid} block ${e.block}` : ''); } catch (err) { /* offline file */ }
-        info.textContent = text;
-        return;
-      }
+      if (py >= y0 && py < y0 + ROW && t >= ts - slack && t <= ts + du + slack) { open(idx); return; }
     }
+    fill(panel, el('p', { class: 'muted' }, `Nothing drawn on its own here (${dur(t - s.start_ns)} in): zoom in to separate merged events.`));
   });
+  // open shows an event's details: name, duration, arguments, the events
+  // it runs in, and the GPU work it launched (or that launched it)
+  async function open(idx) {
+    sel = idx; draw();
+    panel.dataset.state = 'loading';
+    let e;
+    try { e = await get('trace/event', { input, event: idx }); } catch (err) {
+      fill(panel, el('p', { class: 'error' }, err.message)); panel.dataset.state = 'error'; return;
+    }
+    const row = (k, v) => v == null || v === '' ? null : el('tr', {}, el('th', {}, k), el('td', {}, v));
+    const ref = (x) => el('li', {}, link(x.name, () => { focus(x); open(x.index); }, { class: 'code' }), el('span', { class: 'muted' }, ` ${x.kind} · ${dur(x.duration_ns)} at ${dur(x.start_ns - s.start_ns)}`));
+    fill(panel,
+      el('h3', {}, e.name),
+      el('table', { class: 'kv' },
+        row('kind', `${e.kind} (${e.category})`), row('duration', dur(e.duration_ns)), row('start', `${dur(e.start_ns - s.start_ns)} since the trace start`),
+        row('thread / stream', e.thread), row('input shapes', e.input_shapes), row('input types', e.input_types),
+        row('grid, block', e.grid ? `${e.grid}, ${e.block}` : null), row('registers / thread', e.registers_per_thread), row('shared memory', e.shared_memory_bytes ? bytes(e.shared_memory_bytes) : null),
+        row('occupancy (est.)', e.occupancy_percent ? e.occupancy_percent + '%' : null), row('blocks per SM', e.blocks_per_sm),
+        row('bytes', e.bytes ? bytes(e.bytes) : null), row('correlation / external id', [e.correlation, e.external_id].filter((x) => x).join(' / '))),
+      el('h4', {}, `Runs in (${e.stack.length}, outermost first)`),
+      e.stack.length ? el('ol', { class: 'stack' }, e.stack.map(ref)) : el('p', { class: 'muted' }, 'a top-level event'),
+      el('h4', {}, e.kind === 'kernel' || e.kind.startsWith('gpu_') ? 'Launched by' : `GPU work launched (${e.linked_total})`),
+      e.linked.length ? el('ul', { class: 'stack' }, e.linked.map(ref)) : el('p', { class: 'muted' }, 'none'),
+      e.linked_total > e.linked.length ? el('p', { class: 'muted' }, `first ${e.linked.length} of ${e.linked_total}`) : null);
+    panel.dataset.state = 'ready';
+  }
+  // focus zooms so that event x is in view (kept if it already is)
+  function focus(x) {
+    if (x.start_ns >= vp.t0 && x.start_ns + x.duration_ns <= vp.t1) return;
+    const pad = Math.max(x.duration_ns, 1000) * 2;
+    vp.t0 = Math.max(s.start_ns, x.start_ns - pad); vp.t1 = Math.min(s.end_ns, x.start_ns + x.duration_ns + pad);
+    refresh();
+  }
+  window.__ptscope.traceTimeline = { open, vp, offs, ROW, LABEL };
   refresh();
 }
 
-// distributedView puts the ranks (every trace input) side by side: step
-// time and its spread, the slowest rank, GPU utilisation, communication
-// and how much of it compute hides, and per step the spread across ranks.
+// distributedView puts the ranks (every trace input of the current input's
+// run, or every trace outside runs) side by side: step time and its
+// spread, the slowest rank, GPU utilisation, communication and how much of
+// it compute hides, and per step the spread across ranks. Traces that
+// claim the same rank are separate runs, not ranks of one job: they are
+// listed with a warning and not compared.
 export async function distributedView(body, list, cur) {
-  // the ranks of the current input's run (bundle), or every trace outside runs
   const traces = list.inputs.filter((i) => i.kind === 'trace' && i.status === 'ready' && (i.run || '') === (cur.run || ''));
   const ranks = [];
   for (const i of traces) {
@@ -188,26 +335,39 @@ export async function distributedView(body, list, cur) {
     ranks.push({ input: i.id, path: i.path, ...s.result });
   }
   const node = el('div', { 'data-testid': 'distributed', 'data-state': 'ready' });
-  if (ranks.length < 2) node.append(el('p', { class: 'muted' }, `${ranks.length} trace loaded: give one trace per rank (a folder or a bundle) to compare ranks.`));
+  const seen = new Map();
+  for (const r of ranks) seen.set(r.rank, (seen.get(r.rank) || 0) + 1);
+  const dup = [...seen.entries()].filter(([, n]) => n > 1);
+  if (dup.length) {
+    node.append(el('p', { class: 'warn', 'data-testid': 'rank-warning' },
+      `${dup.map(([r, n]) => `${n} traces claim rank ${r}`).join(', ')}: these are separate runs, not the ranks of one job, so they are listed but not compared (no skew, no straggler). Serve one trace per rank of a run (a folder or a bundle) to compare ranks.`));
+  } else if (ranks.length < 2) {
+    node.append(el('p', { class: 'muted' }, `${ranks.length} trace loaded: give one trace per rank (a folder or a bundle) to compare ranks.`));
+  }
   const steps = ranks.map((r) => r.average_step_ns || 0);
   const med = steps.slice().sort((a, b) => a - b)[Math.floor(steps.length / 2)] || 1;
+  const job = !dup.length && ranks.length > 1;
   const rows = ranks.map((r) => ({
-    rank: r.rank, path: r.path.split('/').slice(-2).join('/'), step: r.average_step_ns, vs: (r.average_step_ns || 0) / med - 1,
+    rank: r.rank, path: r.path.split('/').slice(-2).join('/'), step: r.average_step_ns, vs: job ? (r.average_step_ns || 0) / med - 1 : null,
     util: r.gpu_utilization_ratio, comm: r.communication ? r.communication.total_ns : 0,
     overlap: r.communication ? r.communication.overlap_ratio : 0, exposed: r.communication ? r.communication.exposed_ns : 0,
-    data: r.dataloader_ratio, straggler: (r.average_step_ns || 0) > med * 1.05 ? 'straggler' : '',
+    data: r.dataloader_ratio, straggler: job && (r.average_step_ns || 0) > med * 1.05 ? 'straggler' : '',
   }));
-  node.append(el('h3', {}, `Ranks (${ranks.length})`), table(rows, [
-    { key: 'rank', label: 'rank', num: true }, { key: 'path', label: 'trace' }, { key: 'step', label: 'avg step', num: true, fmt: dur },
+  node.append(el('h3', {}, job ? `Ranks (${ranks.length})` : `Traces (${ranks.length})`), table(rows, [
+    { key: 'rank', label: 'rank', num: true }, { key: 'path', label: 'trace' }, { key: 'step', label: 'avg step', num: true, fmt: dur, bar: true },
     { key: 'vs', label: 'vs median', num: true, fmt: pct }, { key: 'util', label: 'GPU util', num: true, fmt: pct },
     { key: 'comm', label: 'communication', num: true, fmt: dur }, { key: 'overlap', label: 'overlapped', num: true, fmt: pct },
     { key: 'exposed', label: 'exposed comm', num: true, fmt: dur }, { key: 'data', label: 'dataloader', num: true, fmt: pct },
-    { key: 'straggler', label: '' }], { sort: 'rank', desc: false, testid: 'rank-table' }));
+    { key: 'straggler', label: '', plain: true, width: '6em' }], { sort: 'rank', desc: false, testid: 'rank-table' }));
   // per step number: the spread across ranks
   const byStep = new Map();
-  for (const r of ranks) for (const s of r.steps || []) {
-    if (!byStep.has(s.number)) byStep.set(s.number, []);
-    byStep.get(s.number).push({ rank: r.rank, d: s.duration_ns });
+  if (job) {
+    for (const r of ranks) {
+      for (const s of r.steps || []) {
+        if (!byStep.has(s.number)) byStep.set(s.number, []);
+        byStep.get(s.number).push({ rank: r.rank, d: s.duration_ns });
+      }
+    }
   }
   const skew = [...byStep.entries()].filter(([, v]) => v.length > 1).map(([n, v]) => {
     const ds = v.map((x) => x.d), mx = Math.max(...ds), mn = Math.min(...ds);
@@ -216,7 +376,7 @@ export async function distributedView(body, list, cur) {
   if (skew.length) {
     node.append(el('h3', {}, 'Step time across ranks'), table(skew, [
       { key: 'step', label: 'step', num: true }, { key: 'ranks', label: 'ranks', num: true }, { key: 'min', label: 'fastest', num: true, fmt: dur },
-      { key: 'max', label: 'slowest', num: true, fmt: dur }, { key: 'skew', label: 'skew', num: true, fmt: dur }, { key: 'slowest', label: 'slowest rank', num: true }],
+      { key: 'max', label: 'slowest', num: true, fmt: dur }, { key: 'skew', label: 'skew', num: true, fmt: dur, bar: true }, { key: 'slowest', label: 'slowest rank', num: true, wide: true }],
     { sort: 'skew', testid: 'skew-table' }));
   }
   body.append(node);
