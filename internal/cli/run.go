@@ -128,6 +128,7 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	interval := fs.String("interval", "1s", "live sample period")
 	live := fs.Bool("live", true, "show a live status line when stderr is a terminal")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no live status and no summary (warnings still print)")
+	fs.BoolVar(&o.KeepArgv, "keep-argv", false, "keep the command line in the bundle as it is (default: values that look like secrets, as in --hf-token X, HF_TOKEN=X, sk-..., https://user:pass@host, are masked as ***)")
 	fs.IntVar(&o.Simulate.WorldSize, "simulate-world-size", 0, "run the command as one rank of an N-rank job on one GPU (fake process group)")
 	simRank := fs.String("simulate-rank", "0", "the rank(s) simulated by --simulate-world-size: a rank, a list such as 0,2-3, or all (one after another, one bundle)")
 	fs.Float64Var(&o.Simulate.Imbalance, "simulate-imbalance", 0, "MoE routing imbalance: the hottest expert of the simulated rank receives F times the mean tokens per expert (F >= 1)")
