@@ -14,7 +14,10 @@ import (
 // terminals take as ESC [), and bytes that are not UTF-8 are written
 // escaped: `\x1b`, `\u009b`, `\xff`. So a frame or kernel name holding
 // ESC ] 0 ; ... BEL (set the window title) or ESC [ 2 J (clear the screen)
-// prints as text.
+// prints as text. The Unicode bidirectional controls (U+202A-U+202E,
+// U+2066-U+2069, U+200E, U+200F, U+061C) are escaped too: they cannot
+// drive a terminal, but they reorder what it shows ("Trojan Source": a
+// name holding U+202E prints reversed after it).
 //
 // ptscope's own colours get through: a renderer writes Mark() where an
 // ANSI sequence starts with ESC (report.TextOptions.Mark), and the writer
@@ -106,8 +109,8 @@ func (s *SafeWriter) Write(p []byte) (int, error) {
 				p = p[1:]
 				continue
 			}
-			if r >= 0x80 && r <= 0x9f {
-				out = append(out, '\\', 'u', '0', '0', hexDigit[r>>4], hexDigit[r&15])
+			if r >= 0x80 && r <= 0x9f || bidi(r) {
+				out = append(out, '\\', 'u', hexDigit[r>>12], hexDigit[r>>8&15], hexDigit[r>>4&15], hexDigit[r&15])
 			} else {
 				out = append(out, p[:size]...)
 			}
@@ -141,6 +144,11 @@ func (s *SafeWriter) Flush() error {
 }
 
 const hexDigit = "0123456789abcdef"
+
+// bidi reports whether r is a Unicode bidirectional control.
+func bidi(r rune) bool {
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
+}
 
 // unwrap returns the writer under any SafeWriter.
 func unwrap(w io.Writer) io.Writer {

@@ -14,8 +14,8 @@ func TestSafeWriter(t *testing.T) {
 	var b bytes.Buffer
 	s := NewSafeWriter(&b)
 	mark := s.Mark()
-	in := "ok\tline\n" + "evil\x1b]0;owned\a\x1b[2J" + "\u009b31m" + "\xff\xc3" + mark + "[1mbold" + mark + "[0m" + "é✓\r\x7f"
-	want := "ok\tline\n" + `evil\x1b]0;owned\x07\x1b[2J` + `\u009b31m` + `\xff\xc3` + "\x1b[1mbold\x1b[0m" + `é✓\x0d\x7f`
+	in := "ok\tline\n" + "evil\x1b]0;owned\a\x1b[2J" + "\u009b31m" + "\xff\xc3" + mark + "[1mbold" + mark + "[0m" + "é✓\r\x7f" + "a\u202ecod.py"
+	want := "ok\tline\n" + `evil\x1b]0;owned\x07\x1b[2J` + `\u009b31m` + `\xff\xc3` + "\x1b[1mbold\x1b[0m" + `é✓\x0d\x7f` + `a\u202ecod.py`
 	for _, step := range []int{1, 2, 3, 7, len(in)} {
 		b.Reset()
 		for i := 0; i < len(in); i += step {
