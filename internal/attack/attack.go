@@ -32,7 +32,8 @@ type Case struct {
 	File string
 	// Make returns the input's bytes (compressed where the case says so).
 	Make func() []byte
-	// Args are flags given before the input (e.g. --max-memory).
+	// Args are flags given before the input (e.g. --max-memory); "{tmp}"
+	// in one is a temporary folder of the test's.
 	Args []string
 	// Stdin: the input is piped to the command's standard input and named
 	// "-" (the harness writes it to the pipe).
@@ -44,6 +45,8 @@ type Case struct {
 	NotWant string
 	// MaxRSS overrides the bound on peak RSS (default 512 MiB).
 	MaxRSS int64
+	// MaxStdout bounds what the command prints (0: no bound).
+	MaxStdout int64
 	// Small cases are cheap enough to seed the fuzzers.
 	Small bool
 }
@@ -96,6 +99,11 @@ func Cases() []Case {
 	cs = append(cs, budget()...)
 	cs = append(cs, coercion()...)
 	cs = append(cs, formats()...)
+	cs = append(cs, issue28Shared()...)
+	cs = append(cs, issue28Trace()...)
+	cs = append(cs, issue28Escapes()...)
+	cs = append(cs, issue28Absurd()...)
+	cs = append(cs, families()...)
 	return cs
 }
 

@@ -181,7 +181,11 @@ func TestCases(t *testing.T) {
 			if err := os.WriteFile(path, c.Make(), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			args := append(append([]string{c.Command}, c.Args...), path)
+			args := []string{c.Command}
+			for _, a := range c.Args {
+				args = append(args, strings.ReplaceAll(a, "{tmp}", t.TempDir()))
+			}
+			args = append(args, path)
 			var stdin io.Reader
 			if c.Stdin {
 				f, err := os.Open(path)
@@ -209,6 +213,9 @@ func TestCases(t *testing.T) {
 			}
 			if c.NotWant != "" && strings.Contains(out, c.NotWant) {
 				t.Errorf("output holds %q", c.NotWant)
+			}
+			if c.MaxStdout > 0 && int64(len(o.stdout)) > c.MaxStdout {
+				t.Errorf("printed %d bytes, bound %d", len(o.stdout), c.MaxStdout)
 			}
 			checkStderr(t, o.code, o.stderr)
 			limit := int64(maxRSS)

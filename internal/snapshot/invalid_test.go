@@ -82,7 +82,7 @@ func TestInvalidEntriesCounted(t *testing.T) {
 				return "1048576" // held by entry 2
 			}
 			return ""
-		}, 1, "device_traces[0][4]: alloc at 0x100000, which an earlier alloc holds with no free between (read as an unknown action)"},
+		}, 1, "device_traces[0][4]: alloc at 0x100000, which the trace allocated before with no free between (read as an unknown action)"},
 	} {
 		s, err := Read(bytes.NewReader(jsonSnapshot(20, c.field)))
 		if err != nil {
