@@ -40,21 +40,6 @@ func (p *pk) get(slot int) *pk {
 	return p
 }
 
-// gets writes n references to slot in APPENDS batches of 1000, as
-// Python's pickler batches a list, on a list already on the stack.
-func (p *pk) gets(slot, n int) *pk {
-	for n > 0 {
-		k := min(n, 1000)
-		p.op(opMark)
-		for i := 0; i < k; i++ {
-			p.get(slot)
-		}
-		p.op(opAppends)
-		n -= k
-	}
-	return p
-}
-
 // frame writes a frame dict, memoized; it returns its slot.
 func (p *pk) frame(file string, line int64, name string) int {
 	p.op(opEmptyDict)

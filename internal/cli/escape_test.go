@@ -13,9 +13,9 @@ import (
 )
 
 // Escape sequences a hostile input carries in its names: set the window
-// title, clear the screen, an 8-bit CSI.
+// title, clear the screen, an 8-bit CSI, a right-to-left override.
 const (
-	evilJSON = `\u001b]0;owned\u0007\u001b[2J\u009b31m`
+	evilJSON = `\u001b]0;owned\u0007\u001b[2J\u009b31m\u202e`
 	evilName = "evil\x1b]0;owned\a\x1b[2J"
 	evilHTML = `</script><img src=x onerror=alert(1)>`
 )
@@ -74,6 +74,8 @@ func hostileInputs(t *testing.T) (snap, snap2, trace, config string) {
 func TestNoEscapeReachesStdout(t *testing.T) {
 	snap, snap2, trace, config := hostileInputs(t)
 	out := t.TempDir()
+	fleet := hostileFleet(t, snap, trace)
+	bundle := hostileBundle(t)
 	for _, args := range [][]string{
 		{"analyze", snap},
 		{"analyze", "--steps", "all", "--stacks", "full", snap},
@@ -90,6 +92,14 @@ func TestNoEscapeReachesStdout(t *testing.T) {
 		{"export", "perfetto", snap},
 		{"export", "perfetto", trace},
 		{"export", "memory-viz", snap},
+		{"analyze", fleet},
+		{"analyze", "--json", fleet},
+		{"trace", fleet},
+		{"trace", "--json", fleet},
+		{"diff", fleet, fleet},
+		{"estimate", "--from", bundle},
+		{"estimate", "--json", "--from", bundle},
+		{"estimate", "--from", bundle, "--sweep", "micro-batch=8,16"},
 		{"estimate", "--config", config, "--seq", "128"},
 		{"estimate", "--json", "--config", config, "--seq", "128"},
 		{"serve", "--addr", "256.0.0.1:1", snap},
@@ -100,12 +110,12 @@ func TestNoEscapeReachesStdout(t *testing.T) {
 		if code != 0 && code != 1 && args[0] != "serve" {
 			t.Errorf("%q: exit %d: %q", args[:len(args)-1], code, se.String())
 		}
-		for _, bad := range []string{"\x1b", "\u009b", "\x07"} {
+		for _, bad := range []string{"\x1b", "\u009b", "\x07", "\u202e"} {
 			if strings.Contains(so.String(), bad) {
 				i := strings.Index(so.String(), bad)
 				t.Errorf("%q: stdout holds %q: ...%q...", args[:len(args)-1], bad, so.String()[max(i-40, 0):min(i+40, so.Len())])
 			}
-			if strings.Contains(se.String(), bad) {
+			if strings.Contains(se.String(), bad) && bad != "\u202e" {
 				t.Errorf("%q: stderr holds %q: %q", args[:len(args)-1], bad, se.String())
 			}
 		}
@@ -127,4 +137,52 @@ func TestNoEscapeReachesStdout(t *testing.T) {
 	if bytes.Contains(b, []byte(evilHTML)) || !bytes.Contains(b, []byte(`\u003c/script\u003e\u003cimg`)) {
 		t.Errorf("the page does not hold the frame name escaped")
 	}
+}
+
+// hostileFleet is a folder of two ranks, each a snapshot and a trace
+// whose names hold escape sequences.
+func hostileFleet(t *testing.T, snap, trace string) string {
+	dir := t.TempDir()
+	for r := 0; r < 2; r++ {
+		rank := filepath.Join(dir, fmt.Sprintf("rank%d", r))
+		if err := os.Mkdir(rank, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{snap, trace} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(rank, filepath.Base(f)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// hostileBundle is a run bundle whose model class, model name and device
+// name hold escape sequences.
+func hostileBundle(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "bundle")
+	copyTree(t, whatifBundle("wi_bf16_mb8"), dir)
+	proc := filepath.Join(dir, "rank0", "process.json")
+	b, err := os.ReadFile(proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]string{
+		{`"class": "LlamaForCausalLM"`, `"class": "Llama` + evilJSON + `"`},
+		{`"_name_or_path": ""`, `"_name_or_path": "m` + evilJSON + `"`},
+		{`"device_name": "`, `"device_name": "` + evilJSON},
+	} {
+		if !bytes.Contains(b, []byte(r[0])) {
+			t.Fatalf("process.json lacks %s", r[0])
+		}
+		b = bytes.Replace(b, []byte(r[0]), []byte(r[1]), 1)
+	}
+	if err := os.WriteFile(proc, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

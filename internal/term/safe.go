@@ -1,6 +1,7 @@
 package term
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -148,6 +149,26 @@ const hexDigit = "0123456789abcdef"
 // bidi reports whether r is a Unicode bidirectional control.
 func bidi(r rune) bool {
 	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+// Printable returns s as a SafeWriter writes it: control bytes, C1
+// controls, bidirectional controls and bytes that are not UTF-8 escaped.
+func Printable(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b bytes.Buffer
+	w := NewSafeWriter(&b) // its random mark is in no input: every ESC is escaped
+	w.Write([]byte(s))
+	w.Flush()
+	return b.String()
 }
 
 // unwrap returns the writer under any SafeWriter.

@@ -49,3 +49,16 @@ func TestSafeWriter(t *testing.T) {
 		t.Errorf("JSON through the writer: %s (%v)", b.String(), err)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"trace: reading x.json":          "trace: reading x.json",
+		"evil\x1b]0;owned\a\x1b[2J.json": `evil\x1b]0;owned\x07\x1b[2J.json`,
+		"r\u202eyp.json \u009b\xff":      `r\u202eyp.json \u009b\xff`,
+		"naïve":                          "naïve",
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
