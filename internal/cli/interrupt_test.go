@@ -6,10 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,11 +101,38 @@ func visible(dir string) []string {
 	return out
 }
 
+// priorRun writes a complete run into out with cmd (analyze or trace) on a
+// small real input, as a user's earlier run left it, and returns what out
+// then holds and where latest points.
+func priorRun(t *testing.T, cmd, out string) (entries []string, latest string) {
+	t.Helper()
+	in := testfixture.Testdata(t, "snapshots", "oom_fragmentation.pickle.xz")
+	if cmd == "trace" {
+		in = testfixture.Testdata(t, "bundles", "lm_small_bf16", "rank0", "trace_step4.pt.trace.json.gz")
+	}
+	var so, se bytes.Buffer
+	if code := Main(context.Background(), []string{cmd, "--out", out, in}, strings.NewReader(""), &so, &se); code != 0 {
+		t.Fatalf("%s --out: exit %d: %s", cmd, code, se.String())
+	}
+	return visible(out), latestOf(out)
+}
+
+// latestOf is where out/latest points (a link, or a file naming the folder).
+func latestOf(out string) string {
+	p := filepath.Join(out, "latest")
+	if l, err := os.Readlink(p); err == nil {
+		return l
+	}
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
 // TestInterrupt sends SIGINT to analyze, trace, export and serve while
 // they work: each ends within a second with exit 130 and "interrupted",
 // and leaves no run folder, latest link or export file (issue 28: analyze
 // ran on for 13 s, trace exited 0, export wrote the whole file). SIGKILL
-// leaves only hidden temporary names.
+// leaves only hidden temporary names. Where an earlier run is in the
+// folder, it and latest stay as they were.
 func TestInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: generates 250 MB of inputs")
@@ -132,6 +161,11 @@ func TestInterrupt(t *testing.T) {
 					continue
 				}
 				out := t.TempDir()
+				var before []string
+				var latest string
+				if c.name == "analyze" || c.name == "trace" {
+					before, latest = priorRun(t, c.name, out)
+				}
 				cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestInterruptHelperProcess$", "--"}, c.args(out)...)...)
 				cmd.Env = append(os.Environ(), "PTSCOPE_TEST_INTERRUPT=1")
 				var stderr bytes.Buffer
@@ -176,10 +210,13 @@ func TestInterrupt(t *testing.T) {
 				pw.Close()
 				code := cmd.ProcessState.ExitCode()
 				t.Logf("%-8s %v at %v: exit %d after %v", c.name, sig, delay, code, took.Round(time.Millisecond))
+				if v := visible(out); !slices.Equal(v, before) && (sig == syscall.SIGKILL || code != 0) {
+					t.Errorf("%s %v: left %q (before: %q)", c.name, sig, v, before)
+				}
+				if l := latestOf(out); l != latest && (sig == syscall.SIGKILL || code != 0) {
+					t.Errorf("%s %v: latest moved from %q to %q", c.name, sig, latest, l)
+				}
 				if sig == syscall.SIGKILL {
-					if v := visible(out); len(v) > 0 {
-						t.Errorf("%s killed: left %q", c.name, v)
-					}
 					continue
 				}
 				if code == 0 && c.ready == "" {
@@ -190,9 +227,6 @@ func TestInterrupt(t *testing.T) {
 				}
 				if took > time.Second {
 					t.Errorf("%s: ended %v after SIGINT", c.name, took)
-				}
-				if v := visible(out); len(v) > 0 {
-					t.Errorf("%s interrupted: left %q", c.name, v)
 				}
 			}
 		}

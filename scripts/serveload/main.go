@@ -5,7 +5,8 @@
 // mixed in, for a while; a probe meanwhile asks for the input list and a
 // summary. It prints what the clients got, how the probe was answered and
 // the server's peak RSS (from /proc, given its pid), and fails when a
-// cross-site request was answered or the probe went unanswered.
+// cross-site request was answered, the probe went unanswered, no view was
+// answered, or the peak RSS passed -max-rss-mib (2 GiB).
 //
 // Usage: go run ./scripts/serveload -url http://127.0.0.1:8080 -pid PID
 // (scripts/bench_serve_load.sh starts the server and runs it).
@@ -42,6 +43,7 @@ type stats struct {
 	latencies []time.Duration
 	bytes     int64
 	errors    int
+	slow503   time.Duration // the longest a 503 took
 }
 
 func (s *stats) add(code int, d time.Duration, n int64, err error) {
@@ -52,6 +54,9 @@ func (s *stats) add(code int, d time.Duration, n int64, err error) {
 		return
 	}
 	s.byStatus[code]++
+	if code == http.StatusServiceUnavailable {
+		s.slow503 = max(s.slow503, d)
+	}
 	s.latencies = append(s.latencies, d)
 	s.bytes += n
 }
@@ -77,9 +82,13 @@ func (s *stats) String() string {
 		}
 		return s.latencies[min(len(s.latencies)-1, int(f*float64(len(s.latencies))))]
 	}
-	return fmt.Sprintf("%d answers (%s), %d failed; latency p50 %v, p99 %v, max %v; %.1f MB received",
+	busy := ""
+	if s.byStatus[http.StatusServiceUnavailable] > 0 {
+		busy = fmt.Sprintf("; 503 within %v", s.slow503.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%d answers (%s), %d failed; latency p50 %v, p99 %v, max %v%s; %.1f MB received",
 		total, strings.Join(parts, ", "), s.errors, q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond),
-		q(1).Round(time.Millisecond), float64(s.bytes)/1e6)
+		q(1).Round(time.Millisecond), busy, float64(s.bytes)/1e6)
 }
 
 func main() {
@@ -87,6 +96,7 @@ func main() {
 	pid := flag.Int("pid", 0, "the server's process id (for its RSS)")
 	clients := flag.Int("clients", 50, "clients asking at once")
 	duration := flag.Duration("duration", 15*time.Second, "how long")
+	maxRSS := flag.Int64("max-rss-mib", 2048, "fail when the server's peak RSS passes this (with -pid)")
 	flag.Parse()
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *clients + 4}}
 
@@ -197,6 +207,16 @@ func main() {
 		fmt.Printf("server RSS:  peak %d MiB sampled, VmHWM %d MiB\n", peakRSS.Load()>>10, procKB(*pid, "VmHWM:")>>10)
 	}
 	bad := false
+	if *pid > 0 && peakRSS.Load()>>10 > *maxRSS {
+		fmt.Printf("FAIL: peak RSS %d MiB, bound %d MiB\n", peakRSS.Load()>>10, *maxRSS)
+		bad = true
+	}
+	load.mu.Lock()
+	if load.byStatus[200] == 0 {
+		fmt.Println("FAIL: no worst-case view was answered")
+		bad = true
+	}
+	load.mu.Unlock()
 	cross.mu.Lock()
 	if cross.byStatus[200] > 0 {
 		fmt.Printf("FAIL: %d cross-site requests answered\n", cross.byStatus[200])
