@@ -45,8 +45,9 @@ type Case struct {
 	NotWant string
 	// MaxRSS overrides the bound on peak RSS (default 512 MiB).
 	MaxRSS int64
-	// MaxStdout bounds what the command prints (0: no bound).
-	MaxStdout int64
+	// MaxOutput bounds what the command writes: stdout and the files in
+	// {tmp} (0: no bound).
+	MaxOutput int64
 	// Small cases are cheap enough to seed the fuzzers.
 	Small bool
 }
