@@ -11,7 +11,7 @@ import (
 // TestRunClosedStdinStaysClosed: `ptscope run cmd <&-` starts cmd with its
 // standard input closed, as the shell would have (it got /dev/null), and
 // the bundle's manifest.json is its owner's only, with the token on the
-// command line masked (issue 28).
+// command line masked (issue 28), or kept with --keep-argv.
 func TestRunClosedStdinStaysClosed(t *testing.T) {
 	out := t.TempDir()
 	dir := t.TempDir()
@@ -59,6 +59,20 @@ func TestRunClosedStdinStaysClosed(t *testing.T) {
 	b, _ := os.ReadFile(m)
 	if err := json.Unmarshal(b, &mf); err != nil || mf.Command[len(mf.Command)-1] != "***" || strings.Contains(string(b), "hf_abc") {
 		t.Errorf("command kept as %q", mf.Command)
+	}
+	// --keep-argv keeps it as it was.
+	p, err := os.StartProcess(os.Args[0], []string{os.Args[0], "-test.run=^TestRunHelperProcess$", "--", "run", "--quiet", "--keep-argv", "--out", out,
+		"--", "sh", "-c", "true", "sh", "--hf-token", "hf_abcdefghijklmnopqrstuvwxyz"},
+		&os.ProcAttr{Env: append(os.Environ(), "PTSCOPE_TEST_MAIN=1"), Files: []*os.File{nil, stdout, stderr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(); err != nil || !st.Success() {
+		t.Fatalf("--keep-argv: exit %v %v", st, err)
+	}
+	b, _ = os.ReadFile(m)
+	if err := json.Unmarshal(b, &mf); err != nil || mf.Command[len(mf.Command)-1] != "hf_abcdefghijklmnopqrstuvwxyz" {
+		t.Errorf("--keep-argv: command kept as %q", mf.Command)
 	}
 }
 
