@@ -6,12 +6,18 @@ import (
 	"os"
 	"runtime/pprof"
 
+	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/cli"
 )
 
-func main() { os.Exit(run()) }
+func main() {
+	if code, ok := capture.WatchMain(); ok { // ptscope run's watch process
+		os.Exit(code)
+	}
+	exitLike(run())
+}
 
-func run() int {
+func run() cli.Status {
 	// PTSCOPE_CPUPROFILE=FILE writes a CPU profile of the whole command
 	// (go tool pprof FILE), for performance work on real inputs.
 	if p := os.Getenv("PTSCOPE_CPUPROFILE"); p != "" {
@@ -21,12 +27,12 @@ func run() int {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "ptscope: PTSCOPE_CPUPROFILE: %v\n", err)
-			return cli.ExitUsage
+			return cli.Status{Code: cli.ExitUsage}
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := cli.SignalContext() // Ctrl-C: exit 130 within a second
 	defer stop()
-	return cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	return cli.MainStatus(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }

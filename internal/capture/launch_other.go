@@ -5,7 +5,6 @@ package capture
 import (
 	"context"
 	"errors"
-	"os"
 	"syscall"
 
 	"github.com/ptscope/ptscope/internal/bundle"
@@ -27,5 +26,5 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	return nil, errors.New("ptscope run is not supported on Windows")
 }
 
-// ExitLike exits with the command's exit code.
-func ExitLike(res *Result) { os.Exit(res.ExitCode) }
+// WatchMain: there is no watch process on this platform.
+func WatchMain() (code int, isWatch bool) { return 0, false }

@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -21,33 +20,6 @@ func terminalForeground() bool {
 		if errno == 0 {
 			return int(pgrp) == syscall.Getpgrp()
 		}
-	}
-	return false
-}
-
-// ExitLike ends ptscope the way a shell reports the command: with its exit
-// code, or with 128+N when signal N killed it. For SIGHUP, SIGINT, SIGTERM
-// and SIGKILL ptscope then dies of the same signal, so that a calling shell
-// sees the death (and, say, stops a loop after Ctrl-C). The Go runtime turns
-// any other signal raised on itself into a crash with a stack dump
-// (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGQUIT, SIGTRAP, SIGSYS) or
-// catches and drops it (SIGUSR1, SIGPIPE, SIGALRM, ...): for those ptscope
-// exits with 128+N, as a shell does.
-func ExitLike(res *Result) {
-	if reraiseSafe(res.Signal) {
-		signal.Reset(res.Signal)
-		_ = syscall.Kill(os.Getpid(), res.Signal)
-		time.Sleep(100 * time.Millisecond) // let the default action land
-	}
-	os.Exit(res.ExitCode)
-}
-
-// reraiseSafe reports whether ptscope can die of sig by raising it on itself
-// (the Go runtime's default action for it is the system's).
-func reraiseSafe(sig syscall.Signal) bool {
-	switch sig {
-	case syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL:
-		return true
 	}
 	return false
 }

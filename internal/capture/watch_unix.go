@@ -50,10 +50,17 @@ const (
 // otherwise kill the watch).
 var watchedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
-func init() {
-	if os.Getenv(watchEnv) == "1" {
-		os.Exit(watchMain())
+// WatchMain runs the watch process when this process is one (Run starts
+// the watch as a copy of the running binary, PTSCOPE_WATCH=1 in its
+// environment): it reports whether it was, and the code the process must
+// then exit with. Every program that can call Run calls it first thing in
+// main (cmd/ptscope; the test binaries of the packages whose tests call Run,
+// in their TestMain): a binary that does not would run its own main again.
+func WatchMain() (code int, isWatch bool) {
+	if os.Getenv(watchEnv) != "1" {
+		return 0, false
 	}
+	return watchMain(), true
 }
 
 // watchMain is the watch process.

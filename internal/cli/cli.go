@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ptscope/ptscope/internal/check"
@@ -46,6 +47,7 @@ type env struct {
 	src    *input.Source // made by source()
 	over   chan error    // the budget watchdog's error (invoke)
 	temps  *tempFiles    // output being written, removed if interrupted
+	signal syscall.Signal // the signal that killed run's command (Status)
 }
 
 type command struct {
@@ -79,9 +81,43 @@ var Version = "0.1.0-dev"
 
 // Main runs ptscope with args (without the program name) and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return MainStatus(ctx, args, stdin, stdout, stderr).Code
+}
+
+// Status is how ptscope ends: with Code, or, where Signal is set (`run`
+// of a command that a signal killed), by dying of that signal if the
+// platform lets a Go program do so, else with Code (128+N, as a shell).
+type Status struct {
+	Code   int
+	Signal syscall.Signal
+}
+
+// CommandExit is the error of a command that ends ptscope as the program
+// it ran ended (`run`): nothing is printed for it.
+type CommandExit struct {
+	Code   int
+	Signal syscall.Signal // the signal that killed the program, or 0
+}
+
+func (c *CommandExit) Error() string {
+	if c.Signal != 0 {
+		return fmt.Sprintf("the command was killed by %v", c.Signal)
+	}
+	return fmt.Sprintf("the command exited with status %d", c.Code)
+}
+
+// MainStatus is Main with the whole status: cmd/ptscope ends the process
+// with it.
+func MainStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) Status {
 	safe := term.NewSafeWriter(stdout) // no input's escape bytes reach the terminal
 	defer safe.Flush()
 	e := &env{ctx: ctx, stdin: stdin, stdout: safe, rawStdout: stdout, stderr: stderr, temps: &tempFiles{}}
+	code := mainEnv(e, args)
+	return Status{Code: code, Signal: e.signal}
+}
+
+func mainEnv(e *env, args []string) int {
+	stderr, stdout := e.stderr, e.rawStdout
 	if len(args) == 0 {
 		printUsage(stderr)
 		return ExitUsage
@@ -140,6 +176,10 @@ func invoke(c command, e *env, args []string) int {
 			}
 		}()
 		err := c.run(e, args)
+		var ce *CommandExit
+		if errors.As(err, &ce) {
+			e.signal = ce.Signal
+		}
 		if e.src != nil {
 			e.src.Close() // streams Find opened and nothing read
 		}
@@ -201,6 +241,10 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 func exitCode(stderr io.Writer, err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	var ce *CommandExit
+	if errors.As(err, &ce) {
+		return ce.Code // the command has spoken for itself
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK

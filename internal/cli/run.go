@@ -97,13 +97,14 @@ Examples:
 
 func runCommand() command {
 	c := command{name: "run", summary: "capture snapshots, traces, phases and live memory from a PyTorch command", usage: runUsage, ownSignals: true}
-	c.run = func(e *env, args []string) error { return runCapture(e, c, args, capture.ExitLike) }
+	c.run = func(e *env, args []string) error { return runCapture(e, c, args) }
 	return c
 }
 
-// runCapture parses flags, runs the command and, when the command failed or
-// was killed, ends ptscope the same way through exit.
-func runCapture(e *env, c command, args []string, exit func(*capture.Result)) error {
+// runCapture parses flags and runs the command; when the command failed or
+// was killed it returns a *CommandExit, which ptscope's main turns into the
+// same end (its exit code, or death by its signal).
+func runCapture(e *env, c command, args []string) error {
 	o := capture.DefaultOptions()
 	fs := newFlagSet(e, c)
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "folder for bundles (OUT/<timestamp>_<name>, OUT/latest)")
@@ -186,14 +187,13 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	if errors.As(err, &se) {
 		// as a shell: 127 not found, 126 found but not executable
 		fmt.Fprintf(e.stderr, "ptscope: %v\n", se)
-		exit(&capture.Result{ExitCode: se.Code})
-		return nil
+		return &CommandExit{Code: se.Code}
 	}
 	if err != nil {
 		return usagef("run: %v", err)
 	}
 	if res.ExitCode != 0 || res.Signal != 0 {
-		exit(res)
+		return &CommandExit{Code: res.ExitCode, Signal: res.Signal}
 	}
 	return nil
 }

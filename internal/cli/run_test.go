@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,11 @@ func runCLI(t *testing.T, args ...string) (exited *capture.Result, stdout, stder
 	t.Helper()
 	var out, errb bytes.Buffer
 	e := &env{ctx: context.Background(), stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
-	err = runCapture(e, runCommand(), args, func(r *capture.Result) { exited = r })
+	err = runCapture(e, runCommand(), args)
+	var ce *CommandExit
+	if errors.As(err, &ce) {
+		exited, err = &capture.Result{ExitCode: ce.Code, Signal: ce.Signal}, nil
+	}
 	return exited, out.String(), errb.String(), err
 }
 

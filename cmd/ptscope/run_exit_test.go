@@ -1,10 +1,9 @@
 //go:build !windows
 
-package cli
+package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -20,25 +19,28 @@ import (
 	"github.com/ptscope/ptscope/internal/bundle"
 )
 
-// TestRunHelperProcess is not a test: it is ptscope's main when the tests
-// below re-execute the test binary with PTSCOPE_TEST_MAIN=1, so that the
-// process-level exit of `ptscope run` (exit code, death by signal) can be
-// observed from outside.
-func TestRunHelperProcess(t *testing.T) {
-	if os.Getenv("PTSCOPE_TEST_MAIN") != "1" {
+// TestMain doubles as ptscope: the tests below re-execute the test binary
+// with PTSCOPE_TEST_MAIN=1 and ptscope's arguments after "--", and it runs
+// main as the ptscope binary does (the watch process of run included), so
+// that the process-level end of `ptscope run` (exit code, death by signal)
+// is observed from outside.
+func TestMain(m *testing.M) {
+	if os.Getenv("PTSCOPE_TEST_MAIN") == "1" {
+		args := os.Args[1:]
+		for i, a := range args {
+			if a == "--" {
+				args = args[i+1:]
+				break
+			}
+		}
+		if len(args) == 3 && args[0] == "countsig" {
+			os.Exit(countSignals(args[1], args[2]))
+		}
+		os.Args = append([]string{"ptscope"}, args...)
+		main()
 		return
 	}
-	args := os.Args
-	for i, a := range args {
-		if a == "--" {
-			args = args[i+1:]
-			break
-		}
-	}
-	if len(args) == 3 && args[0] == "countsig" {
-		os.Exit(countSignals(args[1], args[2]))
-	}
-	os.Exit(Main(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(m.Run())
 }
 
 // countSignals is a command for ptscope run to start: it writes ready,
