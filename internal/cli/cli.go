@@ -43,10 +43,10 @@ type env struct {
 	rawStdout io.Writer
 	checks    *check.Log // check --json's records (nil otherwise)
 
-	budget int64         // --max-memory (0: the default)
-	src    *input.Source // made by source()
-	over   chan error    // the budget watchdog's error (invoke)
-	temps  *tempFiles    // output being written, removed if interrupted
+	budget int64          // --max-memory (0: the default)
+	src    *input.Source  // made by source()
+	over   chan error     // the budget watchdog's error (invoke)
+	temps  *tempFiles     // output being written, removed if interrupted
 	signal syscall.Signal // the signal that killed run's command (Status)
 }
 
