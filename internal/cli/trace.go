@@ -69,6 +69,7 @@ func traceCommand() command {
 		fs.BoolVar(&opt.GroupByShape, "group-by-shape", false, "one operator row per (name, input shapes); needs record_shapes=True")
 		fs.BoolVar(&opt.Annotations, "annotations", false, "include user annotations (record_function, ProfilerStep*) in the operator table")
 		fs.BoolVar(&opt.DropLastStep, "drop-last-step", false, "leave out the last step (HTA's default; it may be cut short)")
+		fs.StringVar(&opt.SequenceOp, "kernel-sequences-op", "", "list the kernel sequences of the shallowest operators whose names contain this (HTA's operator_name); default: the innermost operators or modules launching 3 or more")
 		var ff fleetFlags
 		ff.register(fs)
 		paths, err := parseInterspersed(fs, args)

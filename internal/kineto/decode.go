@@ -57,6 +57,9 @@ type rawArgs struct {
 	GroupSize  Num    `json:"Group size"`
 	PGName     rawStr `json:"Process Group Name"`
 	CommSeq    Num    `json:"Seq"`
+	// cuda_sync events (synchronisations the GPU records)
+	WaitStream    Num `json:"wait_on_stream"`
+	WaitEventCorr Num `json:"wait_on_cuda_event_record_corr_id"`
 }
 
 // part is the decoded content of one batch, with strings interned locally.
@@ -309,6 +312,11 @@ func (p *part) add(ev *rawEvent) {
 			}
 			aux = int32(len(p.gpu))
 			p.gpu = append(p.gpu, g)
+		case KindSync:
+			aux = int32(len(p.gpu))
+			p.gpu = append(p.gpu, GPUInfo{Device: int32(numOr(a.Device, 0)), Stream: int32(numOr(a.Stream, -1)),
+				BlocksPerSM: -1, Occupancy: -1, Bytes: -1, Comm: -1,
+				WaitStream: int32(numOr(a.WaitStream, -1)), WaitCorr: numOr(a.WaitEventCorr, None)})
 		case KindCPUOp, KindUserAnnotation:
 			o := OpInfo{
 				Seq:       numOr(a.SeqNum, None),

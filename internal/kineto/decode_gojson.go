@@ -59,6 +59,8 @@ type wireArgs struct {
 	GroupSize      json.RawMessage `json:"Group size"`
 	PGName         json.RawMessage `json:"Process Group Name"`
 	CommSeq        json.RawMessage `json:"Seq"`
+	WaitStream     json.RawMessage `json:"wait_on_stream"`
+	WaitEventCorr  json.RawMessage `json:"wait_on_cuda_event_record_corr_id"`
 }
 
 func (w *wireEvent) reset() {
@@ -102,6 +104,8 @@ func (w *wireEvent) reset() {
 	a.GroupSize = a.GroupSize[:0]
 	a.PGName = a.PGName[:0]
 	a.CommSeq = a.CommSeq[:0]
+	a.WaitStream = a.WaitStream[:0]
+	a.WaitEventCorr = a.WaitEventCorr[:0]
 }
 
 // view parses w into ev (slices of ev point into w until the next reset).
@@ -146,6 +150,8 @@ func (w *wireEvent) view(ev *rawEvent) {
 	a.GroupSize = parseNum(wa.GroupSize)
 	a.PGName = toStr(wa.PGName)
 	a.CommSeq = parseNum(wa.CommSeq)
+	a.WaitStream = parseNum(wa.WaitStream)
+	a.WaitEventCorr = parseNum(wa.WaitEventCorr)
 }
 
 func toStr(b []byte) rawStr {

@@ -449,7 +449,7 @@ func (m *merger) add(p *part) {
 		v := pe.Aux[i]
 		switch {
 		case v < 0:
-		case pe.Kind[i].IsGPU():
+		case pe.Kind[i].HasGPUInfo():
 			v += m.nGPU
 		default:
 			v += m.nOps

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -173,4 +174,27 @@ func readFileHead(p string, n int) ([]byte, error) {
 		return nil, err
 	}
 	return b[:min(n, len(b))], nil
+}
+
+// TestReadSyncArgs checks the cuda_sync arguments on HTA's event-sync test
+// trace (HTA tests/data/critical_path/cuda_event_sync), whose values
+// Python's json.load gives as below.
+func TestReadSyncArgs(t *testing.T) {
+	tr, err := ReadFile(context.Background(), "../../testdata/hta/critical_path/cuda_event_sync.json.gz", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, k := range tr.Events.Kind {
+		if k != KindSync {
+			continue
+		}
+		g := tr.GPU[tr.Events.Aux[i]]
+		got = append(got, fmt.Sprintf("%s dev %d stream %d wait %d corr %d", tr.Name(i), g.Device, g.Stream, g.WaitStream, g.WaitCorr))
+	}
+	want := []string{"Stream Sync dev 0 stream 7 wait -1 corr -1", "Event Sync dev 0 stream -1 wait 7 corr 1533",
+		"Event Sync dev 0 stream -1 wait 7 corr 1533", "Context Sync dev 0 stream -1 wait -1 corr -1"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sync events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

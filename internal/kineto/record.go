@@ -44,7 +44,7 @@ const (
 	xExt   = 45
 	xCorr  = 53
 	xFixed = 61
-	gpuLen = 56
+	gpuLen = 68
 	opLen  = 20
 	comLen = 40
 	memLen = 58
@@ -65,7 +65,7 @@ func AppendEvent(dst []byte, t *Trace, i int, seq int64, owned bool) []byte {
 	var o *OpInfo
 	var c *CommInfo
 	if a := ev.Aux[i]; a >= 0 {
-		if ev.Kind[i].IsGPU() {
+		if ev.Kind[i].HasGPUInfo() {
 			g = &t.GPU[a]
 			flags |= recGPU
 			if g.Comm >= 0 {
@@ -118,6 +118,8 @@ func AppendEvent(dst []byte, t *Trace, i int, seq int64, owned bool) []byte {
 		}
 		le.PutUint32(p[48:], uint32(g.Registers))
 		le.PutUint32(p[52:], uint32(g.SharedMem))
+		le.PutUint32(p[56:], uint32(g.WaitStream))
+		le.PutUint64(p[60:], uint64(g.WaitCorr))
 		p = p[gpuLen:]
 	}
 	if o != nil {
@@ -360,7 +362,8 @@ func (b *Builder) add(r Record) error {
 	if flags&recGPU != 0 {
 		g := GPUInfo{Device: int32(le.Uint32(p[0:])), Stream: int32(le.Uint32(p[4:])),
 			BlocksPerSM: math.Float32frombits(le.Uint32(p[8:])), Occupancy: math.Float32frombits(le.Uint32(p[12:])),
-			Bytes: int64(le.Uint64(p[16:])), Registers: int32(le.Uint32(p[48:])), SharedMem: int32(le.Uint32(p[52:]))}
+			Bytes: int64(le.Uint64(p[16:])), Registers: int32(le.Uint32(p[48:])), SharedMem: int32(le.Uint32(p[52:])),
+			WaitStream: int32(le.Uint32(p[56:])), WaitCorr: int64(le.Uint64(p[60:]))}
 		for k := 0; k < 3; k++ {
 			g.Grid[k] = int32(le.Uint32(p[24+4*k:]))
 			g.Block[k] = int32(le.Uint32(p[36+4*k:]))

@@ -99,7 +99,7 @@ type rawRefs struct {
 // scanState is what scanEvent keeps from event to event: which args of
 // the rawEvent it fills are set, and the keys of no field it has checked.
 type scanState struct {
-	args  uint32 // bit k: arg k (argExternalID...)
+	args  uint64 // bit k: arg k (argExternalID...)
 	other [128]otherKey
 }
 
@@ -118,7 +118,7 @@ func (st *scanState) all() { st.args = 1<<argCount - 1 }
 
 func (st *scanState) clear(a *rawArgs) {
 	for m := st.args; m != 0; m &= m - 1 {
-		a.set(bits.TrailingZeros32(m), nil)
+		a.set(bits.TrailingZeros64(m), nil)
 	}
 	st.args = 0
 }
@@ -200,6 +200,8 @@ const (
 	argGroupSize
 	argPGName
 	argCommSeq
+	argWaitStream
+	argWaitEventCorr
 	argCount
 )
 
@@ -268,6 +270,10 @@ func (a *rawArgs) set(k int, v []byte) {
 		a.PGName = toStr(v)
 	case argCommSeq:
 		a.CommSeq = parseNum(v)
+	case argWaitStream:
+		a.WaitStream = parseNum(v)
+	case argWaitEventCorr:
+		a.WaitEventCorr = parseNum(v)
 	}
 }
 
@@ -276,7 +282,7 @@ const numArgs = 1<<argExternalID | 1<<argCorrelation | 1<<argDevice | 1<<argStre
 	1<<argBlocksPerSM | 1<<argOccupancy | 1<<argRegisters | 1<<argSharedMem | 1<<argCopyBytes |
 	1<<argSeqNum | 1<<argFwdThread | 1<<argSortIndex | 1<<argDeviceType | 1<<argDeviceID |
 	1<<argAddr | 1<<argMemBytes | 1<<argTotalAllocated | 1<<argTotalReserved | 1<<argInNelems |
-	1<<argOutNelems | 1<<argGroupSize | 1<<argCommSeq
+	1<<argOutNelems | 1<<argGroupSize | 1<<argCommSeq | 1<<argWaitStream | 1<<argWaitEventCorr
 
 // setNum sets arg k, one of numArgs, to n.
 func (a *rawArgs) setNum(k int, n Num) {
@@ -325,6 +331,10 @@ func (a *rawArgs) setNum(k int, n Num) {
 		a.GroupSize = n
 	case argCommSeq:
 		a.CommSeq = n
+	case argWaitStream:
+		a.WaitStream = n
+	case argWaitEventCorr:
+		a.WaitEventCorr = n
 	}
 }
 

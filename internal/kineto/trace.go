@@ -46,6 +46,10 @@ func (k Kind) String() string {
 // IsGPU reports whether events of this kind are work on a GPU stream.
 func (k Kind) IsGPU() bool { return k == KindKernel || k == KindMemcpy || k == KindMemset }
 
+// HasGPUInfo reports whether events of this kind carry a GPUInfo (their
+// Aux indexes Trace.GPU): GPU work and cuda_sync events.
+func (k Kind) HasGPUInfo() bool { return k.IsGPU() || k == KindSync }
+
 // IsLaunch reports whether events of this kind are host-side runtime or driver calls.
 func (k Kind) IsLaunch() bool { return k == KindRuntime || k == KindDriver }
 
@@ -131,7 +135,8 @@ func (e *Events) Len() int { return len(e.TS) }
 // End is the end time of event i.
 func (e *Events) End(i int) int64 { return e.TS[i] + e.Dur[i] }
 
-// GPUInfo holds the arguments of a kernel, memcpy or memset event.
+// GPUInfo holds the arguments of a kernel, memcpy or memset event, and of
+// a cuda_sync event (Device, Stream, WaitStream, WaitCorr; the rest zero).
 type GPUInfo struct {
 	Device      int32
 	Stream      int32
@@ -143,6 +148,11 @@ type GPUInfo struct {
 	Registers   int32
 	SharedMem   int32
 	Comm        int32 // index into Trace.Comms, -1 if none
+	// cuda_sync: "wait_on_stream", the stream the awaited CUDA event was
+	// recorded on (-1 if absent), and "wait_on_cuda_event_record_corr_id",
+	// the correlation id of its cudaEventRecord (None if absent)
+	WaitStream int32
+	WaitCorr   int64
 }
 
 // OpInfo holds the arguments of a cpu_op or user_annotation event.

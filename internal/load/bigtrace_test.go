@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -168,18 +169,79 @@ func randomTrace(seed int64, sections bool) []byte {
 	return out.Bytes()
 }
 
-// reportJSON analyses paths with opt and returns rank 0's document.
+// reportJSON analyses paths with opt and returns rank 0's document,
+// without the analyses a trace analysed in windows skips (perf.Rank.Skipped)
+// and without its critical path, which may differ at the windows' edges
+// (docs/trace.md, "Traces larger than memory"): critical checks it apart.
 func reportJSON(t *testing.T, paths []string, opt TraceOptions) []byte {
 	t.Helper()
 	set, err := Traces(context.Background(), paths, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for i := range set.Report.Ranks {
+		r := &set.Report.Ranks[i]
+		if len(r.Skipped) > 0 && (len(r.Streams) > 0 || len(r.CopyBandwidth) > 0) {
+			t.Fatalf("skipped %q, yet streams and copy bandwidth are there", r.Skipped)
+		}
+		r.Streams, r.CopyBandwidth, r.Skipped = nil, nil, nil
+		r.CriticalPath = criticalOf(t, r.CriticalPath)
+	}
 	b, err := json.MarshalIndent(set.Report, "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// criticalOf keeps of a critical path what windows do not change: the
+// steps, and whether each has a path (TestStreamedCriticalPath compares
+// the lengths).
+func criticalOf(t *testing.T, c perf.CriticalPath) perf.CriticalPath {
+	t.Helper()
+	out := perf.CriticalPath{SyncEvents: c.SyncEvents} // not Windowed
+	for _, s := range c.Steps {
+		if s.Failed == "" && s.LengthNS <= 0 && s.Nodes > 0 {
+			t.Fatalf("step %s: %d nodes but no path", s.Step, s.Nodes)
+		}
+		out.Steps = append(out.Steps, perf.StepCriticalPath{Step: s.Step, Failed: s.Failed})
+	}
+	return out
+}
+
+// TestStreamedCriticalPath checks that the critical paths of a trace
+// analysed in windows (one step each, the worst case) sum to within 5% of
+// the whole trace's, and say they were found per window: a window misses
+// the launches queued in the window before it, which can turn a
+// launch-delay edge into a kernel gap in a step at a window's edge.
+func TestStreamedCriticalPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var worst float64
+	for seed := int64(1); seed <= 40; seed++ {
+		p := filepath.Join(dir, fmt.Sprintf("c%d.pt.trace.json", seed))
+		if err := os.WriteFile(p, randomTrace(seed, seed%2 == 0), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		whole, err := Traces(context.Background(), []string{p}, TraceOptions{StreamAbove: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Traces(context.Background(), []string{p}, TraceOptions{StreamAbove: 1, WindowEvents: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc, gc := whole.Report.Ranks[0].CriticalPath, got.Report.Ranks[0].CriticalPath
+		if len(wc.Steps) != len(gc.Steps) || len(wc.Steps) == 0 || wc.Windowed || !gc.Windowed {
+			t.Fatalf("seed %d: %d steps whole, %d streamed; windowed %v, %v", seed, len(wc.Steps), len(gc.Steps), wc.Windowed, gc.Windowed)
+		}
+		d := math.Abs(float64(gc.LengthNS-wc.LengthNS)) / float64(wc.LengthNS)
+		worst = max(worst, d)
+		if d > 0.05 {
+			t.Errorf("seed %d: critical paths %d ns streamed, %d ns whole", seed, gc.LengthNS, wc.LengthNS)
+		}
+	}
+	t.Logf("worst difference of the summed lengths %.2f%%", 100*worst)
 }
 
 // firstDiff shows where two documents part.
@@ -205,6 +267,12 @@ func TestStreamedEqualsWhole(t *testing.T) {
 			p := filepath.Join(dir, fmt.Sprintf("r%d_%v.pt.trace.json", seed, sections))
 			if err := os.WriteFile(p, randomTrace(seed, sections), 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if seed == 1 && !sections {
+				set, err := Traces(context.Background(), []string{p}, TraceOptions{StreamAbove: 1, WindowEvents: 300})
+				if err != nil || len(set.Report.Ranks[0].Skipped) != 2 {
+					t.Fatalf("streamed: skipped analyses %q, %v; want streams and copy bandwidth", set.Report.Ranks[0].Skipped, err)
+				}
 			}
 			for _, a := range []perf.Options{{}, {GroupByShape: true, Annotations: true, DropLastStep: true}} {
 				whole := reportJSON(t, []string{p}, TraceOptions{Analysis: a, StreamAbove: -1})

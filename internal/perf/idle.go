@@ -42,6 +42,13 @@ type Launch struct {
 	ShortKernelRatio float64 `json:"short_kernel_ratio"`
 	TinyKernels      int     `json:"tiny_kernels"` // kernels under 10 us
 	Kernels          int     `json:"kernels"`
+	// the launch statistics of launchstats.go
+	DelayHistogram   []int          `json:"delay_histogram"`       // delays by bucket of DelayBucketsNS
+	DelayBucketsNS   []int64        `json:"delay_bucket_upper_ns"` // upper bounds; the last bucket has no bound (-1)
+	LongCalls        int            `json:"long_launch_calls"`     // launch calls over 50 us
+	LaunchBoundSteps int            `json:"launch_bound_steps"`    // steps whose launch calls outlast their kernels
+	Steps            []StepLaunches `json:"steps"`                 // per step
+	HTA              LaunchHTA      `json:"hta"`                   // HTA's get_cuda_kernel_launch_stats
 }
 
 // Copy is memcpy or memset traffic of one kind (direction, pinned or pageable).

@@ -188,12 +188,14 @@ func (rep *Report) compare(ranks []*Rank) {
 				j.Traces = append(j.Traces, k)
 			}
 			if len(job) > 1 {
+				commTransfer(rep.Ranks[first:])
 				j.CrossRank = crossRank(rep.Ranks[first:])
 				attributeWaits(rep.Ranks[first:], j.CrossRank)
 				j.Findings = crossFindings(j.CrossRank)
 			}
 			rep.Jobs = append(rep.Jobs, j)
 		} else if len(job) > 1 {
+			commTransfer(rep.Ranks)
 			rep.CrossRank = crossRank(rep.Ranks)
 			attributeWaits(rep.Ranks, rep.CrossRank)
 			rep.Findings = crossFindings(rep.CrossRank)

@@ -40,7 +40,8 @@ type memCurve struct {
 func newMerger(f *Facts, opt Options, src StepSource, steps []stepSpan) *merger {
 	return &merger{f: f, opt: opt, src: src, steps: steps, mem: map[memKey]*memCurve{}, hta: newHTAMerger(),
 		idle: map[int]Idle{}, pending: map[int]*gapPiece{},
-		acc: partial{ops: map[rowKey]*Operator{}, ranges: map[rowKey]*Operator{}, opSpans: map[int64]*spanOp{},
+		acc: partial{ops: map[rowKey]*Operator{}, shapeOps: map[rowKey]*Operator{}, shapeSpans: map[int64]*spanOp{},
+			ranges: map[rowKey]*Operator{}, opSpans: map[int64]*spanOp{},
 			rangeSpans: map[int64]*spanOp{}, rangeDev: map[string]int64{}, kernels: map[string]*kernelAcc{},
 			kernelOps: map[kernelOpKey]*kernelOpAcc{},
 			copies:    map[string]*Copy{}, syncs: map[string]*Sync{}, devs: map[int]*devPart{}, util: map[int][]int64{},
@@ -53,6 +54,8 @@ func (m *merger) add(p *partial) {
 	m.nWin++
 	a.steps = append(a.steps, p.steps...)
 	addRows(a.ops, p.ops)
+	addRows(a.shapeOps, p.shapeOps)
+	addSpans(a.shapeSpans, p.shapeSpans)
 	addRows(a.ranges, p.ranges)
 	addSpans(a.opSpans, p.opSpans)
 	addSpans(a.rangeSpans, p.rangeSpans)
@@ -151,6 +154,7 @@ func (m *merger) add(p *partial) {
 	c.commNS += p.comm.commNS
 	m.addMemory(p.mem)
 	a.links += p.links
+	a.deep.add(&p.deep)
 }
 
 func addRows(dst, src map[rowKey]*Operator) {
@@ -355,6 +359,17 @@ func (m *merger) rank() *Rank {
 		r.Operators = append(r.Operators, *o)
 	}
 	sortOperators(r.Operators)
+	r.OperatorsByShape = []Operator{}
+	switch {
+	case m.opt.GroupByShape:
+		r.OperatorsByShape = append(r.OperatorsByShape, r.Operators...)
+	case f.meta.RecordShapes:
+		finishSpans(a.shapeOps, a.shapeSpans)
+		for _, o := range a.shapeOps {
+			r.OperatorsByShape = append(r.OperatorsByShape, *o)
+		}
+		sortOperators(r.OperatorsByShape)
+	}
 	finishSpans(a.ranges, a.rangeSpans)
 	r.UserRanges = make([]Operator, 0, len(a.ranges))
 	for _, o := range a.ranges {
@@ -413,6 +428,7 @@ func (m *merger) rank() *Rank {
 	if f.incomplete() {
 		r.Warnings = append(r.Warnings, "the trace holds no operator and no kernel launch: the profiler recorded no active step of the training (the job may have ended during the profiler's warm-up), so the report judges nothing")
 	}
+	a.deep.finish(r)
 	r.Findings = findings(f, r)
 	// lists are [] in the JSON, never null
 	if r.Comm.Collectives == nil {

@@ -23,6 +23,10 @@ type Options struct {
 	Annotations  bool // include user annotations in the operator table
 	MemoryPoints int  // points kept per memory curve; 0 means 1000
 	DropLastStep bool // drop the last step, as HTA does by default
+	// SequenceOp picks the operators whose kernel sequences are listed
+	// HTA's way (the shallowest ones whose names contain it); empty: the
+	// innermost operators or modules launching three or more.
+	SequenceOp string
 	// Phases are the steps' phases that ptscope run recorded beside the
 	// trace (a bundle's phases.jsonl): steps when the trace has no step
 	// marker, and unprofiled step times to measure the profiler's overhead.

@@ -220,11 +220,29 @@ type Rank struct {
 	UtilTimeline []UtilPoint `json:"gpu_utilization_timeline"`
 	FwdBwdLinks  int         `json:"fwd_bwd_links"` // backward ops linked to their forward op
 
+	// HTA's and the TensorBoard plugin's deeper analyses (deep.go,
+	// docs/trace.md "Deeper analyses")
+	CriticalPath    CriticalPath     `json:"critical_path"`
+	KernelSequences []KernelSequence `json:"kernel_sequences"`
+	Streams         []StreamStats    `json:"streams"`
+	CopyBandwidth   []CopyBandwidth  `json:"copy_bandwidth"`
+	GPUAnnotations  []GPUAnnotation  `json:"gpu_annotations"`
+	Modules         []Module         `json:"modules"`
+	// OperatorsByShape is the operator table by (name, input shapes),
+	// whatever Options.GroupByShape says (empty without record_shapes).
+	OperatorsByShape []Operator `json:"operators_by_shape"`
+	CommOps          []CommOp   `json:"communication_ops"`
+	MemoryOps        []MemoryOp `json:"memory_by_operator"`
+	// Skipped names the analyses a trace analysed in windows (larger than
+	// memory) leaves out, with the reason: they need the whole trace at once.
+	Skipped []string `json:"skipped_analyses,omitempty"`
+
 	Overhead *Overhead         `json:"profiling_overhead,omitempty"` // with bundle phases
 	Findings []finding.Finding `json:"findings"`
 	Warnings []string          `json:"warnings"`
 
-	comm    []commEvent
-	hasRank bool     // the rank came from distributedInfo
-	id      jobIdent // what tells the ranks of one job apart from other runs
+	comm      []commEvent
+	commCalls []commOpCall // communication ops in start order, for their transfer time
+	hasRank   bool         // the rank came from distributedInfo
+	id        jobIdent     // what tells the ranks of one job apart from other runs
 }

@@ -88,8 +88,10 @@ func (g *graph) seqOf(i int32) int64 {
 type partial struct {
 	steps      []stepPart
 	ops        map[rowKey]*Operator
+	shapeOps   map[rowKey]*Operator // by (name, shapes), nil when ops already are
 	ranges     map[rowKey]*Operator
 	opSpans    map[int64]*spanOp // ops whose host self time other windows add to, by index
+	shapeSpans map[int64]*spanOp
 	rangeSpans map[int64]*spanOp
 	rangeDev   map[string]int64 // device time launched while a user range was open, by name
 	kernels    map[string]*kernelAcc
@@ -107,6 +109,7 @@ type partial struct {
 	hostTo     int64                // the window's hostTo: later windows' GPU events start after it
 	mem        []kineto.MemoryEvent // owned, by time
 	links      int
+	deep       deepPart // the deeper analyses (deep.go)
 }
 
 // stepPart is one step with the per-device compute time its utilisation
@@ -163,6 +166,9 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 	tables := start(func() {
 		st := computeOpStats(g)
 		p.ops, p.opSpans = operators(g, st, opt.GroupByShape, opt.Annotations)
+		if !opt.GroupByShape && g.t.Meta.RecordShapes {
+			p.shapeOps, p.shapeSpans = operators(g, st, true, opt.Annotations)
+		}
 		p.ranges, p.rangeSpans, p.rangeDev = userRanges(g, st)
 	})
 	gpuTables := start(func() {
@@ -195,6 +201,7 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 		return devs
 	})
 	comm := start(func() { p.comm = commStats(g, ro) })
+	deep := start(func() { p.deep = deepAnalyses(g, w, opt) })
 	bd, dataloader := attribute(ro, steps)
 	ov := commOverlap(ro, steps, w.kernels)
 	ph := attributePhases(phases(), steps, dataloader)
@@ -212,6 +219,7 @@ func analyzeWindow(g *graph, w *window, opt Options, host func() *hostRoles) *pa
 		}
 	}
 	comm.wait()
+	deep.wait()
 	gpuTables.wait()
 	tables.wait()
 	return p

@@ -200,7 +200,7 @@ func traceEventOf(ti *traceInput, i int) *TraceEvent {
 				e.Bytes = g.Bytes
 			}
 			e.Registers, e.SharedMem = g.Registers, g.SharedMem
-		case int(a) < len(t.Ops):
+		case !ev.Kind[i].HasGPUInfo() && int(a) < len(t.Ops):
 			e.Shapes = t.Strings[t.Ops[a].Shape]
 			e.Types = t.Strings[t.Ops[a].Types]
 		}

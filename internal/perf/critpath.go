@@ -1,0 +1,505 @@
+package perf
+
+import (
+	"cmp"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/ptscope/ptscope/internal/kineto"
+)
+
+// CriticalPath is Holistic Trace Analysis's lightweight critical path
+// (hta/analyzers/critical_path_analysis.py), computed for every step: the
+// longest chain of CPU operators, kernel launches, kernels and
+// synchronisations through the step, where each link waits for the one
+// before. Shortening work off the path does not shorten the step;
+// shortening work on it does, until another chain becomes the longest.
+//
+// The graph is HTA's (docs/trace.md, "Critical path"): a start and an end
+// node for each CPU operator, runtime/driver call and launched GPU event of
+// the step (host calls that start within the step's host span; GPU events
+// whose launch does); edges for an operator's duration and the gaps between
+// nested calls, zero-weight edges between consecutive top-level operators
+// of a thread and along the CUDA runtime lock, launch → kernel edges when
+// the kernel's stream queue was empty, kernel → kernel edges on a stream,
+// and zero-weight synchronisation edges (stream, context and event syncs,
+// cudaStreamWaitEvent) from the cuda_sync events.
+type CriticalPath struct {
+	// SyncEvents: the trace has cuda_sync events (PyTorch's
+	// enable_cuda_sync_events); without them the GPU→CPU waits are not
+	// edges and the path may run through the host's waiting calls' ends
+	// instead (HTA warns the same).
+	SyncEvents bool `json:"sync_events"`
+	// Windowed: the trace was analysed in windows of steps (larger than
+	// memory); a window does not see the launches queued in the window
+	// before it, so a step at a window's edge may take a kernel gap for a
+	// launch delay and come out longer or shorter than the whole trace's.
+	Windowed bool          `json:"windowed,omitempty"`
+	LengthNS int64         `json:"length_ns"` // summed over the steps
+	BoundBy  CriticalBound `json:"bound_by"`  // summed over the steps
+	// Items are the work on the paths by name, summed over the steps, the
+	// most critical time first.
+	Items []CriticalItem     `json:"items"`
+	Steps []StepCriticalPath `json:"steps"`
+}
+
+// CriticalBound splits a critical path's length by what bounds it (HTA's
+// bound_by; data loading is ptscope's: host work inside a DataLoader
+// annotation, which HTA counts as cpu_bound unless given data_load_events).
+type CriticalBound struct {
+	CPUNS              int64 `json:"cpu_bound_ns"`
+	DataLoadingNS      int64 `json:"data_loading_ns"`
+	GPUComputeNS       int64 `json:"gpu_compute_bound_ns"`
+	GPUCommunicationNS int64 `json:"gpu_communication_bound_ns"`
+	KernelKernelNS     int64 `json:"gpu_kernel_kernel_overhead_ns"` // gaps between kernels of a stream
+	LaunchNS           int64 `json:"gpu_kernel_launch_overhead_ns"` // launch start to kernel start, queue empty
+}
+
+func (b *CriticalBound) add(o CriticalBound) {
+	b.CPUNS += o.CPUNS
+	b.DataLoadingNS += o.DataLoadingNS
+	b.GPUComputeNS += o.GPUComputeNS
+	b.GPUCommunicationNS += o.GPUCommunicationNS
+	b.KernelKernelNS += o.KernelKernelNS
+	b.LaunchNS += o.LaunchNS
+}
+
+// Bound kinds (CriticalItem.BoundBy), HTA's names.
+const (
+	BoundCPU           = "cpu_bound"
+	BoundDataLoading   = "data_loading"
+	BoundGPUCompute    = "gpu_compute_bound"
+	BoundGPUComm       = "gpu_communication_bound"
+	BoundKernelKernel  = "gpu_kernel_kernel_overhead"
+	BoundKernelLaunch  = "gpu_kernel_launch_overhead"
+	itemKernelGaps     = "gaps between kernels"
+	itemLaunchDelays   = "kernel launch delays"
+	criticalStepItems  = 8 // items per step whose saving is measured
+	criticalRankItems  = 20
+	criticalKKMaxGapNS = 1_500_000 // HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US
+)
+
+// CriticalItem is work of one name on a critical path: an operator,
+// runtime call or kernel (time on the path attributed to events of that
+// name), or the launch delays or kernel gaps of the path.
+type CriticalItem struct {
+	Name       string `json:"name"`
+	BoundBy    string `json:"bound_by"`
+	Events     int    `json:"events"`      // events of the name with time on the path
+	CriticalNS int64  `json:"critical_ns"` // their time on the path
+	// SavingNS is what the step would gain if this work took no time: the
+	// path's length minus the longest path with its edges at zero (other
+	// chains may then bound the step). Measured for each step's
+	// criticalStepItems largest items; on the rank, summed over the steps
+	// that measured it.
+	SavingNS int64 `json:"saving_ns"`
+}
+
+// StepCriticalPath is one step's critical path.
+type StepCriticalPath struct {
+	Step     string        `json:"step"`
+	LengthNS int64         `json:"length_ns"`
+	BoundBy  CriticalBound `json:"bound_by"`
+	Items    []CriticalItem
+	// Path is the chain in time order: consecutive edges of one event
+	// merged, with synchronisation edges (duration 0) kept as links.
+	Path []CriticalSegment `json:"path"`
+	// Nodes and Edges size the step's graph; Failed says why no path was
+	// found (a cycle, as HTA reports).
+	Nodes  int    `json:"nodes"`
+	Edges  int    `json:"edges"`
+	Failed string `json:"failed,omitempty"`
+}
+
+// CriticalSegment is a piece of a critical path: the time attributed to
+// one event, a launch delay or a gap between kernels, or a
+// synchronisation link.
+type CriticalSegment struct {
+	Kind       string `json:"kind"` // cpu, kernel, launch_delay, kernel_gap, sync
+	Name       string `json:"name"`
+	Event      int64  `json:"event"` // the event's index in the trace file's complete events (-1: none)
+	StartNS    int64  `json:"start_ns"`
+	DurationNS int64  `json:"duration_ns"`
+	BoundBy    string `json:"bound_by,omitempty"`
+}
+
+// cpName classes a string id for the critical path (and the queue).
+type cpName uint16
+
+const (
+	cpKnown      cpName = 1 << iota
+	cpLock              // takes the CUDA runtime lock (HTA's CUDA_RUNTIME_EVENTS)
+	cpLaunch            // a runtime launch of GPU work (HTA's runtime launch events)
+	cpBlocking          // a blocking synchronisation call
+	cpRecord            // cudaEventRecord
+	cpForward           // contains "forward"
+	cpAutograd          // contains "autograd"
+	cpHTAComm           // HTA's communication kernel pattern
+	cpStreamWait        // the "Stream Wait Event" sync
+	cpEventSync         // "Event Sync" / "Context Sync" (stream -1 syncs)
+	cpContextSync
+	cpStreamSync
+)
+
+var htaCommKernel = regexp.MustCompile(`(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)`)
+
+func classifyCP(name string) cpName {
+	c := cpKnown
+	switch name {
+	case "cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync":
+		c |= cpLock
+	}
+	switch name {
+	case "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
+		"cudaMemsetAsync", "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel",
+		"hipExtModuleLaunchKernel", "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream":
+		c |= cpLaunch
+	}
+	switch name {
+	case "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize", "cudaMemcpy",
+		"cudaMemcpyAsync":
+		c |= cpBlocking
+	case "cudaEventRecord":
+		c |= cpRecord
+	case "Stream Wait Event":
+		c |= cpStreamWait
+	case "Event Sync":
+		c |= cpEventSync
+	case "Context Sync":
+		c |= cpContextSync
+	case "Stream Sync":
+		c |= cpStreamSync
+	}
+	if strings.Contains(name, "forward") {
+		c |= cpForward
+	}
+	if strings.Contains(name, "autograd") {
+		c |= cpAutograd
+	}
+	if htaCommKernel.MatchString(name) {
+		c |= cpHTAComm
+	}
+	return c
+}
+
+// cpNames classifies the string ids an analysis asks about, once each.
+type cpNames struct {
+	t *kineto.Trace
+	c []cpName
+}
+
+func (n *cpNames) of(id uint32) cpName {
+	if n.c == nil {
+		n.c = make([]cpName, len(n.t.Strings))
+	}
+	if n.c[id] == 0 {
+		n.c[id] = classifyCP(n.t.Strings[id])
+	}
+	return n.c[id]
+}
+
+// streamKey is a GPU stream of a device.
+type streamKey struct{ dev, stream int32 }
+
+// cpLaunchRec is a runtime launch (HTA's runtime launch events) with the
+// GPU event it launched.
+type cpLaunchRec struct {
+	ts       int64
+	launch   int32 // the runtime/driver event
+	gpu      int32 // its GPU event
+	pid, tid int32
+	key      streamKey
+}
+
+// cpPrep is what every step's graph needs from the whole trace (or
+// window): host node candidates and GPU events by start, the launches, the
+// queue lengths and the synchronisations.
+type cpPrep struct {
+	g     *graph
+	names cpNames
+	// host events that get nodes (cpu_op, runtime and driver calls with a
+	// duration), by start
+	host []int32
+	// host ops and annotations whose names hold "forward" or "autograd",
+	// by start (HTA moves the backward thread into the forward one)
+	marks []int32
+	// GPU events with a launch of nonzero duration, by the launch's start
+	gpu []int32
+	// queue lengths after each launch's +1 and each GPU event's -1, by GPU
+	// event (-1: not counted, the launch is not a launch call)
+	qLaunch, qGPU []int32
+	// each stream's queue length from each change on (HTA's series)
+	series map[streamKey]*queueSeries
+	// synchronisations (cuda_sync events with a runtime call)
+	syncRT     map[int32]int32 // sync event -> its runtime call
+	syncs      []int32         // Event Sync / Context Sync, by start
+	streamSync []int32         // Stream Sync, by its runtime call's start
+	waitPairs  map[int32]int32 // dest GPU event -> src GPU event (cudaStreamWaitEvent)
+	eventSrc   map[int32]int32 // Event Sync -> the GPU event its CUDA event waits for
+	hasSync    bool
+}
+
+// newCPPrep indexes g for the critical path.
+func newCPPrep(g *graph) *cpPrep {
+	ev := g.ev
+	n := ev.Len()
+	p := &cpPrep{g: g, names: cpNames{t: g.t}, qLaunch: make([]int32, n), qGPU: make([]int32, n),
+		series: map[streamKey]*queueSeries{}, syncRT: map[int32]int32{}, waitPairs: map[int32]int32{},
+		eventSrc: map[int32]int32{}}
+	for i := range p.qLaunch {
+		p.qLaunch[i], p.qGPU[i] = -1, -1
+	}
+	corrRT := map[int64]int32{} // correlation -> runtime/driver call, for syncs and records
+	var syncEv []int32
+	for i := 0; i < n; i++ {
+		k := ev.Kind[i]
+		switch {
+		case k == kineto.KindCPUOp || k.IsLaunch():
+			if ev.Dur[i] > 0 {
+				p.host = append(p.host, int32(i))
+			}
+			if k == kineto.KindCPUOp && ev.Dur[i] > 0 && p.names.of(ev.Name[i])&(cpForward|cpAutograd) != 0 {
+				p.marks = append(p.marks, int32(i))
+			}
+		case k == kineto.KindUserAnnotation:
+			if ev.Dur[i] > 0 && p.names.of(ev.Name[i])&(cpForward|cpAutograd) != 0 {
+				p.marks = append(p.marks, int32(i))
+			}
+		case k == kineto.KindSync:
+			p.hasSync = true
+			if ev.Corr[i] >= 0 {
+				syncEv = append(syncEv, int32(i))
+			}
+		}
+	}
+	if len(syncEv) > 0 {
+		for _, s := range syncEv {
+			corrRT[ev.Corr[s]] = -1
+		}
+	}
+	byTS := func(list []int32) {
+		sortRuns(list, func(a, b int32) int { return cmp.Compare(ev.TS[a], ev.TS[b]) }, slices.SortStableFunc)
+	}
+	byTS(p.host)
+	byTS(p.marks)
+	// launches (HTA's runtime launch events with a GPU event), by start
+	var launches []cpLaunchRec
+	for _, i := range g.gpu {
+		l := g.launch[i]
+		if l < 0 {
+			continue
+		}
+		if ev.Dur[l] > 0 {
+			p.gpu = append(p.gpu, i)
+		}
+		if p.names.of(ev.Name[l])&cpLaunch == 0 {
+			continue
+		}
+		info := g.t.GPU[ev.Aux[i]]
+		launches = append(launches, cpLaunchRec{ts: ev.TS[l], launch: l, gpu: i, pid: ev.PID[l], tid: ev.TID[l],
+			key: streamKey{info.Device, info.Stream}})
+	}
+	sortRuns(p.gpu, func(a, b int32) int { return cmp.Compare(ev.TS[g.launch[a]], ev.TS[g.launch[b]]) }, slices.SortStableFunc)
+	sortRuns(launches, func(a, b cpLaunchRec) int {
+		return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.launch, b.launch))
+	}, slices.SortStableFunc)
+	p.queues(launches)
+	if len(syncEv) == 0 {
+		return p
+	}
+	// runtime calls of the syncs and of the CUDA events they wait on
+	records := map[int64]int32{}
+	waitCorr := map[int64]bool{}
+	for _, s := range syncEv {
+		if w := g.t.GPU[ev.Aux[s]].WaitCorr; w >= 0 {
+			waitCorr[w] = true
+		}
+	}
+	for i := 0; i < n; i++ {
+		if !ev.Kind[i].IsLaunch() {
+			continue
+		}
+		c := ev.Corr[i]
+		if _, ok := corrRT[c]; ok {
+			corrRT[c] = int32(i)
+		}
+		if waitCorr[c] && p.names.of(ev.Name[i])&cpRecord != 0 {
+			records[c] = int32(i)
+		}
+	}
+	p.syncLinks(syncEv, corrRT, records, launches)
+	return p
+}
+
+// queueSeries is a stream's queue length: q[i] from t[i] on.
+type queueSeries struct {
+	t []int64
+	q []int32
+}
+
+// queues computes HTA's queue length per stream (trace_counters.py): +1 at
+// each launch call with a GPU event, -1 at that event's start, summed in
+// time order (launches in start order, then GPU events: each stream's
+// list is two sorted runs).
+func (p *cpPrep) queues(launches []cpLaunchRec) {
+	ev := p.g.ev
+	type qev struct {
+		ts    int64
+		gpu   int32
+		delta int32
+	}
+	by := map[streamKey][]qev{}
+	for _, l := range launches {
+		by[l.key] = append(by[l.key], qev{l.ts, l.gpu, 1})
+	}
+	for _, l := range p.g.gpu { // by start
+		if q, ok := by[streamOf(p.g, l)]; ok && p.g.launch[l] >= 0 && p.names.of(ev.Name[p.g.launch[l]])&cpLaunch != 0 {
+			by[streamOf(p.g, l)] = append(q, qev{ev.TS[l], l, -1})
+		}
+	}
+	for key, list := range by {
+		sortRuns(list, func(a, b qev) int { return cmp.Compare(a.ts, b.ts) }, slices.SortStableFunc)
+		s := &queueSeries{t: make([]int64, len(list)), q: make([]int32, len(list))}
+		var q int32
+		for i, e := range list {
+			q += e.delta
+			if e.delta > 0 {
+				p.qLaunch[e.gpu] = q
+			} else {
+				p.qGPU[e.gpu] = q
+			}
+			s.t[i], s.q[i] = e.ts, q
+		}
+		p.series[key] = s
+	}
+}
+
+// streamOf is GPU event i's device and stream.
+func streamOf(g *graph, i int32) streamKey {
+	info := g.t.GPU[g.ev.Aux[i]]
+	return streamKey{info.Device, info.Stream}
+}
+
+// syncLinks resolves what each synchronisation waits for: an Event Sync
+// the GPU event launched last on the recorded stream before its
+// cudaEventRecord; a Stream Wait Event makes the next GPU event launched
+// from its thread on its stream wait for that GPU event.
+func (p *cpPrep) syncLinks(syncEv []int32, corrRT map[int64]int32, records map[int64]int32, launches []cpLaunchRec) {
+	g, ev := p.g, p.g.ev
+	byStream := map[streamKey][]int{} // launch indices, by start
+	type threadStream struct {
+		pid, tid int32
+		key      streamKey
+	}
+	byThread := map[threadStream][]int{}
+	for k, l := range launches {
+		byStream[l.key] = append(byStream[l.key], k)
+		ts := threadStream{l.pid, l.tid, l.key}
+		byThread[ts] = append(byThread[ts], k)
+	}
+	// the GPU event of the last launch on key at or before ts
+	prev := func(key streamKey, ts int64) int32 {
+		list := byStream[key]
+		j, _ := slices.BinarySearchFunc(list, ts, func(k int, t int64) int {
+			if launches[k].ts <= t {
+				return -1
+			}
+			return 1
+		})
+		if j == 0 {
+			return -1
+		}
+		return launches[list[j-1]].gpu
+	}
+	next := func(pid, tid int32, key streamKey, ts int64) int32 {
+		list := byThread[threadStream{pid, tid, key}]
+		j, _ := slices.BinarySearchFunc(list, ts, func(k int, t int64) int {
+			if launches[k].ts < t {
+				return -1
+			}
+			return 1
+		})
+		if j == len(list) {
+			return -1
+		}
+		return launches[list[j]].gpu
+	}
+	for _, s := range syncEv {
+		rt := corrRT[ev.Corr[s]]
+		if rt < 0 {
+			continue
+		}
+		p.syncRT[s] = rt
+		info := g.t.GPU[ev.Aux[s]]
+		c := p.names.of(ev.Name[s])
+		src := int32(-1)
+		if info.WaitStream >= 0 && info.WaitCorr >= 0 {
+			if rec, ok := records[info.WaitCorr]; ok {
+				src = prev(streamKey{info.Device, info.WaitStream}, ev.TS[rec])
+			}
+		}
+		switch {
+		case c&cpStreamWait != 0:
+			if src >= 0 && info.Stream >= 0 {
+				if dst := next(ev.PID[rt], ev.TID[rt], streamKey{info.Device, info.Stream}, ev.TS[rt]); dst >= 0 {
+					p.waitPairs[dst] = src
+				}
+			}
+		case c&(cpEventSync|cpContextSync) != 0 && info.Stream < 0:
+			p.syncs = append(p.syncs, s)
+			if c&cpEventSync != 0 && src >= 0 {
+				p.eventSrc[s] = src
+			}
+		case c&cpStreamSync != 0 && info.Stream >= 0:
+			p.streamSync = append(p.streamSync, s)
+		}
+	}
+	slices.SortStableFunc(p.syncs, func(a, b int32) int { return cmp.Compare(ev.TS[a], ev.TS[b]) })
+	slices.SortStableFunc(p.streamSync, func(a, b int32) int {
+		return cmp.Compare(ev.TS[p.syncRT[a]], ev.TS[p.syncRT[b]])
+	})
+}
+
+// inRange returns the part of list (sorted by key) with key in [s, e].
+func inRange(list []int32, key func(int32) int64, s, e int64) []int32 {
+	lo, _ := slices.BinarySearchFunc(list, s, func(i int32, t int64) int { return cmp.Compare(key(i), t) })
+	hi, _ := slices.BinarySearchFunc(list, e+1, func(i int32, t int64) int { return cmp.Compare(key(i), t) })
+	return list[lo:hi]
+}
+
+// finishCriticalPath sums the steps' paths.
+func finishCriticalPath(steps []StepCriticalPath, sync, windowed bool) CriticalPath {
+	cp := CriticalPath{SyncEvents: sync, Windowed: windowed, Steps: steps, Items: []CriticalItem{}}
+	if cp.Steps == nil {
+		cp.Steps = []StepCriticalPath{}
+	}
+	type key struct{ name, bound string }
+	items := map[key]*CriticalItem{}
+	for _, s := range steps {
+		cp.LengthNS += s.LengthNS
+		cp.BoundBy.add(s.BoundBy)
+		for _, it := range s.Items {
+			x := items[key{it.Name, it.BoundBy}]
+			if x == nil {
+				x = &CriticalItem{Name: it.Name, BoundBy: it.BoundBy}
+				items[key{it.Name, it.BoundBy}] = x
+			}
+			x.Events += it.Events
+			x.CriticalNS += it.CriticalNS
+			x.SavingNS += it.SavingNS
+		}
+	}
+	for _, it := range items {
+		cp.Items = append(cp.Items, *it)
+	}
+	sortItems(cp.Items)
+	cp.Items = cp.Items[:min(len(cp.Items), criticalRankItems)]
+	return cp
+}
+
+func sortItems(items []CriticalItem) {
+	slices.SortFunc(items, func(a, b CriticalItem) int {
+		return cmp.Or(cmp.Compare(b.CriticalNS, a.CriticalNS), cmp.Compare(a.Name, b.Name), cmp.Compare(a.BoundBy, b.BoundBy))
+	})
+}
