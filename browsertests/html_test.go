@@ -64,6 +64,11 @@ func TestHTMLFiles(t *testing.T) {
 	open(t, b, tu+"?view=operators", "operator-table")
 	numbersInside(t, b, "offline operators")
 	open(t, b, tu+"?view=kernels", "kernel-table")
+	open(t, b, tu+"?view=opmemory", "memory-ops", "trace-memory")
+	open(t, b, tu+"?view=gpu", "gpu-view", "queue-length", "copy-bandwidth")
+	open(t, b, tu+"?view=distributed", "distributed", "rank-table")
+	open(t, b, tu+"?view=critical", "critical", "critical-path", "trace-timeline")
+	clickCriticalRow(t, b)
 	noErrors(t, b)
 	onlyFrom(t, b, "")
 	if st, err := os.Stat(strings.TrimPrefix(u, "file://")); err != nil || st.Size() > 10<<20 {

@@ -16,7 +16,8 @@ func traceOf(it *Input) (*traceInput, error) {
 }
 
 // TraceSummary is the profiler views' data: the analysis of the trace
-// (trace's JSON for one rank) and the timeline's lanes and time range.
+// (trace's JSON for one rank, without what trace/critical and trace/gpu
+// answer: summaryRank) and the timeline's lanes and time range.
 type TraceSummary struct {
 	Result  *perf.Rank      `json:"result"`
 	Lanes   []TraceLane     `json:"lanes"`
@@ -35,7 +36,7 @@ type TraceLane struct {
 }
 
 func traceSummaryOf(ti *traceInput) *TraceSummary {
-	out := &TraceSummary{Result: ti.result, StartNS: ti.tl.Start, EndNS: ti.tl.End, Devices: ti.model.Meta.Devices,
+	out := &TraceSummary{Result: summaryRank(ti.result), StartNS: ti.tl.Start, EndNS: ti.tl.End, Devices: ti.model.Meta.Devices,
 		BaseNS: ti.model.Meta.BaseTimeNS}
 	for _, l := range ti.tl.Lanes {
 		out.Lanes = append(out.Lanes, TraceLane{l, l.Depth()})

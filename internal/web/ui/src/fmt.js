@@ -131,3 +131,36 @@ export function fill(node, ...kids) {
   node.replaceChildren(...kids.flat(Infinity).filter((k) => k != null && k !== false).map((k) => k instanceof Node ? k : document.createTextNode(String(k))));
   return node;
 }
+
+// rate formats bytes per second in decimal units (GB/s, as HTA and
+// nvidia-smi give bandwidth).
+export function rate(bps) {
+  if (bps == null || !isFinite(bps)) return '';
+  const a = Math.abs(bps);
+  const [d, u] = a >= 1e9 ? [1e9, 'GB/s'] : a >= 1e6 ? [1e6, 'MB/s'] : a >= 1e3 ? [1e3, 'KB/s'] : [1, 'B/s'];
+  const v = bps / d;
+  return (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)) + ' ' + u;
+}
+
+// rateTicks are round rates within [0, hi], labelled in the unit of hi.
+export function rateTicks(hi, n) {
+  const [d, u] = hi >= 1e9 ? [1e9, 'GB/s'] : hi >= 1e6 ? [1e6, 'MB/s'] : hi >= 1e3 ? [1e3, 'KB/s'] : [1, 'B/s'];
+  return ticks(0, hi / d, n).map((v) => ({ v: v * d, label: +v.toFixed(6) + ' ' + u }));
+}
+
+// at formats an instant (ns since the trace start) to the microsecond.
+export function at(ns) {
+  if (ns == null || !isFinite(ns)) return '';
+  const a = Math.abs(ns);
+  if (a >= 1e9) return (ns / 1e9).toFixed(6) + ' s';
+  if (a >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
+  if (a >= 1e3) return (ns / 1e3).toFixed(1) + ' us';
+  return Math.round(ns) + ' ns';
+}
+
+// durRound formats a round duration without trailing zeros (1 us, 500 us, 10 ms).
+export function durRound(ns) {
+  const a = Math.abs(ns);
+  const [d, u] = a >= 1e9 ? [1e9, 's'] : a >= 1e6 ? [1e6, 'ms'] : a >= 1e3 ? [1e3, 'us'] : [1, 'ns'];
+  return +(ns / d).toFixed(3) + ' ' + u;
+}

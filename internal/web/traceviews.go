@@ -1,0 +1,93 @@
+package web
+
+import (
+	"github.com/ptscope/ptscope/internal/perf"
+)
+
+// The trace's deeper analyses each have a view of their own, so that the
+// summary every trace tab reads first stays small: the critical path's
+// chain (hundreds of segments per step) and the streams' and copies'
+// series over time are left out of trace/summary and answered by
+// trace/critical and trace/gpu.
+
+// summaryRank is the rank's result as trace/summary sends it: everything
+// but the critical path's segments and the per-stream and per-copy-kind
+// series (trace/critical, trace/gpu).
+func summaryRank(r *perf.Rank) *perf.Rank {
+	c := *r
+	c.CriticalPath = criticalWithout(r.CriticalPath)
+	c.Streams = make([]perf.StreamStats, len(r.Streams))
+	for i, s := range r.Streams {
+		s.Queue.Series = nil
+		c.Streams[i] = s
+	}
+	c.CopyBandwidth = make([]perf.CopyBandwidth, len(r.CopyBandwidth))
+	for i, b := range r.CopyBandwidth {
+		b.Series = nil
+		c.CopyBandwidth[i] = b
+	}
+	return &c
+}
+
+// criticalWithout is the critical path without its chains of segments.
+func criticalWithout(cp perf.CriticalPath) perf.CriticalPath {
+	steps := make([]perf.StepCriticalPath, len(cp.Steps))
+	for i, s := range cp.Steps {
+		s.Path = nil
+		steps[i] = s
+	}
+	cp.Steps = steps
+	return cp
+}
+
+// TraceCritical is the critical path view: the rank's critical path (its
+// steps without their chains) and the chain of the step with the longest
+// path, whose segments name the events of the trace timeline (their
+// index, as trace/event takes). BaseNS turns the segments' Unix times into
+// the timeline's.
+type TraceCritical struct {
+	perf.CriticalPath
+	LongestStep string                 `json:"longest_step"`
+	Path        []perf.CriticalSegment `json:"path"`
+	BaseNS      int64                  `json:"base_ns"`
+}
+
+func traceCritical(it *Input, _ params) (any, error) {
+	ti, err := traceOf(it)
+	if err != nil {
+		return nil, err
+	}
+	cp := ti.result.CriticalPath
+	out := &TraceCritical{CriticalPath: criticalWithout(cp), Path: []perf.CriticalSegment{}, BaseNS: ti.model.Meta.BaseTimeNS}
+	long := -1
+	for i, s := range cp.Steps {
+		if s.Failed == "" && (long < 0 || s.LengthNS > cp.Steps[long].LengthNS) {
+			long = i
+		}
+	}
+	if long >= 0 {
+		out.LongestStep, out.Path = cp.Steps[long].Step, cp.Steps[long].Path
+	}
+	return out, nil
+}
+
+// TraceGPU is the GPU view: launch statistics, per-stream queue length and
+// idle intervals, copy bandwidth over time and the GPU-side annotations
+// (perf's results, series included).
+type TraceGPU struct {
+	Launch        perf.Launch          `json:"launch"`
+	Streams       []perf.StreamStats   `json:"streams"`
+	CopyBandwidth []perf.CopyBandwidth `json:"copy_bandwidth"`
+	Annotations   []perf.GPUAnnotation `json:"gpu_annotations"`
+	Skipped       []string             `json:"skipped_analyses,omitempty"`
+}
+
+func traceGPU(it *Input, _ params) (any, error) {
+	ti, err := traceOf(it)
+	if err != nil {
+		return nil, err
+	}
+	r := ti.result
+	return &TraceGPU{Launch: r.Launch, Streams: r.Streams, CopyBandwidth: r.CopyBandwidth, Annotations: r.GPUAnnotations,
+		Skipped: r.Skipped}, nil
+}
