@@ -188,7 +188,7 @@ func clickCriticalRow(t *testing.T, b *Browser) {
 	}
 	until(t, b, "the timeline zoomed to the piece", `document.querySelector('[data-testid=trace-timeline]').dataset.state === 'ready' && window.__ptscope.timings.criticalClick > 0`)
 	got := eval[[]float64](t, b, `(() => { const cp = window.__ptscope.critical, tl = window.__ptscope.traceTimeline;
-	  const sg = cp.path.slice().sort((a, b) => b.duration_ns - a.duration_ns)[0], t0 = sg.start_ns - cp.base_ns, t1 = t0 + sg.duration_ns;
+	  const sg = cp.path.slice().sort((a, b) => b.duration_ns - a.duration_ns)[0], t0 = sg.timeline_ns, t1 = t0 + sg.duration_ns;
 	  const r = tl.node.getBoundingClientRect();
 	  return [tl.vp.t0 <= t0 && tl.vp.t1 >= t1 ? 1 : 0, tl.vp.t1 - tl.vp.t0, r.top, r.bottom, sg.event]; })()`)
 	if got[0] != 1 || got[1] >= before {

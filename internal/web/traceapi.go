@@ -27,6 +27,9 @@ type TraceSummary struct {
 	// BaseNS is the trace's baseTimeNanoseconds (0 if absent): the result's
 	// times (steps) are BaseNS + the timeline's.
 	BaseNS int64 `json:"base_ns"`
+	// StepBands are the steps' [start, end) on the timeline's clock (Unix ns
+	// are past what a JavaScript number holds exactly).
+	StepBands [][2]int64 `json:"step_bands"`
 }
 
 // TraceLane is one thread or stream row of the trace timeline.
@@ -40,6 +43,11 @@ func traceSummaryOf(ti *traceInput) *TraceSummary {
 		BaseNS: ti.model.Meta.BaseTimeNS}
 	for _, l := range ti.tl.Lanes {
 		out.Lanes = append(out.Lanes, TraceLane{l, l.Depth()})
+	}
+	out.StepBands = make([][2]int64, len(ti.result.Steps))
+	for i, st := range ti.result.Steps {
+		t0 := st.StartTimeNS - out.BaseNS
+		out.StepBands[i] = [2]int64{t0, t0 + st.DurationNS}
 	}
 	return out
 }

@@ -43,13 +43,20 @@ func criticalWithout(cp perf.CriticalPath) perf.CriticalPath {
 // TraceCritical is the critical path view: the rank's critical path (its
 // steps without their chains) and the chain of the step with the longest
 // path, whose segments name the events of the trace timeline (their
-// index, as trace/event takes). BaseNS turns the segments' Unix times into
-// the timeline's.
+// index, as trace/event takes).
 type TraceCritical struct {
 	perf.CriticalPath
-	LongestStep string                 `json:"longest_step"`
-	Path        []perf.CriticalSegment `json:"path"`
-	BaseNS      int64                  `json:"base_ns"`
+	LongestStep string        `json:"longest_step"`
+	Path        []CritSegment `json:"path"`
+	BaseNS      int64         `json:"base_ns"`
+}
+
+// CritSegment is a piece of the chain with its start on the trace
+// timeline's clock (trace/view's): Unix ns are past the 2^53 a JavaScript
+// number holds exactly, so the page cannot subtract BaseNS itself.
+type CritSegment struct {
+	perf.CriticalSegment
+	TimelineNS int64 `json:"timeline_ns"`
 }
 
 func traceCritical(it *Input, _ params) (any, error) {
@@ -58,7 +65,8 @@ func traceCritical(it *Input, _ params) (any, error) {
 		return nil, err
 	}
 	cp := ti.result.CriticalPath
-	out := &TraceCritical{CriticalPath: criticalWithout(cp), Path: []perf.CriticalSegment{}, BaseNS: ti.model.Meta.BaseTimeNS}
+	base := ti.model.Meta.BaseTimeNS
+	out := &TraceCritical{CriticalPath: criticalWithout(cp), Path: []CritSegment{}, BaseNS: base}
 	long := -1
 	for i, s := range cp.Steps {
 		if s.Failed == "" && (long < 0 || s.LengthNS > cp.Steps[long].LengthNS) {
@@ -66,7 +74,10 @@ func traceCritical(it *Input, _ params) (any, error) {
 		}
 	}
 	if long >= 0 {
-		out.LongestStep, out.Path = cp.Steps[long].Step, cp.Steps[long].Path
+		out.LongestStep = cp.Steps[long].Step
+		for _, sg := range cp.Steps[long].Path {
+			out.Path = append(out.Path, CritSegment{sg, sg.StartNS - base})
+		}
 	}
 	return out, nil
 }

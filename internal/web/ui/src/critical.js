@@ -35,8 +35,7 @@ export async function criticalView(body, input, s) {
     node.dataset.state = 'ready';
     return;
   }
-  const base = cp.base_ns;
-  const path = (cp.path || []).map((x, i) => ({ ...x, i, t0: x.start_ns - base, t1: x.start_ns - base + x.duration_ns, since: x.start_ns - base - s.start_ns }));
+  const path = (cp.path || []).map((x, i) => ({ ...x, i, t0: x.timeline_ns, t1: x.timeline_ns + x.duration_ns, since: x.timeline_ns - s.start_ns }));
   const longest = steps.find((x) => x.step === cp.longest_step) || steps[0];
   const top = (cp.items || [])[0];
   node.append(el('section', { class: 'answers', 'data-testid': 'critical-answers' },

@@ -90,6 +90,7 @@ export function kernelView(r) {
     toggle('group-by', 'group by', [['name', 'kernel'], ['operator', 'kernel + operator', byOp.length ? null : 'no kernel was linked to an operator']], 'name', show)), holder);
   show('name');
   const seqs = r.kernel_sequences || [];
+  const seqBox = el('div', { class: 'panel seqbox', 'data-testid': 'sequence-details' });
   if (seqs.length) {
     node.append(el('h3', {}, `Frequent kernel sequences (${seqs.length}): fusion candidates`),
       el('p', { class: 'muted' }, 'The kernels an operator launches one after another, the same sequence each time (HTA\'s frequent patterns): a sequence that repeats with much GPU time is worth fusing (torch.compile, a fused kernel).'),
@@ -97,7 +98,9 @@ export function kernelView(r) {
         { key: 'operator', label: 'operator', width: '18%' }, { key: 'seq', label: 'kernels in order', tail: 40 },
         { key: 'n', label: 'kernels', num: true }, { key: 'count', label: 'times', num: true, fmt: exact },
         { key: 'gpu_ns', label: 'GPU time', num: true, fmt: dur, bar: true }, { key: 'cpu_ns', label: 'CPU time', num: true, fmt: dur }],
-      { sort: 'gpu_ns', testid: 'sequence-table', filter: true }));
+      { sort: 'gpu_ns', testid: 'sequence-table', filter: true, onRow: (q) => seqBox.replaceChildren(...(q ? [
+        el('h4', {}, `${q.operator}: ${q.n} kernels, ${exact(q.count)} times, ${dur(q.gpu_ns)} on the GPU`),
+        el('ol', { class: 'stack' }, q.kernels.map((k) => el('li', { title: k }, k)))] : [])) }), seqBox);
   }
   return node;
 }

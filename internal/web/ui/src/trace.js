@@ -3,7 +3,7 @@
 // (lanes per stream and thread, every nesting level, a time axis and step
 // bands, a details panel for the clicked event).
 import { get } from './data.js';
-import { el, bytes, exact, dur, pct, link, swatch, keyColor, byteTicks, byteLabel, timeTicks, reservedColor, fill } from './fmt.js';
+import { el, bytes, exact, dur, pct, link, swatch, keyColor, byteTicks, byteLabel, timeTicks, reservedColor, fill, at } from './fmt.js';
 import { table } from './table.js';
 import { findingsList } from './findings.js';
 import { traceAnswers } from './answers.js';
@@ -159,7 +159,7 @@ export function traceTimeline(body, input, s, opts = {}) {
   body.append(node);
   const vp = { t0: s.start_ns, t1: Math.max(s.end_ns, s.start_ns + 1) };
   if (opts.range) { vp.t0 = Math.max(s.start_ns, opts.range[0]); vp.t1 = Math.min(s.end_ns, Math.max(vp.t0 + 100, opts.range[1])); }
-  const steps = (s.result.steps || []).map((x) => ({ name: x.name, t0: x.start_ns - s.base_ns, t1: x.start_ns - s.base_ns + x.duration_ns }));
+  const steps = (s.result.steps || []).map((x, k) => ({ name: x.name, t0: s.step_bands[k][0], t1: s.step_bands[k][1] }));
   let data = null, seq = 0, sel = null;
   // the width is measured once per draw (X runs for every event drawn)
   let width = 0;
@@ -313,7 +313,7 @@ export function traceTimeline(body, input, s, opts = {}) {
     fill(panel,
       el('h3', {}, e.name),
       el('table', { class: 'kv' },
-        row('kind', `${e.kind} (${e.category})`), row('duration', dur(e.duration_ns)), row('start', `${dur(e.start_ns - s.start_ns)} since the trace start`),
+        row('kind', `${e.kind} (${e.category})`), row('duration', dur(e.duration_ns)), row('start', `${at(e.start_ns - s.start_ns)} since the trace start`),
         row('thread / stream', e.thread), row('input shapes', e.input_shapes), row('input types', e.input_types),
         row('grid, block', e.grid ? `${e.grid}, ${e.block}` : null), row('registers / thread', e.registers_per_thread), row('shared memory', e.shared_memory_bytes ? bytes(e.shared_memory_bytes) : null),
         row('occupancy (est.)', e.occupancy_percent ? e.occupancy_percent + '%' : null), row('blocks per SM', e.blocks_per_sm),
