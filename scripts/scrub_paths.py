@@ -4,7 +4,7 @@
 Usage: scripts/scrub_paths.py FILE...   (rewritten in place; reports what changed)
 
 FILE is a snapshot pickle (.pickle, or .pickle.xz) or a text file (.json,
-.jsonl, .log, .golden). A frame's file under the repository's working copy
+.jsonl, .log, .txt, .golden). A frame's file under the repository's working copy
 becomes relative to it (scripts/..., examples/...), one under a Python
 environment starts at site-packages/ (how analyze tells torch's and
 libraries' frames apart is unchanged), and the companion's cache becomes
@@ -28,10 +28,16 @@ SCRUB = [
     (re.compile(r"^/\S*?/\.cache/ptscope/"), "~/.cache/ptscope/"),  # the companion's cache
 ]
 
-# The same rules inside text, where a path need not start the string.
+# The same rules inside text, where a path need not start the string; then
+# the GPU machine's own folders in logs and manifests: the copy of the
+# checkout where a command ran (its .gpu/<helper>/ folder) becomes ".", and
+# a command's output folder ($OUT, or a scratch folder under /tmp) "$OUT".
 _TEXT = [
     (re.compile(r"/(?:opt|root|home|work|tmp|usr)/[^\s\"']*?/(site-packages|dist-packages)/"), r"\1/"),
     (re.compile(r"/(?:opt|root|home|work)/[^\s\"']*?/(?=(scripts/gpu/|examples/))"), ""),
+    (re.compile(r"/(?:opt|root|home|work|tmp)/[^\s\"']*?/\.gpu/[^/\s\"']+(?![^/\s\"'])"), "."),
+    (re.compile(r"(?<![\w./-])/root/out(?![^/\s\"'])"), "$OUT"),
+    (re.compile(r"(?<![\w./-])/tmp/[^/\s\"']+(?![^/\s\"'])"), "$OUT"),
 ]
 
 

@@ -308,6 +308,21 @@ func TestSimulateRules(t *testing.T) {
 	}
 }
 
+// TestFakeRules runs --no-gpu's pure rules (no torch) in Python: the
+// tracker's accounting (views once, storages resized in place as FSDP does,
+// frees at the current size, sites at the peak), which device arguments
+// stand for GPU memory, which tensor subclasses dispatch their own ops.
+func TestFakeRules(t *testing.T) {
+	py := needPython(t)
+	out, err := exec.Command(py, "testdata/fake_rules.py", "companion").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "fake rules: ok") {
+		t.Fatalf("%s", out)
+	}
+}
+
 func TestSimulationSummaryLines(t *testing.T) {
 	for _, tt := range []struct {
 		s    bundle.Simulation

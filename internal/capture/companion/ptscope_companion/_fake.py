@@ -12,27 +12,33 @@ numbers.
 Fake tensors live on the CPU device here: autograd's engine needs an
 initialised CUDA context for CUDA-device tensors (pytorch#92627), so the
 tracker rewrites every CUDA device argument to CPU and remembers which
-storages stand for GPU memory. CUDA autocast is emulated for the common
+storages stand for GPU memory. So that code which allocates "like" a tensor
+(torch.empty(n, device=x.device), as FSDP2 makes its all-gather outputs)
+still allocates GPU memory, x.device of a fake CUDA tensor is a marker
+object equal to the CPU device, which the function mode turns back into
+CUDA; x.to("cuda") of a fake CUDA tensor returns it, as on a GPU. Storages
+resized in place (FSDP's resize_(0) and resize_(n) of its unsharded
+parameters) count their current size. Tensor subclasses that dispatch their
+own ops (DTensor) are left to do so, so the ops on their local tensors are
+counted. CUDA autocast is emulated for the common
 functions (CUDA's fp32 and lower-precision lists), and
 F.scaled_dot_product_attention runs the kernel CUDA would pick (flash for
 fp16/bf16, memory-efficient otherwise). What this cannot see: the CUDA
 context, cuBLAS workspaces, the allocator's cache and fragmentation (reserved
 is reported equal to allocated), and memory allocated outside the dispatcher.
 """
-import contextlib
 import json
 import os
-import sys
 import threading
-import types
-import weakref
 
 import torch
 
 from . import log_once, write_atomic
 from ._capture import Capture
+from ._fake_patches import (patch_cuda, patch_fake_device, patch_foreach_default, patch_storage_resize,
+                            patch_swap_tensors)
+from ._fake_rules import Tracker, device_type, foreign_subclass, retarget, rounded as _rounded, site as _site
 
-_ROUND = 512
 _FAKE_TOTAL = 80 << 30  # the device size reported to the program (PTSCOPE_FAKE_DEVICE_BYTES overrides)
 
 aten = torch.ops.aten
@@ -62,79 +68,6 @@ _FP32 = _funcs(((_F, "layer_norm group_norm rms_norm softmax log_softmax cross_e
                         "logsumexp prod norm cdist layer_norm group_norm"),
                 (torch.Tensor, "softmax log_softmax pow logsumexp")))
 _SDPA = getattr(_F, "scaled_dot_product_attention", None)
-
-
-def _is_cuda(d):
-    if d is None:
-        return False
-    if isinstance(d, torch.device):
-        return d.type == "cuda"
-    if isinstance(d, str):
-        return d == "cuda" or d.startswith("cuda:")
-    return False
-
-
-def _rounded(n):
-    n = int(n)
-    return 0 if n <= 0 else (n + _ROUND - 1) // _ROUND * _ROUND
-
-
-class Tracker:
-    """Counts GPU-standing storages: current, peak, per module."""
-
-    def __init__(self):
-        self.live = {}  # storage key -> bytes
-        self.current = 0
-        self.peak = 0
-        self.module_of = {}  # storage key -> module path (forward allocations)
-        self.module_live = {}  # module path -> bytes alive now
-        self.module_peak = {}  # module path -> bytes alive at the last new peak
-        self.module_total = {}  # module path -> bytes ever allocated in its forward
-        self.lock = threading.RLock()  # free() runs from finalizers, possibly inside add()
-        self.capture = None
-        self.unsupported = []
-        self.items = 0
-
-    def add(self, st, module):
-        key = st._cdata
-        if key in self.live:
-            return
-        n = _rounded(st.nbytes())
-        with self.lock:
-            self.live[key] = n
-            self.current += n
-            if module:
-                self.module_of[key] = module
-                self.module_live[module] = self.module_live.get(module, 0) + n
-                self.module_total[module] = self.module_total.get(module, 0) + n
-            if self.current > self.peak:
-                self.peak = self.current
-                self.module_peak = dict(self.module_live)
-        try:
-            weakref.finalize(st, self.free, key)
-        except TypeError:
-            pass
-
-    def free(self, key):
-        with self.lock:
-            n = self.live.pop(key, None)
-            if n is None:
-                return
-            self.current -= n
-            m = self.module_of.pop(key, None)
-            if m is not None:
-                self.module_live[m] = self.module_live.get(m, 0) - n
-
-    def is_gpu(self, t):
-        try:
-            return t.untyped_storage()._cdata in self.live
-        except Exception:
-            return False
-
-    def reset_peak(self):
-        with self.lock:
-            self.peak = self.current
-            self.module_peak = dict(self.module_live)
 
 
 def _leaves(x, out):
@@ -173,69 +106,112 @@ def _make_dispatch_mode(tracker):
         ts = _leaves(kwargs, _leaves(args, []))
         return bool(ts) and not any(isinstance(t, FakeTensor) or tracker.is_gpu(t) for t in ts)
 
+    plain = (torch.Tensor, torch.nn.Parameter)
+    infra = (FakeTensor,) if FakeTensor is not None else ()
+    get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+    fake_key = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
+
+    def other_fake_mode():
+        """Another fake mode than the program's runs: DTensor's sharding
+        propagation runs ops on fake tensors of global shapes, which stand
+        for no memory."""
+        if get_mode is None or fake_key is None or tracker.fake is None:
+            return False
+        try:
+            m = get_mode(fake_key)
+        except Exception:
+            return False
+        return m is not None and m is not tracker.fake
+
+    resizing = ("resize_", "resize_as_", "resize_storage_bytes_", "set_")
+
+    def count_outputs(func, ins, out):
+        module = None
+        cap = tracker.capture
+        if cap is not None and cap.stack and threading.get_ident() == cap.main_ident:
+            m = cap.stack[-1]
+            module = cap.names.get(m) or type(m).__name__
+        where = _site(str(func), 1) if tracker.sites else None
+        ins_keys = set()
+        for t in ins:
+            try:
+                ins_keys.add(t.untyped_storage()._cdata)
+            except Exception:
+                pass
+        for t in _leaves(out, []):
+            try:
+                st = t.untyped_storage()
+            except Exception:
+                continue
+            if st._cdata in ins_keys and st._cdata not in tracker.live:
+                continue  # aliases a CPU input (a view, an in-place op)
+            tracker.add(st, module, where)  # an input's storage resized by an out= op counts its new size
+        if getattr(func, "__name__", "").split(".")[0] in resizing:  # in-place resizes that return nothing (inductor's)
+            for t in ins:
+                try:
+                    tracker.resized(t.untyped_storage())
+                except Exception:
+                    pass
+
+    def dispatch(func, args, kwargs):
+        if getattr(func, "namespace", "") == "profiler":
+            return func(*args, **kwargs)  # record_function ranges: no tensors
+        gpu = False
+        if "device" in kwargs and device_type(kwargs["device"]) == "cuda":
+            kwargs = dict(kwargs, device=torch.device("cpu"))
+            gpu = True
+        if kwargs.get("pin_memory"):
+            kwargs = dict(kwargs, pin_memory=False)
+        if other_fake_mode():
+            return func(*args, **kwargs)
+        ins = _leaves(args, [])
+        _leaves(kwargs, ins)
+        if real_ok is not None and not gpu and _all_real(args, kwargs):
+            with real_ok():
+                return func(*args, **kwargs)
+        if func is scalar:
+            try:
+                return func(*args, **kwargs)
+            except DataDependentOutputException:
+                tracker.items += 1
+                log_once("fake item", "--no-gpu: a tensor's value was read (.item(), bool(), a Python branch on a "
+                         "tensor); fake tensors hold no data, so ptscope answers 1 (logged once)")
+                t = args[0]
+                return True if t.dtype == torch.bool else (1.0 if t.is_floating_point() else 1)
+        if not gpu:
+            for t in ins:
+                if tracker.is_gpu(t):
+                    gpu = True
+                    break
+        try:
+            out = func(*args, **kwargs)
+        except (DynamicOutputShapeException, UnsupportedOperatorException, DataDependentOutputException) as err:
+            name = str(func).split(".default")[0]
+            if name not in tracker.unsupported:
+                tracker.unsupported.append(name)
+            raise RuntimeError(
+                "ptscope --no-gpu: %s cannot run on fake tensors (%s: %s). Its output depends on tensor values "
+                "(nonzero, masked_select, unique, boolean-mask indexing, MoE routing) or it has no fake "
+                "implementation. Workaround: make the shape static for the simulation (e.g. index with a fixed "
+                "capacity), run that part outside the training step, or measure on a GPU (ptscope run without "
+                "--no-gpu)." % (name, type(err).__name__, str(err).splitlines()[0] if str(err) else "")) from err
+        if gpu:
+            count_outputs(func, ins, out)
+        return out
+
+    tls = tracker.tls
+
     class MemoryTracker(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if getattr(func, "namespace", "") == "profiler":
-                return func(*args, **kwargs)  # record_function ranges: no tensors
-            gpu = False
-            if "device" in kwargs and _is_cuda(kwargs["device"]):
-                kwargs = dict(kwargs, device=torch.device("cpu"))
-                gpu = True
-            if kwargs.get("pin_memory"):
-                kwargs = dict(kwargs, pin_memory=False)
-            if real_ok is not None and not gpu and _all_real(args, kwargs):
-                with real_ok():
-                    return func(*args, **kwargs)
-            if func is scalar:
-                try:
-                    return func(*args, **kwargs)
-                except DataDependentOutputException:
-                    tracker.items += 1
-                    log_once("fake item", "--no-gpu: a tensor's value was read (.item(), bool(), a Python branch on a "
-                             "tensor); fake tensors hold no data, so ptscope answers 1 (logged once)")
-                    t = args[0]
-                    return True if t.dtype == torch.bool else (1.0 if t.is_floating_point() else 1)
-            ins = _leaves(args, [])
-            _leaves(kwargs, ins)
-            if not gpu:
-                for t in ins:
-                    if tracker.is_gpu(t):
-                        gpu = True
-                        break
+            if types and foreign_subclass(types, plain, infra):
+                # DTensor and other wrapper subclasses run their own ops; their
+                # inner tensors' ops come back through this mode and are counted
+                return NotImplemented
+            tls.depth = getattr(tls, "depth", 0) + 1  # the function mode leaves devices alone in here
             try:
-                out = func(*args, **kwargs)
-            except (DynamicOutputShapeException, UnsupportedOperatorException, DataDependentOutputException) as err:
-                name = str(func).split(".default")[0]
-                if name not in tracker.unsupported:
-                    tracker.unsupported.append(name)
-                raise RuntimeError(
-                    "ptscope --no-gpu: %s cannot run on fake tensors (%s: %s). Its output depends on tensor values "
-                    "(nonzero, masked_select, unique, boolean-mask indexing, MoE routing) or it has no fake "
-                    "implementation. Workaround: make the shape static for the simulation (e.g. index with a fixed "
-                    "capacity), run that part outside the training step, or measure on a GPU (ptscope run without "
-                    "--no-gpu)." % (name, type(err).__name__, str(err).splitlines()[0] if str(err) else "")) from err
-            if gpu:
-                module = None
-                cap = tracker.capture
-                if cap is not None and cap.stack and threading.get_ident() == cap.main_ident:
-                    m = cap.stack[-1]
-                    module = cap.names.get(m) or type(m).__name__
-                ins_keys = set()
-                for t in ins:
-                    try:
-                        ins_keys.add(t.untyped_storage()._cdata)
-                    except Exception:
-                        pass
-                for t in _leaves(out, []):
-                    try:
-                        st = t.untyped_storage()
-                    except Exception:
-                        continue
-                    if st._cdata in ins_keys and st._cdata not in tracker.live:
-                        continue  # aliases a CPU input (a view, an in-place op)
-                    tracker.add(st, module)
-            return out
+                return dispatch(func, args, kwargs or {})
+            finally:
+                tls.depth -= 1
 
     return MemoryTracker
 
@@ -274,9 +250,27 @@ def _make_function_mode(tracker):
                      "scaled_dot_product_attention falls back to its CPU choice" % (err,))
             return None
 
+    marker, gpu_dev, host = tracker.marker, torch.device("cuda", 0), torch.device("cpu")
+    to, cuda = torch.Tensor.to, torch.Tensor.cuda
+    tls = tracker.tls
+    itself = object()
+
+    def devices(func, args, kwargs):
+        """The call with its device arguments for the GPU (see retarget), itself, or None."""
+        if func is cuda and args and tracker.is_gpu(args[0]):
+            return itself
+        moving = func is to and bool(args) and tracker.is_gpu(args[0])
+        return retarget(args, kwargs, marker, gpu_dev, host, moving)
+
     class DeviceMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if marker is not None and getattr(tls, "depth", 0) == 0:
+                r = devices(func, args, kwargs)
+                if r is itself:
+                    return args[0]  # .cuda() of a tensor on the GPU
+                if r is not None:
+                    args, kwargs = r
             dtype = autocast_dtype()
             if dtype is not None:
                 if func in _LOWER:
@@ -296,158 +290,6 @@ def _make_function_mode(tracker):
     return DeviceMode
 
 
-class _Stream:
-    def __init__(self, *a, **k):
-        self.device = torch.device("cuda:0")
-
-    def synchronize(self):
-        pass
-
-    def wait_stream(self, *a):
-        pass
-
-    def wait_event(self, *a):
-        pass
-
-    def record_event(self, *a, **k):
-        return _Event()
-
-    def query(self):
-        return True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
-class _Event(_Stream):
-    def record(self, *a):
-        pass
-
-    def wait(self, *a):
-        pass
-
-    def elapsed_time(self, other):
-        return 0.0
-
-
-def _patch_cuda(torch, tracker, total):
-    cuda = torch.cuda
-    props = types.SimpleNamespace(name="fake GPU (ptscope --no-gpu)", total_memory=total, major=9, minor=0,
-                                  multi_processor_count=132, is_integrated=False, L2_cache_size=50 << 20)
-
-    def stats(device=None):
-        return {"allocated_bytes.all.current": tracker.current, "allocated_bytes.all.peak": tracker.peak,
-                "reserved_bytes.all.current": tracker.current, "reserved_bytes.all.peak": tracker.peak,
-                "active_bytes.all.current": tracker.current, "active_bytes.all.peak": tracker.peak,
-                "num_alloc_retries": 0, "num_ooms": 0}
-
-    patches = {
-        "is_available": lambda: True, "device_count": lambda: 1, "current_device": lambda: 0,
-        "set_device": lambda d: None, "synchronize": lambda d=None: None, "is_initialized": lambda: True,
-        "_lazy_init": lambda: None, "init": lambda: None,
-        "get_device_name": lambda d=None: props.name, "get_device_properties": lambda d=None: props,
-        "get_device_capability": lambda d=None: (9, 0), "is_bf16_supported": lambda *a, **k: True,
-        "mem_get_info": lambda d=None: (total - tracker.current, total),
-        "memory_allocated": lambda d=None: tracker.current, "max_memory_allocated": lambda d=None: tracker.peak,
-        "memory_reserved": lambda d=None: tracker.current, "max_memory_reserved": lambda d=None: tracker.peak,
-        "reset_peak_memory_stats": lambda d=None: tracker.reset_peak(),
-        "reset_max_memory_allocated": lambda d=None: tracker.reset_peak(),
-        "reset_accumulated_memory_stats": lambda d=None: None,
-        "memory_stats": stats, "empty_cache": lambda: None,
-        "manual_seed": lambda s: None, "manual_seed_all": lambda s: None, "seed": lambda: None,
-        "seed_all": lambda: None, "is_current_stream_capturing": lambda: False,
-        "current_stream": lambda d=None: _Stream(), "default_stream": lambda d=None: _Stream(),
-        "Stream": _Stream, "Event": _Event, "stream": lambda s=None: contextlib.nullcontext(),
-        "set_per_process_memory_fraction": lambda *a, **k: None,
-    }
-    for k, v in patches.items():
-        setattr(cuda, k, v)
-    mem = getattr(cuda, "memory", None)
-    if mem is not None:
-        for k in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-                  "reset_peak_memory_stats", "memory_stats", "empty_cache", "mem_get_info"):
-            setattr(mem, k, patches[k])
-        mem._record_memory_history = lambda *a, **k: None
-        mem._snapshot = lambda *a, **k: {"segments": [], "device_traces": [[]]}
-
-
-def _patch_swap_tensors(torch, tracker):
-    """Module.to("cuda") swaps each fake parameter with its converted copy
-    (torch.utils.swap_tensors), which refuses a tensor something holds a
-    weak reference to. The copy here differs from the parameter only in
-    standing for GPU memory: where swapping is refused, the parameter's own
-    storage is counted as GPU memory instead (the copy's count goes with the
-    copy), or its data is replaced when dtype or shape changed."""
-    utils = getattr(torch, "utils", None)
-    orig = getattr(utils, "swap_tensors", None)
-    if orig is None:
-        return
-
-    def swap_tensors(t1, t2):
-        try:
-            return orig(t1, t2)
-        except RuntimeError as err:
-            if "weakref" not in str(err):
-                raise
-        if t1.dtype == t2.dtype and t1.shape == t2.shape and t1.stride() == t2.stride():
-            if tracker.is_gpu(t2):
-                tracker.add(t1.untyped_storage(), None)
-            return None
-        t1.data = t2.data
-        return None
-
-    swap_tensors.__wrapped__ = orig
-    utils.swap_tensors = swap_tensors
-
-
-def _patch_foreach_default(torch):
-    """Optimizers choose foreach kernels for CUDA tensors by default; the fake
-    tensors here are CPU tensors, so make the same choice where foreach
-    kernels run on fake tensors."""
-    try:
-        import torch.optim.optimizer as optmod
-    except Exception:
-        return
-    orig = getattr(optmod, "_default_to_fused_or_foreach", None)
-    if orig is None:
-        return
-
-    probe = {}
-
-    def foreach_runs():
-        if "ok" not in probe:
-            try:
-                a = [torch.zeros(4), torch.zeros(8)]
-                b = [torch.ones(4), torch.ones(8)]
-                torch._foreach_lerp_(a, b, 0.1)
-                torch._foreach_mul_(a, 0.9)
-                torch._foreach_addcmul_(a, b, b, value=0.1)
-                d = torch._foreach_sqrt(a)
-                torch._foreach_div_(d, 2.0)
-                torch._foreach_add_(d, 1e-8)
-                torch._foreach_addcdiv_(a, b, d, value=-0.1)
-                probe["ok"] = True
-            except Exception as err:
-                probe["ok"] = False
-                log_once("fake foreach", "--no-gpu: foreach optimizer kernels do not run on fake tensors (%r); "
-                         "optimizers use their per-tensor loop (CUDA would use foreach)" % (err,))
-        return probe["ok"]
-
-    def choose(params, differentiable, use_fused=False):
-        fused, foreach = orig(params, differentiable, use_fused)
-        if fused or foreach or differentiable or torch.jit.is_scripting():
-            return fused, foreach
-        ok = all(p is None or torch.is_floating_point(p) for p in params)
-        return False, ok and foreach_runs()
-
-    for name, mod in list(sys.modules.items()):
-        if mod is not None and name.startswith("torch.optim") and getattr(mod, "_default_to_fused_or_foreach", None) is orig:
-            setattr(mod, "_default_to_fused_or_foreach", choose)
-
-
 class FakeCapture(Capture):
     """Capture's phases and files, with the tracker's numbers."""
 
@@ -465,11 +307,21 @@ class FakeCapture(Capture):
         try:
             for m, name in list(self.names.items()):
                 if name not in self.param_bytes:
-                    self.param_bytes[name] = sum(_rounded(p.untyped_storage().nbytes())
+                    # a DTensor parameter (FSDP2's sharded one) counts its local shard
+                    self.param_bytes[name] = sum(_rounded(getattr(p, "_local_tensor", p).untyped_storage().nbytes())
                                                  for p in m.parameters(recurse=False))
         except Exception as err:
             log_once("fake params", "--no-gpu: parameter sizes per module unavailable (%r)" % (err,))
         return owner
+
+    def _install_hooks(self):
+        super()._install_hooks()
+        # allocation metadata (module paths on allocations) needs the real
+        # allocator: the tracker attributes allocations to modules itself
+        self.set_metadata = None
+        self.mod_meta = False
+        self.features["memory_metadata"] = False
+        self.features["backward_module_metadata"] = False
 
     def _want_global(self):
         return True  # the per-module totals need every module call, and costs here are not the run's
@@ -491,7 +343,6 @@ class FakeCapture(Capture):
         if self.cfg.get("trace"):
             log_once("fake trace", "--no-gpu: --trace is ignored (fake tensors launch no kernels)")
         self._guard("phase hooks", self._install_hooks)
-        self.set_metadata = None  # allocation metadata needs the real allocator
         import atexit
 
         atexit.register(self.finish)
@@ -522,6 +373,14 @@ class FakeCapture(Capture):
         if self.dir:
             self._guard("modules.json", self._write_modules)
             self._guard("simulation.json", self._write_simulation)
+            if self.tracker.sites:
+                self._guard("fake_peak.json", self._write_sites)
+
+    def _write_sites(self):
+        """PTSCOPE_SIM_DEBUG: what was alive at the peak, by source line and op."""
+        t = self.tracker
+        write_atomic(os.path.join(self.dir, "fake_peak.json"), json.dumps(
+            {"peak_allocated_bytes": t.peak, "resizes": t.resizes, "sites": t.top_sites()}, indent=1))
 
     def _write_modules(self):
         t = self.tracker
@@ -548,6 +407,8 @@ class FakeCapture(Capture):
             problems.append("--no-gpu: %d tensor value read(s) were answered with 1" % t.items)
         facts.update(unsupported_ops=t.unsupported, values_read=t.items, problems=problems)
         write_atomic(os.path.join(self.dir, "simulation.json"), json.dumps(facts, indent=1))
+        if sim is not None:
+            sim.write_debug(self.dir)
 
 
 def _simulation():
@@ -564,13 +425,16 @@ def start(torch_mod, cfg, bundle):
         total = _FAKE_TOTAL
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    tracker = Tracker()
-    _patch_cuda(torch, tracker, total)
-    _patch_foreach_default(torch)
-    _patch_swap_tensors(torch, tracker)
+    tracker = Tracker(sites=bool(os.environ.get("PTSCOPE_SIM_DEBUG")))
+    patch_cuda(torch, tracker, total)
+    patch_storage_resize(torch, tracker)
+    patch_fake_device(torch, tracker)
+    patch_foreach_default(torch)
+    patch_swap_tensors(torch, tracker)
     cap = FakeCapture(cfg, bundle, tracker, total)
     tracker.capture = cap
     fake = FakeTensorMode(allow_non_fake_inputs=True)
+    tracker.fake = fake
     fake.__enter__()
     mode = _make_dispatch_mode(tracker)()
     mode.__enter__()

@@ -43,6 +43,8 @@ class Simulation:
         self.last_sent = None  # the last object list this rank sent (send_object_list)
         self.last_received = None
         self.lock = threading.Lock()
+        # PTSCOPE_SIM_DEBUG: how often each collective was called from where (simulate_debug.json)
+        self.call_sites = {} if os.environ.get("PTSCOPE_SIM_DEBUG") else None
 
     # ------------------------------------------------------------ bookkeeping
     def problem(self, key, msg):
@@ -62,6 +64,9 @@ class Simulation:
             c = self.facts["collectives"]
             c[name] = c.get(name, 0) + 1
             self.last = (name, where)
+            if self.call_sites is not None:
+                k = "%s %s" % (name, where)
+                self.call_sites[k] = self.call_sites.get(k, 0) + 1
             if name in RULES and name not in self.facts["faked"]:
                 rule = RULES[name]
                 if name in ("all_to_all_single", "all_to_all") and self.imbalance > 1:
@@ -71,6 +76,12 @@ class Simulation:
     def write(self, rank_dir):
         if rank_dir:
             write_atomic(os.path.join(rank_dir, "simulation.json"), json.dumps(self.facts, indent=1))
+            self.write_debug(rank_dir)
+
+    def write_debug(self, rank_dir):
+        if self.call_sites is not None:
+            write_atomic(os.path.join(rank_dir, "simulate_debug.json"),
+                         json.dumps({"call_sites": self.call_sites}, indent=1, sort_keys=True))
 
     # ------------------------------------------------------------ messages
     def explain(self, exc_type, exc, tb):
