@@ -38,14 +38,24 @@ Views (--view):
              tensor cores
   steps      per-step breakdown and phases, user annotations
   idle       GPU compute vs idle (host wait, communication, copies, kernel
-             wait), launch delays, copies, synchronisations
-  comm       communication kernels, overlap, collectives, cross-rank skew
-  memory     peak allocated/reserved per device from [memory] events
+             wait), launch delays and launch-bound steps, copies,
+             synchronisations
+  comm       communication kernels, overlap, collectives, communication
+             operators, cross-rank skew
+  memory     peak allocated/reserved per device from [memory] events, memory
+             by operator (profile_memory=True)
+  critical   HTA's critical path per step: what bounds it, what shortening
+             each piece of work would save
+  sequences  kernel sequences launched by one operator: fusion candidates
+  modules    the nn.Module hierarchy (with_stack or with_modules traces)
+  streams    per stream: launch queue, idle gaps; copy bandwidth, GPU-side
+             annotations
 
 Examples:
   ptscope trace rank0.1700000000.pt.trace.json.gz
   ptscope trace --view operators --top 30 --group-by-shape trace.json
   ptscope trace --view steps --steps all trace.json.gz
+  ptscope trace --view critical trace.json.gz  # what bounds each step
   ptscope trace --json traces/ > report.json
   ptscope trace --out runs/ traces/   # a run folder: report, JSON, charts
   ptscope trace --rank 77 job_traces/ # one rank of a fleet
@@ -64,7 +74,7 @@ func traceCommand() command {
 		out.register(fs)
 		out.registerSteps(fs)
 		out.registerHTML(fs)
-		fs.StringVar(&view, "view", "overview", "text view: overview|operators|kernels|steps|idle|comm|memory")
+		fs.StringVar(&view, "view", "overview", "text view: overview|operators|kernels|steps|idle|comm|memory|critical|sequences|modules|streams")
 		fs.IntVar(&top, "top", 10, "rows of the operator, kernel and collective tables in text (--json holds every row)")
 		fs.BoolVar(&opt.GroupByShape, "group-by-shape", false, "one operator row per (name, input shapes); needs record_shapes=True")
 		fs.BoolVar(&opt.Annotations, "annotations", false, "include user annotations (record_function, ProfilerStep*) in the operator table")

@@ -60,6 +60,7 @@ type rawArgs struct {
 	// cuda_sync events (synchronisations the GPU records)
 	WaitStream    Num `json:"wait_on_stream"`
 	WaitEventCorr Num `json:"wait_on_cuda_event_record_corr_id"`
+	Bandwidth     Num `json:"memory bandwidth (GB/s)"` // memcpy, memset
 }
 
 // part is the decoded content of one batch, with strings interned locally.
@@ -300,6 +301,7 @@ func (p *part) add(ev *rawEvent) {
 				BlocksPerSM: float32(floatOr(a.BlocksPerSM, -1)),
 				Occupancy:   float32(floatOr(a.Occupancy, -1)),
 				Bytes:       numOr(a.CopyBytes, -1),
+				Bandwidth:   float32(floatOr(a.Bandwidth, -1)),
 				Registers:   int32(numOr(a.Registers, 0)),
 				SharedMem:   int32(numOr(a.SharedMem, 0)),
 				Comm:        p.comm(a),
@@ -315,7 +317,7 @@ func (p *part) add(ev *rawEvent) {
 		case KindSync:
 			aux = int32(len(p.gpu))
 			p.gpu = append(p.gpu, GPUInfo{Device: int32(numOr(a.Device, 0)), Stream: int32(numOr(a.Stream, -1)),
-				BlocksPerSM: -1, Occupancy: -1, Bytes: -1, Comm: -1,
+				BlocksPerSM: -1, Occupancy: -1, Bytes: -1, Comm: -1, Bandwidth: -1,
 				WaitStream: int32(numOr(a.WaitStream, -1)), WaitCorr: numOr(a.WaitEventCorr, None)})
 		case KindCPUOp, KindUserAnnotation:
 			o := OpInfo{

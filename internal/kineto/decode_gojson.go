@@ -61,6 +61,7 @@ type wireArgs struct {
 	CommSeq        json.RawMessage `json:"Seq"`
 	WaitStream     json.RawMessage `json:"wait_on_stream"`
 	WaitEventCorr  json.RawMessage `json:"wait_on_cuda_event_record_corr_id"`
+	Bandwidth      json.RawMessage `json:"memory bandwidth (GB/s)"`
 }
 
 func (w *wireEvent) reset() {
@@ -106,6 +107,7 @@ func (w *wireEvent) reset() {
 	a.CommSeq = a.CommSeq[:0]
 	a.WaitStream = a.WaitStream[:0]
 	a.WaitEventCorr = a.WaitEventCorr[:0]
+	a.Bandwidth = a.Bandwidth[:0]
 }
 
 // view parses w into ev (slices of ev point into w until the next reset).
@@ -152,6 +154,7 @@ func (w *wireEvent) view(ev *rawEvent) {
 	a.CommSeq = parseNum(wa.CommSeq)
 	a.WaitStream = parseNum(wa.WaitStream)
 	a.WaitEventCorr = parseNum(wa.WaitEventCorr)
+	a.Bandwidth = parseNum(wa.Bandwidth)
 }
 
 func toStr(b []byte) rawStr {

@@ -44,7 +44,7 @@ const (
 	xExt   = 45
 	xCorr  = 53
 	xFixed = 61
-	gpuLen = 68
+	gpuLen = 72
 	opLen  = 20
 	comLen = 40
 	memLen = 58
@@ -120,6 +120,7 @@ func AppendEvent(dst []byte, t *Trace, i int, seq int64, owned bool) []byte {
 		le.PutUint32(p[52:], uint32(g.SharedMem))
 		le.PutUint32(p[56:], uint32(g.WaitStream))
 		le.PutUint64(p[60:], uint64(g.WaitCorr))
+		le.PutUint32(p[68:], math.Float32bits(g.Bandwidth))
 		p = p[gpuLen:]
 	}
 	if o != nil {
@@ -363,7 +364,8 @@ func (b *Builder) add(r Record) error {
 		g := GPUInfo{Device: int32(le.Uint32(p[0:])), Stream: int32(le.Uint32(p[4:])),
 			BlocksPerSM: math.Float32frombits(le.Uint32(p[8:])), Occupancy: math.Float32frombits(le.Uint32(p[12:])),
 			Bytes: int64(le.Uint64(p[16:])), Registers: int32(le.Uint32(p[48:])), SharedMem: int32(le.Uint32(p[52:])),
-			WaitStream: int32(le.Uint32(p[56:])), WaitCorr: int64(le.Uint64(p[60:]))}
+			WaitStream: int32(le.Uint32(p[56:])), WaitCorr: int64(le.Uint64(p[60:])),
+			Bandwidth: math.Float32frombits(le.Uint32(p[68:]))}
 		for k := 0; k < 3; k++ {
 			g.Grid[k] = int32(le.Uint32(p[24+4*k:]))
 			g.Block[k] = int32(le.Uint32(p[36+4*k:]))

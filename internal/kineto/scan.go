@@ -202,6 +202,7 @@ const (
 	argCommSeq
 	argWaitStream
 	argWaitEventCorr
+	argBandwidth
 	argCount
 )
 
@@ -274,6 +275,8 @@ func (a *rawArgs) set(k int, v []byte) {
 		a.WaitStream = parseNum(v)
 	case argWaitEventCorr:
 		a.WaitEventCorr = parseNum(v)
+	case argBandwidth:
+		a.Bandwidth = parseNum(v)
 	}
 }
 
@@ -282,7 +285,7 @@ const numArgs = 1<<argExternalID | 1<<argCorrelation | 1<<argDevice | 1<<argStre
 	1<<argBlocksPerSM | 1<<argOccupancy | 1<<argRegisters | 1<<argSharedMem | 1<<argCopyBytes |
 	1<<argSeqNum | 1<<argFwdThread | 1<<argSortIndex | 1<<argDeviceType | 1<<argDeviceID |
 	1<<argAddr | 1<<argMemBytes | 1<<argTotalAllocated | 1<<argTotalReserved | 1<<argInNelems |
-	1<<argOutNelems | 1<<argGroupSize | 1<<argCommSeq | 1<<argWaitStream | 1<<argWaitEventCorr
+	1<<argOutNelems | 1<<argGroupSize | 1<<argCommSeq | 1<<argWaitStream | 1<<argWaitEventCorr | 1<<argBandwidth
 
 // setNum sets arg k, one of numArgs, to n.
 func (a *rawArgs) setNum(k int, n Num) {
@@ -335,6 +338,8 @@ func (a *rawArgs) setNum(k int, n Num) {
 		a.WaitStream = n
 	case argWaitEventCorr:
 		a.WaitEventCorr = n
+	case argBandwidth:
+		a.Bandwidth = n
 	}
 }
 

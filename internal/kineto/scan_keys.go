@@ -127,7 +127,8 @@ var (
 		"bytes", "Sequence number", "Fwd thread id", "Input Dims", "Input type", "name", "labels",
 		"sort_index", "Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved",
 		"Collective name", "dtype", "In msg nelems", "Out msg nelems", "Group size",
-		"Process Group Name", "Seq", "wait_on_stream", "wait_on_cuda_event_record_corr_id")
+		"Process Group Name", "Seq", "wait_on_stream", "wait_on_cuda_event_record_corr_id",
+		"memory bandwidth (GB/s)")
 )
 
 func asciiEqualFold(b []byte, s string) bool {

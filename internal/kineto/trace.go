@@ -153,6 +153,9 @@ type GPUInfo struct {
 	// the correlation id of its cudaEventRecord (None if absent)
 	WaitStream int32
 	WaitCorr   int64
+	// Bandwidth is a memcpy's or memset's "memory bandwidth (GB/s)"
+	// (bytes per ns of its exact duration), -1 if absent.
+	Bandwidth float32
 }
 
 // OpInfo holds the arguments of a cpu_op or user_annotation event.

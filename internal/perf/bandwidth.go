@@ -19,7 +19,8 @@ type CopyBandwidth struct {
 	// BandwidthBytesPerS is Bytes / BusyNS.
 	BandwidthBytesPerS float64 `json:"bandwidth_bytes_per_s"`
 	// Samples describes the summed bandwidth of the copies running (each
-	// its bytes / duration, a copy of 0 ns lasting 1 us as in HTA) after
+	// its "memory bandwidth (GB/s)", else bytes / duration; a copy of 0 ns
+	// lasting 1 us as in HTA) after
 	// each change at which it is above 0: HTA's get_memory_bw_summary, in
 	// bytes/s.
 	Samples ValueStats `json:"samples_bytes_per_s"`
@@ -77,11 +78,15 @@ func copyBandwidth(g *graph) []CopyBandwidth {
 		if d == 0 {
 			d = 1000
 		}
-		b := max(g.t.GPU[ev.Aux[i]].Bytes, 0)
+		info := &g.t.GPU[ev.Aux[i]]
+		b := max(info.Bytes, 0)
 		a.row.Copies++
 		a.row.Bytes += b
 		a.busy = append(a.busy, span{ev.TS[i], ev.TS[i] + d})
-		bw := float64(b) / float64(d)
+		bw := float64(info.Bandwidth) // Kineto's, from the exact duration
+		if info.Bandwidth < 0 {
+			bw = float64(b) / float64(d)
+		}
 		a.changes = append(a.changes, change{ev.TS[i], bw, 1}, change{ev.TS[i] + d, -bw, -1})
 	}
 	base := g.t.Meta.BaseTimeNS

@@ -2,7 +2,6 @@ package perf
 
 import (
 	"cmp"
-	"encoding/json"
 	"math"
 	"slices"
 )
@@ -88,7 +87,7 @@ func commOps(g *graph) []commOpCall {
 		if !isComm(o) || !g.owned(o) || !outer(o) {
 			continue
 		}
-		c := commOpCall{name: g.t.Name(int(o)), bytes: commInputBytes(g, o), ranges: []span{{base + ev.TS[o], base + ev.End(int(o))}}}
+		c := commOpCall{name: g.t.Name(int(o)), bytes: inputBytes(g, int(o)), ranges: []span{{base + ev.TS[o], base + ev.End(int(o))}}}
 		if c.bytes == 0 {
 			c.bytes = argBytes[o]
 		}
@@ -99,37 +98,6 @@ func commOps(g *graph) []commOpCall {
 	}
 	slices.SortStableFunc(out, func(a, b commOpCall) int { return cmp.Compare(a.ranges[0].S, b.ranges[0].S) })
 	return out
-}
-
-// commTypeSize is the plugin's table of Input type sizes (communication.py).
-var commTypeSize = map[string]int64{"long int": 8, "float": 4, "int": 4, "c10::Half": 2, "c10::BFloat16": 2,
-	"unsigned char": 1}
-
-// commInputBytes is Σ ∏ Input Dims × the size of the Input type of op o.
-func commInputBytes(g *graph, o int32) int64 {
-	a := g.ev.Aux[o]
-	if a < 0 {
-		return 0
-	}
-	info := g.t.Ops[a]
-	var dims [][]int64
-	var types []string
-	if info.Shape == 0 || info.Types == 0 || json.Unmarshal([]byte(g.t.Strings[info.Shape]), &dims) != nil ||
-		json.Unmarshal([]byte(g.t.Strings[info.Types]), &types) != nil {
-		return 0
-	}
-	var n int64
-	for k, d := range dims {
-		if k >= len(types) {
-			break
-		}
-		v := commTypeSize[types[k]]
-		for _, x := range d {
-			v *= x
-		}
-		n += v
-	}
-	return n
 }
 
 // commOpRows sums the calls by name.

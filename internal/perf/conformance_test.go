@@ -300,7 +300,9 @@ func peerValue(run *peerRun, a peerAssert) (any, error) {
 		return distWait(run, r, a)
 	case "util":
 		return utilValue(r, a)
-	case "sm_ranges", "memstat", "module":
+	case "memstat":
+		return memStatValue(r, a)
+	case "sm_ranges", "module":
 		return nil, errNotComputed
 	case "op_prefix":
 		for _, o := range r.Operators {
@@ -545,17 +547,17 @@ func distWait(run *peerRun, r *Rank, a peerAssert) (any, error) {
 	return nil, errors.New("no such step across ranks")
 }
 
-// commValue reads the communication table: the plugin's rows are its
-// nccl:*/gloo:* op names, ptscope's the collective's name.
+// commValue reads the communication operators table (the plugin's: per
+// nccl:*/gloo:* op name; its means rounded to whole us, as the plugin's).
 func commValue(r *Rank, a peerAssert) (any, error) {
-	var c *Collective
-	for i := range r.Comm.Collectives {
-		if r.Comm.Collectives[i].Name == trimCommPrefix(a.Key[0]) {
-			c = &r.Comm.Collectives[i]
+	var c *CommOp
+	for i := range r.CommOps {
+		if r.CommOps[i].Name == a.Key[0] {
+			c = &r.CommOps[i]
 		}
 	}
 	if c == nil {
-		return nil, errors.New("no such collective")
+		return nil, errors.New("no such communication op")
 	}
 	switch a.Field {
 	case "calls":
@@ -563,13 +565,15 @@ func commValue(r *Rank, a peerAssert) (any, error) {
 	case "total_bytes":
 		return c.Bytes, nil
 	case "mean_bytes":
-		return float64(c.Bytes) / float64(c.Calls), nil
+		return c.MeanBytes, nil
 	case "total_latency_us":
-		return usOf(c.TotalNS), nil
+		return c.LatencyNS / 1000, nil
 	case "mean_latency_us":
-		return usOf(c.TotalNS) / float64(c.Calls), nil
-	case "total_transfer_us", "mean_transfer_us":
-		return nil, errNotComputed
+		return (c.MeanLatencyNS + 500) / 1000, nil
+	case "total_transfer_us":
+		return c.TransferNS / 1000, nil
+	case "mean_transfer_us":
+		return (c.MeanTransferNS + 500) / 1000, nil
 	}
 	return nil, fmt.Errorf("no communication field %s", a.Field)
 }
@@ -650,6 +654,33 @@ func flagValue(r *Rank, field string) (any, error) {
 		return len(r.Comm.Collectives) > 0, nil
 	}
 	return nil, fmt.Errorf("no flag %s", field)
+}
+
+// memStatValue reads the memory table by device and operator.
+func memStatValue(r *Rank, a peerAssert) (any, error) {
+	for _, m := range r.MemoryOps {
+		if m.Device != a.Key[0] || m.Operator != a.Key[1] {
+			continue
+		}
+		switch a.Field {
+		case "self_increase_bytes":
+			return m.SelfIncreaseBytes, nil
+		case "self_allocation_bytes":
+			return m.SelfAllocatedBytes, nil
+		case "self_allocations":
+			return m.SelfAllocations, nil
+		case "increase_bytes":
+			return m.IncreaseBytes, nil
+		case "allocation_bytes":
+			return m.AllocatedBytes, nil
+		case "allocations":
+			return m.Allocations, nil
+		case "calls":
+			return m.Calls, nil
+		}
+		return nil, fmt.Errorf("no memory statistic %s", a.Field)
+	}
+	return nil, errors.New("no such memory row")
 }
 
 // memValue reads the memory curve: points per device ("point", i), the

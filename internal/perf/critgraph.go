@@ -582,29 +582,26 @@ func (c *cpGraph) addBound(b *CriticalBound, bound string, w int64) {
 }
 
 // addSegment appends path edge k to the segments, merged with the last one
-// when both are the same event's time.
+// when it is of the same kind and follows it without a gap.
 func (c *cpGraph) addSegment(segs []CriticalSegment, k int, bound string) []CriticalSegment {
 	g := c.p.g
 	base := g.t.Meta.BaseTimeNS
 	w := c.w[k]
-	seg := CriticalSegment{StartNS: base + c.ts[c.src[k]], DurationNS: w, BoundBy: bound, Event: -1}
+	seg := CriticalSegment{StartNS: base + c.ts[c.src[k]], DurationNS: w, BoundBy: bound, Event: -1, most: w}
 	switch c.typ[k] {
 	case cpeSync:
 		d := c.evs[c.dst[k]/2]
-		seg.Kind, seg.Name, seg.Event, seg.StartNS = "sync", g.t.Name(int(d)), g.seqOf(d), base+c.ts[c.dst[k]]
+		seg.Kind, seg.Name, seg.Event, seg.StartNS, seg.Events = "sync", g.t.Name(int(d)), g.seqOf(d), base+c.ts[c.dst[k]], 1
 		return append(segs, seg)
 	case cpeLaunch:
 		seg.Kind, seg.Name = "launch_delay", itemLaunchDelays
 	case cpeKernelKernel:
 		seg.Kind, seg.Name = "kernel_gap", itemKernelGaps
 	case cpeOperator:
-		if w <= 0 {
-			return segs
-		}
 		a := c.attr[k]
 		seg.Kind = "cpu"
 		if a >= 0 {
-			seg.Name, seg.Event = g.t.Name(int(a)), g.seqOf(a)
+			seg.Name, seg.Event, seg.Events = g.t.Name(int(a)), g.seqOf(a), 1
 			if g.ev.Kind[a].IsGPU() {
 				seg.Kind = "kernel"
 			}
@@ -617,7 +614,17 @@ func (c *cpGraph) addSegment(segs []CriticalSegment, k int, bound string) []Crit
 	}
 	if n := len(segs); n > 0 {
 		l := &segs[n-1]
-		if l.Kind == seg.Kind && l.Event == seg.Event && l.Event >= 0 && l.StartNS+l.DurationNS == seg.StartNS {
+		if l.Kind == seg.Kind && l.Kind != "kernel" && l.StartNS+l.DurationNS == seg.StartNS && l.BoundBy == seg.BoundBy {
+			l.DurationNS += w
+			if seg.Event != l.Event {
+				l.Events += seg.Events
+			}
+			if w > l.most {
+				l.Name, l.Event, l.most = seg.Name, seg.Event, w
+			}
+			return segs
+		}
+		if l.Kind == "kernel" && seg.Kind == "kernel" && l.Event == seg.Event && l.StartNS+l.DurationNS == seg.StartNS {
 			l.DurationNS += w
 			return segs
 		}

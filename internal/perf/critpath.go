@@ -42,6 +42,11 @@ type CriticalPath struct {
 	// most critical time first.
 	Items []CriticalItem     `json:"items"`
 	Steps []StepCriticalPath `json:"steps"`
+	// LongestStep is the step with the longest critical path; Path its
+	// chain in time order (one step's: a chain is as long as the step's
+	// events).
+	LongestStep string            `json:"longest_step"`
+	Path        []CriticalSegment `json:"path"`
 }
 
 // CriticalBound splits a critical path's length by what bounds it (HTA's
@@ -98,13 +103,14 @@ type CriticalItem struct {
 
 // StepCriticalPath is one step's critical path.
 type StepCriticalPath struct {
-	Step     string        `json:"step"`
-	LengthNS int64         `json:"length_ns"`
-	BoundBy  CriticalBound `json:"bound_by"`
-	Items    []CriticalItem
+	Step     string         `json:"step"`
+	LengthNS int64          `json:"length_ns"`
+	BoundBy  CriticalBound  `json:"bound_by"`
+	Items    []CriticalItem `json:"items"`
 	// Path is the chain in time order: consecutive edges of one event
-	// merged, with synchronisation edges (duration 0) kept as links.
-	Path []CriticalSegment `json:"path"`
+	// merged, with synchronisation edges (duration 0) kept as links; the
+	// rank keeps the longest step's (CriticalPath.Path).
+	Path []CriticalSegment `json:"-"`
 	// Nodes and Edges size the step's graph; Failed says why no path was
 	// found (a cycle, as HTA reports).
 	Nodes  int    `json:"nodes"`
@@ -112,16 +118,20 @@ type StepCriticalPath struct {
 	Failed string `json:"failed,omitempty"`
 }
 
-// CriticalSegment is a piece of a critical path: the time attributed to
-// one event, a launch delay or a gap between kernels, or a
-// synchronisation link.
+// CriticalSegment is a piece of a critical path: a run of host work, a
+// kernel, a launch delay, a gap between kernels, or a synchronisation link
+// (duration 0). Consecutive pieces of one kind that follow each other
+// without a gap are one segment, named after the event with the most
+// time in it.
 type CriticalSegment struct {
 	Kind       string `json:"kind"` // cpu, kernel, launch_delay, kernel_gap, sync
 	Name       string `json:"name"`
-	Event      int64  `json:"event"` // the event's index in the trace file's complete events (-1: none)
+	Event      int64  `json:"event"`  // that event's index in the trace file's complete events (-1: none)
+	Events     int    `json:"events"` // events with time in the segment
 	StartNS    int64  `json:"start_ns"`
 	DurationNS int64  `json:"duration_ns"`
 	BoundBy    string `json:"bound_by,omitempty"`
+	most       int64  // the named event's time in it
 }
 
 // cpName classes a string id for the critical path (and the queue).
@@ -469,10 +479,14 @@ func inRange(list []int32, key func(int32) int64, s, e int64) []int32 {
 }
 
 // finishCriticalPath sums the steps' paths.
-func finishCriticalPath(steps []StepCriticalPath, sync, windowed bool) CriticalPath {
-	cp := CriticalPath{SyncEvents: sync, Windowed: windowed, Steps: steps, Items: []CriticalItem{}}
+func finishCriticalPath(steps []StepCriticalPath, longest StepCriticalPath, sync, windowed bool) CriticalPath {
+	cp := CriticalPath{SyncEvents: sync, Windowed: windowed, Steps: steps, Items: []CriticalItem{},
+		LongestStep: longest.Step, Path: longest.Path}
 	if cp.Steps == nil {
 		cp.Steps = []StepCriticalPath{}
+	}
+	if cp.Path == nil {
+		cp.Path = []CriticalSegment{}
 	}
 	type key struct{ name, bound string }
 	items := map[key]*CriticalItem{}

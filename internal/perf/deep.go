@@ -10,7 +10,8 @@ import "math"
 // intervals and the copy bandwidth are time series of the whole trace: a
 // trace analysed in windows leaves them out (Rank.Skipped).
 type deepPart struct {
-	crit     []StepCriticalPath
+	crit     []StepCriticalPath // without their paths
+	longest  StepCriticalPath   // the step with the longest path, with it
 	critSync bool
 	seqs     map[string]*KernelSequence
 	anno     gpuAnnoPart
@@ -55,6 +56,10 @@ func deepAnalyses(g *graph, w *window, opt Options) deepPart {
 		p.bw = copyBandwidth(g)
 	}
 	p.crit = crit()
+	for k := range p.crit {
+		p.keepLongest(p.crit[k])
+		p.crit[k].Path = nil
+	}
 	return p
 }
 
@@ -65,6 +70,9 @@ func (d *deepPart) add(p *deepPart) {
 			mem: map[memOpKey]*MemoryOp{}, memCalls: map[string]int{}, whole: true}
 	}
 	d.crit = append(d.crit, p.crit...)
+	if p.longest.Step != "" {
+		d.keepLongest(p.longest)
+	}
 	d.critSync = d.critSync || p.critSync
 	addSequences(d.seqs, p.seqs)
 	d.anno.add(p.anno)
@@ -79,12 +87,21 @@ func (d *deepPart) add(p *deepPart) {
 	d.streams, d.bw = p.streams, p.bw
 }
 
+// keepLongest keeps s's path if it is the longest yet (the first of equal
+// ones).
+func (d *deepPart) keepLongest(s StepCriticalPath) {
+	if d.longest.Step == "" || s.LengthNS > d.longest.LengthNS {
+		d.longest = s
+		d.longest.Items = nil
+	}
+}
+
 // finish writes the deeper analyses into r.
 func (d *deepPart) finish(r *Rank) {
 	if d.seqs == nil {
 		d.add(&deepPart{})
 	}
-	r.CriticalPath = finishCriticalPath(d.crit, d.critSync, !d.whole)
+	r.CriticalPath = finishCriticalPath(d.crit, d.longest, d.critSync, !d.whole)
 	r.KernelSequences = finishSequences(d.seqs)
 	r.GPUAnnotations = d.anno.rows()
 	r.Modules = finishModules(d.mods)

@@ -182,6 +182,9 @@ func (rep *Report) compare(ranks []*Rank) {
 			}
 			rep.Ranks = append(rep.Ranks, *r)
 		}
+		if len(job) > 1 {
+			commTransfer(rep.Ranks[first:])
+		}
 		if len(jobs) > 1 {
 			j := Job{Findings: []finding.Finding{}}
 			for k := first; k < len(rep.Ranks); k++ {
@@ -191,6 +194,7 @@ func (rep *Report) compare(ranks []*Rank) {
 				commTransfer(rep.Ranks[first:])
 				j.CrossRank = crossRank(rep.Ranks[first:])
 				attributeWaits(rep.Ranks[first:], j.CrossRank)
+				workerBars(rep.Ranks[first:], j.CrossRank)
 				j.Findings = crossFindings(j.CrossRank)
 			}
 			rep.Jobs = append(rep.Jobs, j)
@@ -198,6 +202,7 @@ func (rep *Report) compare(ranks []*Rank) {
 			commTransfer(rep.Ranks)
 			rep.CrossRank = crossRank(rep.Ranks)
 			attributeWaits(rep.Ranks, rep.CrossRank)
+			workerBars(rep.Ranks, rep.CrossRank)
 			rep.Findings = crossFindings(rep.CrossRank)
 		}
 	}

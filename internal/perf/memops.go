@@ -32,6 +32,13 @@ type MemoryOp struct {
 	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
 }
 
+// isOperator reports whether event o is an operator of the plugin's
+// tables: a cpu_op that is not one of torch's annotations (older traces
+// write ProfilerStep#N, Optimizer and DataLoader spans as cpu_op).
+func isOperator(g *graph, o int32) bool {
+	return g.ev.Kind[o] == kineto.KindCPUOp && g.class(o)&ncAnnotation == 0
+}
+
 type memOpKey struct {
 	op  string
 	dev string
@@ -100,12 +107,12 @@ func memoryOps(g *graph) map[memOpKey]*MemoryOp {
 				continue
 			}
 			top := stack[len(stack)-1]
-			if ev.Kind[top] != kineto.KindCPUOp {
+			if !isOperator(g, top) {
 				continue // the plugin counts events of operators only
 			}
 			dev := devName(m)
 			for o, self := top, true; o >= 0; o, self = g.parent[o], false {
-				if ev.Kind[o] != kineto.KindCPUOp {
+				if !isOperator(g, o) {
 					continue
 				}
 				r := row(o, dev)
@@ -137,7 +144,7 @@ func memoryOpCalls(g *graph) map[string]int {
 	}
 	byID := make([]int32, len(g.t.Strings))
 	for _, o := range g.order {
-		if g.ev.Kind[o] == kineto.KindCPUOp && g.owned(o) {
+		if isOperator(g, o) && g.owned(o) {
 			byID[g.ev.Name[o]]++
 		}
 	}

@@ -164,7 +164,7 @@ func moduleRows(g *graph, mt *moduleTree) map[string]*Module {
 		}
 		r := row(u)
 		r.HostSelfNS -= ev.Dur[e]
-		if ev.Kind[e] == kineto.KindCPUOp {
+		if isOperator(g, e) {
 			r.Operators++
 		}
 	}

@@ -19,6 +19,8 @@ type CrossRank struct {
 	// over their steps' time (0 without a straggler).
 	StragglerWaitRatio float64 `json:"straggler_wait_ratio"`
 	MaxSkewNS          int64   `json:"max_step_skew_ns"`
+	// Workers are the plugin's per-rank bars of the average step (workers.go).
+	Workers []WorkerOverlap `json:"workers"`
 }
 
 // RankSummary is one rank's headline numbers.

@@ -62,7 +62,7 @@ func kernelSequences(g *graph, mt *moduleTree, op string, starts []int64) map[st
 	if op == "" {
 		// innermost: no enclosing-chain child with as many
 		for o, n := range count {
-			if n < minSequenceKernels || ev.Kind[o] != kineto.KindCPUOp && ev.Kind[o] != kineto.KindPythonFunction {
+			if n < minSequenceKernels || !isOperator(g, o) && ev.Kind[o] != kineto.KindPythonFunction {
 				continue
 			}
 			roots[o] = true

@@ -25,11 +25,15 @@ const (
 	Steps     View = "steps"     // steps with their breakdown and phases, user annotations
 	Idle      View = "idle"      // GPU idle split, launches, copies, synchronisations
 	Comm      View = "comm"      // communication and the cross-rank comparison
-	Memory    View = "memory"    // the [memory] curve's peaks
+	Memory    View = "memory"    // the [memory] curve's peaks, memory by operator
+	Critical  View = "critical"  // HTA's critical path
+	Sequences View = "sequences" // kernel sequences (fusion candidates)
+	Modules   View = "modules"   // the module view
+	Streams   View = "streams"   // queues, idle gaps, copy bandwidth, GPU annotations
 )
 
 // Views lists every view, in help order.
-var Views = []View{Overview, Operators, Kernels, Steps, Idle, Comm, Memory}
+var Views = []View{Overview, Operators, Kernels, Steps, Idle, Comm, Memory, Critical, Sequences, Modules, Streams}
 
 // ParseView reads a view name.
 func ParseView(s string) (View, error) {

@@ -92,13 +92,26 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 			idle(p, r)
 		case Comm:
 			comm(p, r)
+			commOps(p, r)
 		case Memory:
 			memory(p, r)
+			memoryOps(p, r, top)
+		case Critical:
+			critical(p, r, top)
+		case Sequences:
+			sequences(p, r, top)
+		case Modules:
+			modules(p, r, top)
+		case Streams:
+			streams(p, r, top)
 		}
 	}
 	crossView := d.View == Overview || d.View == "" || d.View == Comm || d.View == Steps
 	if c := rep.CrossRank; c != nil && crossView {
 		cross(p, rep, top)
+		if d.View == Comm {
+			workers(p, c)
+		}
 	}
 	// traces of several runs: each run's ranks compared on their own
 	for k, j := range rep.Jobs {

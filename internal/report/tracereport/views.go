@@ -152,6 +152,7 @@ func averages(p *printer, r *perf.Rank) {
 		}
 		p.label("as HTA", text)
 	}
+	criticalLine(p, r)
 	if o := r.Overhead; o != nil {
 		p.label("profiling", fmt.Sprintf("profiled steps %s, unprofiled steps of the same run %s (median of %d): %s slower",
 			dur(o.ProfiledStepNS), dur(o.UnprofiledStepNS), len(o.UnprofiledSteps), pct(o.SlowdownRatio)))
@@ -255,6 +256,7 @@ func idle(p *printer, r *perf.Rank) {
 	p.Para(fmt.Sprintf("%s kernels, %s launches; delay from launch to start mean %s, p50 %s, p95 %s, max %s; %s over 100 us; mean launch call %s; %s kernels under 10 us, %s shorter than their launch call.",
 		count(l.Kernels), count(l.Launches), dur(l.MeanDelayNS), dur(l.P50DelayNS), dur(l.P95DelayNS), dur(l.MaxDelayNS), count(l.LongDelays), dur(l.MeanRuntimeNS),
 		count(l.TinyKernels), count(l.ShortKernels)), "  ", "  ")
+	launchDetail(p, r)
 	if len(r.Copies) > 0 {
 		p.Title("Memcpy / memset")
 		cols := []column{{head: "kind"}, {head: "direction"}, {head: "pageable"}, {head: "calls"}, {head: "bytes"}, {head: "time"}, {head: "GB/s", drop: 1}}
