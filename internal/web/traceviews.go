@@ -11,8 +11,8 @@ import (
 // trace/critical and trace/gpu.
 
 // summaryRank is the rank's result as trace/summary sends it: everything
-// but the critical path's segments and the per-stream and per-copy-kind
-// series (trace/critical, trace/gpu).
+// but the critical path's chain and per-step items (criticalWithout) and
+// the per-stream and per-copy-kind series (trace/gpu).
 func summaryRank(r *perf.Rank) *perf.Rank {
 	c := *r
 	c.CriticalPath = criticalWithout(r.CriticalPath)
@@ -29,26 +29,28 @@ func summaryRank(r *perf.Rank) *perf.Rank {
 	return &c
 }
 
-// criticalWithout is the critical path without its chains of segments.
+// criticalWithout is the critical path without its chain of segments and
+// its steps' items (tens per step; the page shows the rank's items, summed
+// over the steps, and each step's length and bounds).
 func criticalWithout(cp perf.CriticalPath) perf.CriticalPath {
+	cp.Path = nil
 	steps := make([]perf.StepCriticalPath, len(cp.Steps))
 	for i, s := range cp.Steps {
-		s.Path = nil
+		s.Items = nil
 		steps[i] = s
 	}
 	cp.Steps = steps
 	return cp
 }
 
-// TraceCritical is the critical path view: the rank's critical path (its
-// steps without their chains) and the chain of the step with the longest
-// path, whose segments name the events of the trace timeline (their
-// index, as trace/event takes).
+// TraceCritical is the critical path view: the rank's critical path, the
+// chain of the step with the longest path (perf.CriticalPath.Path) with
+// each segment's start on the timeline's clock. Segments name the events
+// of the trace timeline (their index, as trace/event takes).
 type TraceCritical struct {
 	perf.CriticalPath
-	LongestStep string        `json:"longest_step"`
-	Path        []CritSegment `json:"path"`
-	BaseNS      int64         `json:"base_ns"`
+	Path   []CritSegment `json:"path"`
+	BaseNS int64         `json:"base_ns"`
 }
 
 // CritSegment is a piece of the chain with its start on the trace
@@ -66,18 +68,9 @@ func traceCritical(it *Input, _ params) (any, error) {
 	}
 	cp := ti.result.CriticalPath
 	base := ti.model.Meta.BaseTimeNS
-	out := &TraceCritical{CriticalPath: criticalWithout(cp), Path: []CritSegment{}, BaseNS: base}
-	long := -1
-	for i, s := range cp.Steps {
-		if s.Failed == "" && (long < 0 || s.LengthNS > cp.Steps[long].LengthNS) {
-			long = i
-		}
-	}
-	if long >= 0 {
-		out.LongestStep = cp.Steps[long].Step
-		for _, sg := range cp.Steps[long].Path {
-			out.Path = append(out.Path, CritSegment{sg, sg.StartNS - base})
-		}
+	out := &TraceCritical{CriticalPath: criticalWithout(cp), Path: make([]CritSegment, len(cp.Path)), BaseNS: base}
+	for i, sg := range cp.Path {
+		out.Path[i] = CritSegment{sg, sg.StartNS - base}
 	}
 	return out, nil
 }

@@ -65,12 +65,12 @@ export async function criticalView(body, input, s) {
     window.__ptscope.timings.criticalClick = performance.now();
   };
 
-  const grid = el('div', { class: 'twocol even' });
+  const grid = el('div');
   node.append(grid);
   const items = (cp.items || []).map((x) => ({ ...x, bound: boundName[x.bound_by] || x.bound_by, share: x.critical_ns / Math.max(1, cp.length_ns) }));
   grid.append(el('div', {}, el('h4', {}, `On the path, by name (${items.length})`),
     el('p', { class: 'muted' }, 'Summed over the steps. Saving: how much shorter the steps would be if that work took no time (another chain may then bound them); measured for each step\'s largest items.'),
-    table(items, [{ key: 'name', label: 'work', tail: 24 }, { key: 'bound', label: 'bound by', width: '8.5em', plain: true },
+    table(items, [{ key: 'name', label: 'work', tail: 40 }, { key: 'bound', label: 'bound by', width: '11em', plain: true },
       { key: 'events', label: 'events', num: true, fmt: exact }, { key: 'critical_ns', label: 'on path', num: true, fmt: dur, bar: true },
       { key: 'share', label: 'share', num: true, fmt: pct }, { key: 'saving_ns', label: 'saving', num: true, fmt: dur }],
     { sort: 'critical_ns', testid: 'critical-items', filter: true, onRow: (r) => {
@@ -80,7 +80,8 @@ export async function criticalView(body, input, s) {
     } })));
   const pt = table(path.map((x) => ({ ...x, kindName: kindName[x.kind] || x.kind, bound: boundName[x.bound_by] || x.bound_by || '' })), [
     { key: 'i', label: '#', num: true }, { key: 'since', label: 'start', num: true, fmt: at, title: 'since the trace start' },
-    { key: 'kindName', label: 'kind', plain: true, width: '7.5em' }, { key: 'name', label: 'work', tail: 24 },
+    { key: 'kindName', label: 'kind', plain: true, width: '7.5em' }, { key: 'name', label: 'work (the longest event in it)', tail: 40 },
+    { key: 'events', label: 'events', num: true, fmt: exact },
     { key: 'duration_ns', label: 'duration', num: true, fmt: dur, bar: true }],
   { sort: 'i', desc: false, testid: 'critical-path', filter: true, onRow: goTo });
   Object.assign(pathTable, { select: pt.select });
