@@ -2,8 +2,9 @@
 # Screenshots of ptscope's page from the committed real inputs, in headless
 # Chromium (apt-get install chromium-headless-shell):
 #   scripts/screenshots.sh            the README's pictures: docs/img/memory.png (the GPT-2
-#                                     training snapshot at its peak, a clicked block's stack)
-#                                     and docs/img/trace.png (the profiler overview)
+#                                     training snapshot at its peak, a clicked block's stack),
+#                                     docs/img/trace.png (the profiler overview) and
+#                                     docs/img/critical.png (the critical path over the timeline)
 #   scripts/screenshots.sh --all DIR  every view at 1280 and 1920 pixels wide into DIR, to look at
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,11 @@ readme() { # DIR WIDTH
 	shoot -url "$url/?input=0" -w "$2" -h 1000 -wait memory-timeline -do "$peak" -do @click-block \
 		-do 'window.scrollTo(0, document.querySelector("[data-testid=answers]").getBoundingClientRect().bottom + window.scrollY - 4)' -out "$1/memory.png"
 	shoot -url "$url/?input=1&view=trace" -w "$2" -h 900 -wait trace-overview -wait trace-memory -out "$1/trace.png"
+	# the critical path: the chain over the timeline, a piece of it clicked
+	shoot -url "$url/?input=1&view=critical" -w "$2" -h 900 -wait critical -wait trace-timeline \
+		-do '[...document.querySelectorAll("[data-testid=critical-path] tbody tr")][16].click()' \
+		-do 'window.scrollTo(0, document.querySelector("[data-testid=trace-timeline]").getBoundingClientRect().top + window.scrollY - 150)' \
+		-out "$1/critical.png"
 }
 if [ "${1:-}" != --all ]; then
 	mkdir -p docs/img
