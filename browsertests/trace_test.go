@@ -201,3 +201,25 @@ func clickCriticalRow(t *testing.T, b *Browser) {
 		ready(t, b, "trace-event")
 	}
 }
+
+// TestCommOps: the communication-op table of two ranks with nccl:*
+// operators (the TensorBoard plugin's own distributed test traces) has the
+// plugin's columns and its numbers (its test asserts worker 0's
+// nccl:all_reduce: 1 call, 8,196,000 B, 1,558 us latency, 1,133 us
+// transfer).
+func TestCommOps(t *testing.T) {
+	b := browser(t)
+	s := serve(t, Testdata("peers", "tbplugin", "test_profiler", "test_distributed_nccl"))
+	open(t, b, s.URL+"/?input=0&view=distributed", "distributed", "rank-table", "comm-ops")
+	heads := eval[[]string](t, b, `[...document.querySelectorAll('[data-testid=comm-ops] th')].map((th) => th.textContent.replace(/ [▾▴]$/, ''))`)
+	if got := strings.Join(heads, "|"); got != "operation|calls|total size|avg size|total latency|avg latency|transfer|avg transfer|bandwidth" {
+		t.Errorf("comm-op columns %q", got)
+	}
+	row := eval[[]string](t, b, `[...[...document.querySelectorAll('[data-testid=comm-ops] tbody tr')].find((tr) => tr.cells[0].textContent === 'nccl:all_reduce').cells].map((c) => c.textContent)`)
+	// 8,196,000 B = 7.82 MiB; 8,196,000 B in 1.558 ms = 5.26 GB/s
+	if want := []string{"nccl:all_reduce", "1", "7.82 MiB", "7.82 MiB", "1.56 ms", "1.56 ms", "1.13 ms", "1.13 ms", "5.26 GB/s"}; strings.Join(row, "|") != strings.Join(want, "|") {
+		t.Errorf("nccl:all_reduce row %q, want %q", row, want)
+	}
+	numbersInside(t, b, "communication ops")
+	noErrors(t, b)
+}

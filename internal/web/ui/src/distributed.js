@@ -26,7 +26,8 @@ export async function distributedView(body, cur) {
   body.append(node);
   const cr = d.cross_rank;
   const job = d.ranks.length > 1;
-  if (d.warning) node.append(el('p', { class: 'warn', 'data-testid': 'rank-warning' }, d.warning + '. This view compares the ranks of this trace\'s run only; the other runs are listed below.'));
+  // the warning is `ptscope trace`'s own line (lower case, as CLI warnings are): a sentence here
+  if (d.warning) node.append(el('p', { class: 'warn', 'data-testid': 'rank-warning' }, d.warning[0].toUpperCase() + d.warning.slice(1) + '. This view compares the ranks of this trace\'s run only; the other runs are listed below.'));
   else if (!job) node.append(el('p', { class: 'muted' }, 'One trace in this run: serve one trace per rank of a job (a folder or a bundle) to compare ranks.'));
   const strag = cr ? cr.straggler_rank : -1;
   const summ = new Map((cr ? cr.ranks : []).map((x) => [x.rank, x]));

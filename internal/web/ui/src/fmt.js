@@ -63,12 +63,15 @@ export function byteLabel(v, hi) {
 }
 
 // timeTicks are round durations in ns (1, 2, 5 x 10^k) within [lo, hi],
-// labelled in one unit.
+// labelled in one unit: that of the largest value, with as many decimals as
+// the step needs (zoomed in at 146 ms: 146.1 ms, 146.2 ms, not 146100 us).
 export function timeTicks(lo, hi, n) {
   const vs = ticks(lo, hi, n);
-  const span = hi - lo;
-  const [d, u] = span >= 5e9 ? [1e9, 's'] : span >= 5e6 ? [1e6, 'ms'] : span >= 5e3 ? [1e3, 'us'] : [1, 'ns'];
-  return vs.map((v) => ({ v, label: +(v / d).toFixed(6) + ' ' + u }));
+  const m = Math.max(Math.abs(lo), Math.abs(hi));
+  const [d, u] = m >= 1e9 ? [1e9, 's'] : m >= 1e6 ? [1e6, 'ms'] : m >= 1e3 ? [1e3, 'us'] : [1, 'ns'];
+  const step = vs.length > 1 ? vs[1] - vs[0] : Math.max(1, hi - lo);
+  const dec = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / d) - 1e-9)));
+  return vs.map((v) => ({ v, label: (v / d).toFixed(dec) + ' ' + u }));
 }
 
 export function esc(s) {
@@ -97,7 +100,7 @@ export function el(tag, attrs, ...kids) {
 export function mid(text, tail = 20) {
   const s = String(text ?? '');
   const k = Math.min(tail, Math.floor(s.length / 2));
-  return el('span', { class: 'mid', title: s }, el('span', { class: 'mid-a' }, s.slice(0, s.length - k)), el('span', { class: 'mid-b' }, s.slice(s.length - k)));
+  return el('span', { class: 'mid', title: s }, el('span', { class: 'mid-a' }, s.slice(0, s.length - k)), el('span', { class: 'mid-b' }, el('span', {}, s.slice(s.length - k))));
 }
 
 // link is an <a> that runs f instead of navigating.

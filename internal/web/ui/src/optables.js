@@ -20,12 +20,12 @@ function toggle(testid, label, choices, cur, onPick) {
 
 function opColumns(byShape) {
   return [
-    { key: 'name', label: 'operator' }, byShape ? { key: 'input_shapes', label: 'input shapes', width: '22%', keep: true } : null,
+    { key: 'name', label: 'operator' }, byShape ? { key: 'input_shapes', label: 'input shapes', width: '20%', keep: true } : null,
     { key: 'calls', label: 'calls', num: true, fmt: exact },
     { key: 'device_self_ns', label: 'device self', num: true, fmt: dur, bar: true }, { key: 'device_total_ns', label: 'device total', num: true, fmt: dur },
     { key: 'host_self_ns', label: 'host self', num: true, fmt: dur }, { key: 'host_total_ns', label: 'host total', num: true, fmt: dur },
     { key: 'tensor_core_eligible', label: 'TC eligible', fmt: yesNo, plain: true, keep: true, title: 'launches matrix products that can run on tensor cores' },
-    { key: 'tensor_core_self_ns', label: 'on tensor cores', num: true, fmt: dur, title: 'device self time of its tensor-core kernels' },
+    { key: 'tensor_core_self_ns', label: 'TC time', num: true, fmt: dur, title: 'device self time of its kernels that ran on tensor cores' },
   ].filter(Boolean);
 }
 
