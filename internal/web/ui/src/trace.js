@@ -316,7 +316,7 @@ export function traceTimeline(body, input, s, opts = {}) {
         row('kind', `${e.kind} (${e.category})`), row('duration', dur(e.duration_ns)), row('start', `${at(e.start_ns - s.start_ns)} since the trace start`),
         row('thread / stream', e.thread), row('input shapes', e.input_shapes), row('input types', e.input_types),
         row('grid, block', e.grid ? `${e.grid}, ${e.block}` : null), row('registers / thread', e.registers_per_thread), row('shared memory', e.shared_memory_bytes ? bytes(e.shared_memory_bytes) : null),
-        row('occupancy (est.)', e.occupancy_percent ? e.occupancy_percent + '%' : null), row('blocks per SM', e.blocks_per_sm ? String(+e.blocks_per_sm.toFixed(2)) : null),
+        row('occupancy (est.)', e.occupancy_percent ? e.occupancy_percent + '%' : null), row('blocks per SM', e.blocks_per_sm ? String(+e.blocks_per_sm.toPrecision(3)) : null),
         row('bytes', e.bytes ? bytes(e.bytes) : null), row('correlation / external id', [e.correlation, e.external_id].filter((x) => x).join(' / '))),
       el('h4', {}, `Runs in (${e.stack.length}, outermost first)`),
       e.stack.length ? el('ol', { class: 'stack' }, e.stack.map(ref)) : el('p', { class: 'muted' }, 'a top-level event'),
