@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 func embeddedCompanion(t *testing.T) (map[string][]byte, string) {
@@ -279,7 +281,7 @@ func TestInstallCompanionUntrusted(t *testing.T) {
 			return c
 		}, "open is writable by everyone (mode 0777) and not sticky"},
 	}
-	py, pyErr := exec.LookPath("python3")
+	py, pyErr := testfixture.PythonPath()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

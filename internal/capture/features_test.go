@@ -48,6 +48,7 @@ func trainRank(t *testing.T, o Options, py string, steps int, mode string) *bund
 // the whole run and only the stacks are switched.
 func TestFakeTorchStackWindows(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	type win struct {
 		Reason      string
 		First, Last int
@@ -169,6 +170,7 @@ print(json.dumps({"calls": [c["context"] for c in s["fake_history_calls"]], "ent
 
 func TestFakeTorchTensorRoles(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	for _, mode := range []string{"lightning", "ddp"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()

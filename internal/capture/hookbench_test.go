@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // BenchmarkCompanionHooks measures the Python the companion runs on its hot
@@ -23,7 +25,7 @@ import (
 // per step). Not included: PyTorch's own cost of
 // calling hooks and of its allocator stats, which faketorch stands in for.
 func BenchmarkCompanionHooks(b *testing.B) {
-	py, err := exec.LookPath("python3")
+	py, err := testfixture.PythonPath()
 	if err != nil {
 		b.Skip("python3 not found")
 	}

@@ -13,11 +13,13 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ptscope/ptscope/internal/bundle"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 // python3 without torch is what CI has; tests that need "no torch" skip
@@ -26,16 +28,14 @@ import (
 
 func needPython(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
-	return p
+	return testfixture.Python(t)
 }
 
-func torchImportable() bool {
-	return exec.Command("python3", "-c", "import torch").Run() == nil
-}
+// torchImportable says, once, whether python3 can import torch.
+var torchImportable = sync.OnceValue(func() bool {
+	p, err := testfixture.PythonPath()
+	return err == nil && exec.Command(p, "-c", "import torch").Run() == nil
+})
 
 type runOut struct {
 	res            *Result
@@ -83,6 +83,7 @@ func runIt(t testing.TB, o Options, argv ...string) runOut {
 
 func TestRunPassThrough(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t)
 	o.Stdin = strings.NewReader("from-stdin\n")
 	r := runIt(t, o, py, "-c", `import sys; print("out:" + sys.stdin.readline().strip()); print("err-line", file=sys.stderr); sys.exit(7)`)
@@ -120,6 +121,7 @@ func TestRunPassThrough(t *testing.T) {
 }
 
 func TestRunNotPython(t *testing.T) {
+	t.Parallel()
 	o := testOptions(t)
 	r := runIt(t, o, "sh", "-c", "echo plain; exit 4")
 	if r.res.ExitCode != 4 || r.stdout != "plain\n" {
@@ -136,6 +138,7 @@ func TestRunNotPython(t *testing.T) {
 
 func TestRunKilledBySignal(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	r := runIt(t, testOptions(t), py, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
 	if r.res.Signal != syscall.SIGTERM || r.res.ExitCode != 128+15 {
 		t.Errorf("signal %v exit %d, want SIGTERM/143", r.res.Signal, r.res.ExitCode)
@@ -199,6 +202,7 @@ while True:
 
 func TestSitecustomizeChaining(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	user := t.TempDir()
 	if err := os.WriteFile(filepath.Join(user, "sitecustomize.py"), []byte("import os\nprint('user-sitecustomize', flush=True)\nUSER_MARK = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -221,6 +225,7 @@ func TestSitecustomizeChaining(t *testing.T) {
 
 func TestFakeTorchCapture(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	o.History = "run" // the whole run in the end snapshot (windows: windowed_test.go)
 	o.Trace = true
@@ -321,6 +326,7 @@ print(ann["ptscope:forward"], ann["ptscope:backward"], ann["ptscope:optimizer"],
 // describe, and the count of all.
 func TestFakeTorchOOMCaught(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	r := runIt(t, testOptions(t, fakeTorchEnv(t)), py, "testdata/faketrain.py", "5", "retry")
 	if r.res.ExitCode != 0 {
 		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
@@ -351,6 +357,7 @@ func TestFakeTorchOOMCaught(t *testing.T) {
 
 func TestFakeTorchOOM(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	o.MaxSnapshotBytes = 1 // budget exhausted at once: OOM snapshot is still written
 	r := runIt(t, o, py, "testdata/faketrain.py", "5", "oom")
@@ -393,6 +400,7 @@ func TestFakeTorchOOM(t *testing.T) {
 
 func TestFakeTorchRanks(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	tests := []struct {
 		name      string
 		ranks     []int
@@ -455,6 +463,7 @@ func TestFakeTorchRanks(t *testing.T) {
 // the same from both hook modes.
 func TestFakeTorchLoopShapes(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	tests := []struct {
 		mode string
 		step string // one step's phases, "S" for its index: step:phase[(attrs)]
@@ -588,6 +597,7 @@ func TestFakeTorchLoopShapes(t *testing.T) {
 
 func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	r := runIt(t, o, py, "-c", "import torch; torch.cuda._lazy_init(); print(torch.cuda.get_device_properties(0).name)")
 	if r.res.ExitCode != 0 || r.stdout != "Fake GPU\n" {
@@ -603,6 +613,7 @@ func TestFakeTorchCUDAWithoutAllocation(t *testing.T) {
 // bad configuration costs the capture, not the run.
 func TestCompanionNeverBreaksTheRun(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	c, err := InstallCompanion(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -638,5 +649,30 @@ func TestCompanionNeverBreaksTheRun(t *testing.T) {
 				t.Errorf("%d lines of complaints, want each kind once:\n%s", n, stderr.String())
 			}
 		})
+	}
+}
+
+// A job that ends in the profiler's wait or warm-up steps gets no trace (torch
+// calls on_trace_ready only when an active part ends) and a line saying why.
+func TestFakeTorchTraceBeforeActive(t *testing.T) {
+	py := needPython(t)
+	t.Parallel()
+	o := testOptions(t, fakeTorchEnv(t))
+	o.Trace = true
+	o.Schedule = Schedule{Wait: 1, Warmup: 2, Active: 3, Repeat: 1}
+	r := runIt(t, o, py, "testdata/faketrain.py", "2")
+	if r.res.ExitCode != 0 {
+		t.Fatalf("exit %d stderr %q", r.res.ExitCode, r.stderr)
+	}
+	want := "the job ended after 2 steps, before the profiler's first active step (step 4 of --schedule"
+	if n := strings.Count(r.stderr, want); n != 1 {
+		t.Errorf("stderr has the explanation %d times, want once: %q", n, r.stderr)
+	}
+	b, err := bundle.ReadBundle(r.res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Ranks) != 1 || len(b.Ranks[0].Traces) != 0 {
+		t.Errorf("ranks %d, traces %v", len(b.Ranks), b.Ranks[0].Traces)
 	}
 }

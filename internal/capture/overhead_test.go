@@ -18,6 +18,7 @@ import (
 // stated, and judges the 3% goal on them.
 func TestOverheadPoolKeptResults(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	root := testfixture.Root(t)
 	res, _ := filepath.Glob(filepath.Join(root, "scripts", "gpu", "results", "overhead-windows", "*.tgz"))
 	if len(res) != 4 {

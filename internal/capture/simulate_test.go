@@ -70,6 +70,7 @@ func TestSimulateValidateAndEnv(t *testing.T) {
 
 func TestFakeTorchSimulateWorld(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable: faketorch would be shadowed")
 	}
@@ -110,6 +111,7 @@ func TestFakeTorchSimulateWorld(t *testing.T) {
 
 func TestFakeTorchSimulateFailureNamesTheCollective(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
@@ -148,6 +150,7 @@ func TestFakeTorchSimulateFailureNamesTheCollective(t *testing.T) {
 func TestFakeTorchNoGPUWithoutFakeTensorSupport(t *testing.T) {
 	// faketorch has no FakeTensorMode: --no-gpu must say so and let the program run.
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
@@ -168,6 +171,7 @@ func TestFakeTorchSimulateAllRanksPassShapesOn(t *testing.T) {
 	// and what rank r sends with send_object_list (PyTorch 2.11's
 	// use_batch/device keywords) is what rank r+1 receives.
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
@@ -214,6 +218,7 @@ func TestFakeTorchSimulateOneStageWithoutItsSender(t *testing.T) {
 	// One pipeline stage alone cannot know what the stage before it sends:
 	// a one-line explanation names the collective, its line and the fix.
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
@@ -237,6 +242,7 @@ func TestFakeTorchSimulateOneStageWithoutItsSender(t *testing.T) {
 
 func TestFakeTorchSimulateAllStopsAtAFailingRank(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	if torchImportable() {
 		t.Skip("real torch importable")
 	}
@@ -299,6 +305,7 @@ func TestParseSimulateRanks(t *testing.T) {
 // PyTorch 2.11's signatures, the mailbox.
 func TestSimulateRules(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	out, err := exec.Command(py, "testdata/simulate_rules.py", "companion").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -314,6 +321,7 @@ func TestSimulateRules(t *testing.T) {
 // stand for GPU memory, which tensor subclasses dispatch their own ops.
 func TestFakeRules(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	out, err := exec.Command(py, "testdata/fake_rules.py", "companion").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

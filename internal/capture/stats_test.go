@@ -13,6 +13,7 @@ import (
 // another shape; the phases and peaks it records are the same either way.
 func TestFakeTorchStatsBinding(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	type rec struct {
 		peak   int64
 		phases []int64

@@ -22,6 +22,7 @@ import (
 // trace.
 func TestFakeTorchHistoryWindows(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	type win struct {
 		Reason      string
 		First, Last int
@@ -208,6 +209,7 @@ print(json.dumps({"entries": len(s["device_traces"][0]), "calls": [c["enabled"] 
 // snapshot, and no end_time_us (the manifest says it did not finish).
 func TestFakeTorchKilledKeepsWindows(t *testing.T) {
 	py := needPython(t)
+	t.Parallel()
 	o := testOptions(t, fakeTorchEnv(t))
 	r := runIt(t, o, py, "testdata/faketrain.py", "24", "killed")
 	if r.res.Signal != syscall.SIGKILL {

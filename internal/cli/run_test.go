@@ -13,6 +13,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/capture"
+	"github.com/ptscope/ptscope/internal/testfixture"
 )
 
 func runCLI(t *testing.T, args ...string) (exited *capture.Result, stdout, stderr string, err error) {
@@ -94,7 +95,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestRunStreamsAndSummary(t *testing.T) {
-	py, err := exec.LookPath("python3")
+	py, err := testfixture.PythonPath()
 	if err != nil {
 		t.Skip("python3 not found")
 	}
@@ -124,7 +125,7 @@ func TestRunHelp(t *testing.T) {
 // a folder per rank, which analyze reads as an N-rank job with each rank's
 // own peak (faketorch stands for torch).
 func TestRunSimulateAllRanksIsAJob(t *testing.T) {
-	py, err := exec.LookPath("python3")
+	py, err := testfixture.PythonPath()
 	if err != nil {
 		t.Skip("python3 not found")
 	}

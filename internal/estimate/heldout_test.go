@@ -104,7 +104,7 @@ func (r whatifRow) heldOut() bool {
 
 // TestHeldOut holds the estimate within 3% of torch.cuda.max_memory_allocated on every
 // real run of whatif_runs.jsonl: the held-back set (10 single-GPU setups, 3 Qwen3 shapes,
-// 4 multi-GPU layouts), the loop and its re-runs, the HF Trainer and the tuning rows. A
+// 5 multi-GPU layouts), the loop and its re-runs, the HF Trainer and the tuning rows. A
 // row that ran out of memory must be estimated beyond the H100's memory.
 func TestHeldOut(t *testing.T) {
 	rows := readWhatIfRuns(t)

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,11 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/fleet"
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/parquet"
 	"github.com/ptscope/ptscope/internal/perf"
 )
 
@@ -65,20 +65,19 @@ type TableSummary struct {
 }
 
 type tableWriter interface {
-	flush() error
 	close() (TableSummary, error)
 	abort()
 }
 
+// pqTable is one table's file: its rows go to a parquet.Writer, which
+// holds the current row group.
 type pqTable[T any] struct {
 	name, tmp, final string
 	f                *os.File
-	w                *parquet.GenericWriter[T]
-	buf              []T
+	bw               *bufio.Writer
+	w                *parquet.Writer[T]
 	rows             int64
 }
-
-const pqBatch = 4096
 
 func newTable[T any](p *Parquet, name string) (*pqTable[T], error) {
 	final := filepath.Join(p.dir, name)
@@ -86,30 +85,18 @@ func newTable[T any](p *Parquet, name string) (*pqTable[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &pqTable[T]{name: name, tmp: f.Name(), final: final, f: f}
-	t.w = parquet.NewGenericWriter[T](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(p.o.RowGroupRows),
-		parquet.CreatedBy("ptscope", "", ""))
+	t := &pqTable[T]{name: name, tmp: f.Name(), final: final, f: f, bw: bufio.NewWriter(f)}
+	if t.w, err = parquet.NewWriter[T](t.bw, parquet.Options{RowGroupRows: p.o.RowGroupRows}); err != nil {
+		t.abort()
+		return nil, err
+	}
 	p.tabs = append(p.tabs, t)
 	return t, nil
 }
 
 func (t *pqTable[T]) add(rows ...T) error {
-	t.buf = append(t.buf, rows...)
 	t.rows += int64(len(rows))
-	if len(t.buf) >= pqBatch {
-		return t.flush()
-	}
-	return nil
-}
-
-func (t *pqTable[T]) flush() error {
-	if len(t.buf) == 0 {
-		return nil
-	}
-	_, err := t.w.Write(t.buf)
-	clear(t.buf)
-	t.buf = t.buf[:0]
-	if err != nil {
+	if err := t.w.Write(rows); err != nil {
 		return fmt.Errorf("%s: %w", t.final, err)
 	}
 	return nil
@@ -117,10 +104,10 @@ func (t *pqTable[T]) flush() error {
 
 func (t *pqTable[T]) close() (TableSummary, error) {
 	s := TableSummary{Name: t.name, Rows: t.rows}
-	if err := t.flush(); err != nil {
-		return s, err
-	}
 	if err := t.w.Close(); err != nil {
+		return s, fmt.Errorf("%s: %w", t.final, err)
+	}
+	if err := t.bw.Flush(); err != nil {
 		return s, fmt.Errorf("%s: %w", t.final, err)
 	}
 	if err := t.f.Chmod(0o644); err != nil { // CreateTemp makes it private

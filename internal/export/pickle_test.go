@@ -28,7 +28,7 @@ func writeVizPickle(t *testing.T, m *Memory, w Window, minSize int64) ([]byte, *
 // the two forms of each export as the same object (whole, cut to a step,
 // to large allocations; expandable segments; OOM entries).
 func TestMemVizPickleEqualsJSON(t *testing.T) {
-	py, err := exec.LookPath("python3")
+	py, err := testfixture.PythonPath()
 	if err != nil {
 		t.Skip("no python3")
 	}
@@ -101,7 +101,7 @@ func TestMemVizPickleReadBack(t *testing.T) {
 // TestPickleInts: Python reads every integer encoding the tree uses
 // (BININT1, BININT2, BININT, LONG1 of any length, negative values).
 func TestPickleInts(t *testing.T) {
-	py, err := exec.LookPath("python3")
+	py, err := testfixture.PythonPath()
 	if err != nil {
 		t.Skip("no python3")
 	}

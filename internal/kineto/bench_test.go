@@ -228,7 +228,7 @@ func BenchmarkDecode(b *testing.B) {
 	}{{"scan", false}, {"go-json", true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			p := newPart()
-			p.goJSONOnly = mode.goJSON
+			p.stdJSONOnly = mode.goJSON
 			b.ReportAllocs()
 			cpuLoop(b, int64(len(plain)), func() {
 				for _, bt := range batches {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // rawEvent is one event with its fields parsed (see wireEvent.view).
@@ -81,12 +81,12 @@ type part struct {
 	bytes   int64
 	ev1     rawEvent  // the event being decoded, reused (see scanEvent)
 	scanSt  scanState // which args of ev1 are set
-	wire    wireEvent // what go-json fills, reused: its fields keep their capacity
+	wire    wireEvent // what encoding/json fills, reused: its fields keep their capacity
 	compact []byte    // internCompact's buffer
 	kinds   []Kind    // by string id: KindOf + 1, 0 when not known yet
 	cats    [8]uint32 // internCat's ids
 
-	goJSONOnly bool // see Options.goJSONOnly
+	stdJSONOnly bool // see Options.stdJSONOnly
 }
 
 func newPart() *part {
@@ -205,8 +205,8 @@ func decodeBatch(b *batch, p *part) {
 	for k := range b.starts {
 		data := b.buf[b.starts[k]:b.ends[k]]
 		off := b.offset + int64(b.starts[k])
-		if p.goJSONOnly || !scanEvent(data, ev, &raw, &p.scanSt) {
-			w := p.decodeGoJSON(data, off)
+		if p.stdJSONOnly || !scanEvent(data, ev, &raw, &p.scanSt) {
+			w := p.decodeStdJSON(data, off)
 			if w == nil {
 				continue
 			}

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/mapfile"
@@ -29,9 +29,9 @@ type Options struct {
 	// is checked against (nil: the default budget).
 	Source *input.Source
 
-	// goJSONOnly decodes every event with go-json (the decoder scanEvent
+	// stdJSONOnly decodes every event with encoding/json (the decoder scanEvent
 	// must agree with), for the differential tests.
-	goJSONOnly bool
+	stdJSONOnly bool
 }
 
 func (o Options) withDefaults() Options {
@@ -206,7 +206,7 @@ func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi i
 	free := make(chan *part, 2*opt.Workers+2)
 	for i := 0; i < cap(free); i++ {
 		p := newPart()
-		p.goJSONOnly = opt.goJSONOnly
+		p.stdJSONOnly = opt.stdJSONOnly
 		free <- p
 	}
 	ctx, cancel := context.WithCancel(ctx)

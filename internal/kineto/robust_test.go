@@ -190,7 +190,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("read from memory: %v, want %v (traces equal: %v)", merr, err, reflect.DeepEqual(tr, tm))
 		}
 		// scanEvent decodes what go-json decodes
-		tg, gerr := Read(context.Background(), bytes.NewReader(data), Options{ChunkBytes: 97, Workers: 2, goJSONOnly: true})
+		tg, gerr := Read(context.Background(), bytes.NewReader(data), Options{ChunkBytes: 97, Workers: 2, stdJSONOnly: true})
 		if (err == nil) != (gerr == nil) || err != nil && err.Error() != gerr.Error() || !reflect.DeepEqual(tr, tg) {
 			t.Fatalf("read with go-json only: %v, want %v (traces equal: %v)", gerr, err, reflect.DeepEqual(tr, tg))
 		}

@@ -8,9 +8,9 @@ import (
 // scanEvent is the decoder's fast path: one pass over the bytes of one event
 // object that parses the fields ptscope reads into ev (its slices point
 // into data), skipping all other keys and values, and keeps in raw the text
-// of the fields check quotes. It gives what go-json's decode of data into a
+// of the fields check quotes. It gives what encoding/json's decode of data into a
 // wireEvent and view give, or it returns false and the caller decodes data
-// with go-json, which either reports the error or applies the rules
+// with encoding/json, which either reports the error or applies the rules
 // scanEvent leaves to it. scanEvent returns false for
 //   - anything but strict JSON (RFC 8259) of one object and whitespace;
 //   - a key with an escape or a byte outside ASCII;
@@ -20,7 +20,7 @@ import (
 //
 // Nothing else: every event of the real traces is decoded here. A
 // duplicate key replaces the field's value, and a second "args" object adds
-// to the first, as in go-json.
+// to the first, as in encoding/json.
 //
 // ev must hold what the previous call left (or be zero): st says which of
 // its args to clear.

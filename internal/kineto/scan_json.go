@@ -80,7 +80,7 @@ var (
 // keyPlain marks the bytes of a key keyTable.key reads itself: printable ASCII
 // but the quote and the backslash. strPlain marks the bytes of a string
 // value that need no look: all but the quote, the backslash and control
-// characters (bytes outside ASCII are kept as they are, as go-json keeps
+// characters (bytes outside ASCII are kept as they are, as encoding/json keeps
 // them in a raw value).
 var keyPlain, strPlain [256]bool
 

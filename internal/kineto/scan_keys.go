@@ -19,7 +19,7 @@ const (
 )
 
 // keyTable finds the field a key names: exactly, or only by case folding
-// (go-json, as encoding/json, decodes a key into the first field whose key
+// (encoding/json decodes a key into the first field whose key
 // folds to the same when none is the same). A key is hashed by its length
 // and its first eight bytes loaded as one word, folded coarsely (c|0x20:
 // keys equal but for case hash the same).
@@ -145,7 +145,7 @@ func asciiEqualFold(b []byte, s string) bool {
 
 // key reads the key at data[i] and the colon after it: it returns the
 // field the key names exactly (-1 for none) and the index of the value.
-// next is -1 when there is no key, and for keys left to go-json: keys
+// next is -1 when there is no key, and for keys left to encoding/json: keys
 // with an escape or bytes outside ASCII (it unescapes them and folds their
 // runes) and keys that name a field only by case folding.
 func (t *keyTable) key(data []byte, i int, st *scanState) (k, next int) {

@@ -192,7 +192,7 @@ func TestScanTraces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := ReadFile(context.Background(), p, Options{goJSONOnly: true})
+		ref, err := ReadFile(context.Background(), p, Options{stdJSONOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func FuzzScanEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := ParseHead(data)
-		hg, gerr := parseHeadGoJSON(data)
+		hg, gerr := parseHeadStdJSON(data)
 		if h != hg || fmt.Sprint(err) != fmt.Sprint(gerr) {
 			t.Fatalf("ParseHead(%q) = %+v, %v; go-json %+v, %v", data, h, err, hg, gerr)
 		}

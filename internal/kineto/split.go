@@ -65,7 +65,7 @@ type splitter struct {
 
 // maxDepth is the deepest nesting accepted in an event or in the header
 // (Kineto writes at most 5 levels: event, args, Input Dims, a tensor list,
-// its shapes). go-json decodes nested values recursively, so deeper ones
+// its shapes). encoding/json decodes nested values recursively, so deeper ones
 // are refused here, before they reach it.
 const maxDepth = 64
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // Envelope is what surrounds the events of a trace read by a Scanner.
@@ -101,7 +101,7 @@ type Head struct {
 	HasTS, HasDur bool
 }
 
-// headWire is what go-json decodes for ParseHead; args are skipped.
+// headWire is what encoding/json decodes for ParseHead; args are skipped.
 type headWire struct {
 	Ph   json.RawMessage `json:"ph"`
 	Cat  json.RawMessage `json:"cat"`
@@ -121,12 +121,12 @@ func ParseHead(ev []byte) (Head, error) {
 		h.Dur, h.HasDur = e.Dur.ns, e.Dur.ok
 		return h, nil
 	}
-	return parseHeadGoJSON(ev)
+	return parseHeadStdJSON(ev)
 }
 
-// parseHeadGoJSON is ParseHead with go-json, for the events scanEvent
+// parseHeadStdJSON is ParseHead with encoding/json, for the events scanEvent
 // leaves to it.
-func parseHeadGoJSON(ev []byte) (Head, error) {
+func parseHeadStdJSON(ev []byte) (Head, error) {
 	var w headWire
 	if err := json.Unmarshal(ev, &w); err != nil {
 		return Head{}, fmt.Errorf("event: %s", shortErr(err))

@@ -3,7 +3,7 @@
 //
 // The reader splits the traceEvents array into events with its own scanner,
 // decodes them in parallel workers (a one-pass scanner per event, with
-// github.com/goccy/go-json for the events it leaves: see scanEvent),
+// encoding/json for the events it leaves: see scanEvent),
 // interns names and categories, and stores complete ("X") events in columns.
 // Memory instants, flows and metadata events go to their own tables.
 // Timestamps are parsed from their decimal text into int64 nanoseconds.

@@ -1,6 +1,7 @@
 package testfixture
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"io"
@@ -88,14 +89,14 @@ func readAll(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var r io.Reader = f
+	var r io.Reader = bufio.NewReaderSize(f, 1<<20) // xz reads byte by byte
 	switch {
 	case strings.HasSuffix(p, ".xz"):
-		if r, err = xz.NewReader(f); err != nil {
+		if r, err = xz.NewReader(r); err != nil {
 			return nil, err
 		}
 	case strings.HasSuffix(p, ".gz"), strings.HasSuffix(p, ".tgz"):
-		if r, err = gzip.NewReader(f); err != nil {
+		if r, err = gzip.NewReader(r); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +111,7 @@ func readAll(p string) ([]byte, error) {
 // byte (the same protocol, the same objects shared), and a file with
 // nothing to scrub is left as it was.
 func TestScrubPaths(t *testing.T) {
-	py, err := exec.LookPath("python3")
+	py, err := PythonPath()
 	if err != nil {
 		t.Skip("python3 not found")
 	}

@@ -21,7 +21,9 @@ import (
 // out (the prediction reads the phases, the tensor inventory and process.json); the OOM
 // bundle keeps its OOM snapshot for analyze. The truth of every what-if is a real re-run of
 // the changed job on the same machine, its process's torch.cuda.max_memory_allocated():
-// ../estimate/testdata/whatif_runs.jsonl.
+// ../estimate/testdata/whatif_runs.jsonl. m_qwen25_fsdp2_ws2 is rank 0 of a Qwen2.5-1.5B-
+// shaped model under FSDP2 on 2 H200s (its tensor inventory cut to the inventories the
+// prediction reads); its layout what-if's truth is the same job on 4 H200s.
 
 func loadRun(t *testing.T, name string) *Run {
 	t.Helper()
@@ -139,6 +141,8 @@ var whatIfCases = []struct {
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch, s.Recompute = 32, estimate.RecomputeFull }, "--micro-batch 32 --recompute full", "re_oom_mb32_ckpt"},
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch, s.DType = 24, estimate.BF16True }, "--micro-batch 24 --dtype bf16-true", "re_oom_bf16true_mb24"},
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch, s.ExpandableSegments = 24, true }, "--micro-batch 24 --expandable-segments", "re_oom_mb24_es"},
+	// a change of layout: FSDP2 captured on 2 GPUs (an H200), re-run on 4
+	{"m_qwen25_fsdp2_ws2", func(s *estimate.Setup) { s.DP = 4 }, "--dp 4", "m_qwen25_fsdp2_ws4"},
 	// re-runs that ran out of memory: the prediction must not fit
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch = 32 }, "--micro-batch 32", "re_oom_mb32"},
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.DType = estimate.BF16True }, "--dtype bf16-true", "re_oom_bf16true_mb48"},

@@ -29,6 +29,7 @@ PARTS=${PARTS:-real mlmreal sim mlmsim nogpu table}
 SIM_LAYOUTS=${SIM_LAYOUTS:-fsdp2,tp,fsdp2tp,ep}
 SIM_PP_LAYOUTS=${SIM_PP_LAYOUTS:-pp_1f1b,pp_interleaved,pp_gpipe,pp_zbv}
 MLM16_RANKS=${MLM16_RANKS:-0,4,8,12}
+MLM_ALONE=${MLM_ALONE:-0}
 TMO=${TMO:-280} # seconds for each run
 LAYOUTS=${LAYOUTS:-fsdp2,tp,fsdp2tp,ep,pp_1f1b,pp_interleaved,pp_gpipe,pp_zbv}
 PTSCOPE=$(cd "$(dirname "${PTSCOPE:-ptscope}")" && pwd)/$(basename "${PTSCOPE:-ptscope}")
@@ -98,11 +99,13 @@ if has sim; then
     --simulate-imbalance 1.3 -- $PYTHON "$LP" --layouts ep --json-dir "$J" --tag simimb
 fi
 if has mlmsim && mlm_prepare; then
-  # one bundle with the 4 ranks one after another (GPU 2), each rank alone as
-  # well (GPUs 0, 1, 3 and 2), and world 16 (GPU 3)
+  # one bundle with the 4 ranks one after another (GPU 2), the ranks of
+  # MLM_ALONE each alone as well, and world 16 (GPU 3). A rank other than 0
+  # alone does not train: Megatron's do_train flag is broadcast from rank 0,
+  # which only a bundle that simulated rank 0 before it can replay.
   bg mlm_sim bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=2 timeout $TMO '$PTSCOPE' run $RUNOPT --out '$WORK/mlm_sim' \
     --simulate-world-size 4 --simulate-rank all -- $PYTHON pretrain_gpt.py $(echo $MLM4)"
-  for r in 0 1 2 3; do
+  for r in $MLM_ALONE; do
     bg mlm_sim_r$r bash -c "cd '$MEGATRON' && CUDA_VISIBLE_DEVICES=$(( (r + 3) % 4 )) timeout $TMO '$PTSCOPE' run $RUNOPT \
       --out '$WORK/mlm_sim_r$r' --simulate-world-size 4 --simulate-rank $r -- $PYTHON pretrain_gpt.py $(echo $MLM4)"
   done

@@ -63,6 +63,89 @@ with tempfile.TemporaryDirectory() as d:
     check(rx.get("p2p", 2, 1), (False, None), "nothing from rank 2")
     check(s.Mailbox(None).put("p2p", 0, 1, [1]), False, "no bundle, no mailbox")
 
+
+
+# tensor broadcasts: a small tensor's source keeps it in the mailbox; a rank
+# simulated later in the same group reads it (Megatron's do_train flags from
+# rank 0); large tensors, other shapes and unknown senders read zeros.
+class FakeTensor:
+    def __init__(self, vals, dtype="torch.int64", shape=None, esize=8):
+        self.vals, self.dtype, self.esize = list(vals), dtype, esize
+        self.shape = tuple(shape or (len(vals),))
+
+    def numel(self):
+        return len(self.vals)
+
+    def element_size(self):
+        return self.esize
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def reshape(self, *shape):
+        return self
+
+    def tolist(self):
+        return list(self.vals)
+
+    def copy_(self, other):
+        self.vals = list(other.vals)
+
+    def zero_(self):
+        self.vals = [0] * len(self.vals)
+
+
+class FakeTorchMod:
+    Tensor = FakeTensor
+
+    class no_grad:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+    @staticmethod
+    def tensor(vals, dtype=None):
+        return FakeTensor(vals, dtype)
+
+
+class FakeDist:
+    def __init__(self, rank):
+        self.rank = rank
+
+    def get_rank(self):
+        return self.rank
+
+    def get_process_group_ranks(self, group):
+        return group  # the tests pass a list of global ranks as the group
+
+
+with tempfile.TemporaryDirectory() as d:
+    root = os.path.join(d, "box")
+    rank0 = s.Simulation(4, 0, mailbox=s.Mailbox(root))
+    s._post_broadcast(rank0, FakeDist(0), FakeTorchMod, {"tensor": FakeTensor([1, 0, 0]), "src": 0, "group": None})
+    big = FakeTensor([7] * 9000)  # 72,000 B: above BROADCAST_KEPT_BYTES, not kept
+    s._post_broadcast(rank0, FakeDist(0), FakeTorchMod, {"tensor": big, "src": 0, "group": None})
+    s._post_broadcast(rank0, FakeDist(0), FakeTorchMod, {"tensor": FakeTensor([5, 6]), "src": 0, "group": [0, 1]})
+    rank1 = s.Simulation(4, 1, mailbox=s.Mailbox(root))
+    flags = FakeTensor([0, 0, 0])
+    s._post_broadcast(rank1, FakeDist(1), FakeTorchMod, {"tensor": flags, "src": 0, "group": None})
+    check(flags.vals, [1, 0, 0], "flags broadcast by rank 0, replayed on rank 1")
+    big1 = FakeTensor([3] * 9000)
+    s._post_broadcast(rank1, FakeDist(1), FakeTorchMod, {"tensor": big1, "src": 0, "group": None})
+    check(set(big1.vals), {0}, "a large broadcast reads zeros")
+    tp = FakeTensor([9, 9, 9])  # rank 0 sent 2 values on this group: a different shape
+    s._post_broadcast(rank1, FakeDist(1), FakeTorchMod, {"tensor": tp, "src": 0, "group": [0, 1]})
+    check(tp.vals, [0, 0, 0], "a broadcast of another shape reads zeros")
+    other = FakeTensor([4, 4])
+    s._post_broadcast(rank1, FakeDist(1), FakeTorchMod, {"tensor": other, "src": 2, "group": [1, 2]})
+    check(other.vals, [0, 0], "a broadcast from a rank not simulated before reads zeros")
+    check(rank1.facts.get("broadcasts_replayed"), 1, "replays counted")
+
 # every collective with a rule is one the companion counts or replaces
 missing = [k for k in s.RULES if k not in s.COLLECTIVES]
 check(missing, [], "rules for uncounted collectives")

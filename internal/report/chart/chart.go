@@ -4,8 +4,8 @@
 //
 // WriteSVG emits a small, deterministic SVG written by hand (no dependency),
 // fit for golden tests and for embedding in reports. WritePNG rasterises the
-// very same drawing with gonum.org/v1/plot's pure-Go image backend and the
-// Liberation fonts it embeds, so it needs neither cgo nor system fonts.
+// very same drawing with golang.org/x/image/vector and the embedded
+// Liberation Sans outlines, so it needs neither cgo nor system fonts.
 //
 // Line, StackedArea and Bars implement Chart with value receivers, so both a
 // value (chart.Line{...}) and a pointer (&chart.Line{...}) can be passed.

@@ -3,13 +3,7 @@ package chart
 import (
 	"fmt"
 	"math"
-	"sync"
 	"unicode/utf8"
-
-	stdfont "golang.org/x/image/font"
-	"golang.org/x/image/font/opentype"
-	"gonum.org/v1/plot/font"
-	"gonum.org/v1/plot/font/liberation"
 )
 
 // A scene is the backend-neutral drawing of one chart: a canvas size in
@@ -134,68 +128,6 @@ var palette = [...]string{
 // seriesColor returns the stable colour of series i.
 func seriesColor(i int) rgba {
 	return hex(palette[i%len(palette)])
-}
-
-// Fonts: Liberation Sans (metric-compatible with Arial and Helvetica, which
-// the SVG names as fallbacks), parsed once from gonum's embedded copy.
-type faces struct{ regular, bold *opentype.Font }
-
-var loadFaces = sync.OnceValues(func() (faces, error) {
-	var f faces
-	for _, fc := range liberation.Collection() {
-		if fc.Font.Variant != "Sans" || fc.Font.Style != stdfont.StyleNormal {
-			continue
-		}
-		switch fc.Font.Weight {
-		case stdfont.WeightNormal:
-			f.regular = fc.Face
-		case stdfont.WeightBold:
-			f.bold = fc.Face
-		}
-	}
-	if f.regular == nil || f.bold == nil {
-		return f, fmt.Errorf("chart: Liberation Sans not found in the embedded fonts")
-	}
-	return f, nil
-})
-
-func (f faces) face(size float64, bold bool) font.Face {
-	fc := font.Face{Font: font.Font{Variant: "Sans", Size: font.Length(size)}, Face: f.regular}
-	if bold {
-		fc.Font.Weight = stdfont.WeightBold
-		fc.Face = f.bold
-	}
-	return fc
-}
-
-// measure returns the width of str in pixels.
-func (f faces) measure(str string, size float64, bold bool) float64 {
-	fc := f.face(size, bold)
-	return float64(fc.Width(str))
-}
-
-// truncate shortens str with a trailing ellipsis so that it fits in max
-// pixels. It returns "" if not even the ellipsis fits.
-func (f faces) truncate(str string, size float64, bold bool, max float64) string {
-	if f.measure(str, size, bold) <= max {
-		return str
-	}
-	const ell = "…"
-	if f.measure(ell, size, bold) > max {
-		return ""
-	}
-	// Binary search on the number of runes kept.
-	runes := []rune(str)
-	lo, hi := 0, len(runes)
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if f.measure(string(runes[:mid])+ell, size, bold) <= max {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return string(runes[:lo]) + ell
 }
 
 // sanitizeText drops invalid UTF-8 and control characters from labels.

@@ -627,12 +627,7 @@ class Capture(PhasesMixin):
         # stopped before a step completed in the active part of the
         # schedule (a job that ended during the warm-up): the profiler
         # would export a trace with none of the training in it
-        sc = self.cfg.get("schedule") or {}
-        first = int(sc.get("skip_first", 0)) + int(sc.get("wait", 1)) + int(sc.get("warmup", 2))
-        if getattr(prof, "step_num", first + 1) <= first:
-            log_once("trace before active", "the job ended after %d steps, before the profiler's first active step "
-                     "(step %d of --schedule %s): no trace was written; run more steps or shorten the schedule's wait and warmup"
-                     % (prof.step_num, first + 1, ",".join("%s=%s" % kv for kv in sorted(sc.items()))))
+        if self._before_active(prof):
             return
         try:
             name = "trace_step%d.pt.trace.json.gz" % self.step
@@ -642,6 +637,21 @@ class Capture(PhasesMixin):
             self.traces.append(name)
         except Exception as err:
             log_once("trace export", "trace export failed (%r)" % (err,))
+
+    def _before_active(self, prof):
+        """Whether prof stopped before its schedule's first active step; if
+        so, say once why the bundle has no trace. torch calls on_trace_ready
+        only when the active part ends, so a job that ends in the wait or
+        warm-up steps is explained by finish(), not by _trace_ready."""
+        sc = self.cfg.get("schedule") or {}
+        first = int(sc.get("skip_first", 0)) + int(sc.get("wait", 1)) + int(sc.get("warmup", 2))
+        done = getattr(prof, "step_num", first + 1)
+        if done > first:
+            return False
+        log_once("trace before active", "the job ended after %d steps, before the profiler's first active step "
+                 "(step %d of --schedule %s): no trace was written; run more steps or shorten the schedule's wait and warmup"
+                 % (done, first + 1, ",".join("%s=%s" % kv for kv in sorted(sc.items())) or "wait=1,warmup=2,active=3"))
+        return True
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, label, force=False):
@@ -778,6 +788,8 @@ class Capture(PhasesMixin):
         if self.prof is not None:
             prof, self.prof = self.prof, None
             self._guard("profiler stop", prof.stop)
+            if not self.traces:
+                self._guard("profiler schedule", self._before_active, prof)
         if "end" in (self.cfg.get("snapshot_at") or []):
             name = self.snapshot("end")
             if self.hist_on:  # the open window is saved in the end snapshot

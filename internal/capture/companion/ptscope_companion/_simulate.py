@@ -276,6 +276,52 @@ def _post_receive(key):
     return post
 
 
+# A broadcast tensor of at most this many bytes is kept in the bundle's
+# mailbox by its source rank, for the ranks simulated after it: small
+# broadcasts carry decisions (Megatron broadcasts its do_train/do_valid/
+# do_test flags from rank 0 and every other rank trains only if they say
+# so), large ones carry data, whose values do not change memory.
+BROADCAST_KEPT_BYTES = 64 << 10
+# and at most this many per process, so that a loop broadcasting every step
+# does not fill the bundle: later ones read zeros on the receiving ranks.
+BROADCAST_KEPT_MAX = 4096
+
+
+def _group_key(dist, group):
+    """The same name for a group in every rank's process: its global ranks."""
+    if group is None:
+        return "all"
+    try:
+        return "g" + "-".join(str(r) for r in dist.get_process_group_ranks(group))
+    except Exception:
+        return "all"
+
+
+def _post_broadcast(sim, dist, torch, a):
+    t = a.get("tensor")
+    if not isinstance(t, torch.Tensor) or not t.numel():
+        return
+    src = _global_src(dist, a)
+    kept = t.numel() * t.element_size() <= BROADCAST_KEPT_BYTES
+    me = dist.get_rank()
+    if src is None or src == me:
+        if kept and src is not None and sim.facts.get("broadcasts_kept", 0) < BROADCAST_KEPT_MAX:
+            with sim.lock:
+                sim.facts["broadcasts_kept"] = sim.facts.get("broadcasts_kept", 0) + 1
+            sim.mailbox.put("tensor", me, _group_key(dist, a.get("group")),
+                            (str(t.dtype), tuple(t.shape), t.detach().cpu().reshape(-1).tolist()))
+        return
+    if kept:
+        ok, got = sim.mailbox.get("tensor", src, _group_key(dist, a.get("group")))
+        if ok and got[0] == str(t.dtype) and tuple(got[1]) == tuple(t.shape):
+            with torch.no_grad():
+                t.copy_(torch.tensor(got[2], dtype=t.dtype).reshape(t.shape))
+            with sim.lock:
+                sim.facts["broadcasts_replayed"] = sim.facts.get("broadcasts_replayed", 0) + 1
+            return
+    _zero(torch, t)
+
+
 def _copy_rows(torch, dst, src):
     """dst[:k] = src[:k] along dim 0, the rest of dst zeros."""
     k = min(dst.shape[0], src.shape[0])
@@ -331,7 +377,7 @@ def _post_all_to_all(sim, dist, torch, a):
 
 
 _POST = {
-    "broadcast": _post_receive("src"),
+    "broadcast": _post_broadcast,
     "scatter": _post_receive("src"),
     "recv": _post_receive("src"),
     "irecv": _post_receive("src"),

@@ -33,7 +33,8 @@ RULES = {
     "reduce_scatter_tensor": "the result is this rank's own chunk",
     "_reduce_scatter_base": "the result is this rank's own chunk",
     "gather": "the gathered list keeps what it held",
-    "broadcast": "a tensor broadcast from another rank reads zeros",
+    "broadcast": "a tensor broadcast from another rank: what that rank broadcast when it was simulated earlier in "
+                 "this bundle (tensors up to 64 KiB), else zeros",
     "scatter": "a tensor scattered from another rank reads zeros",
     "recv": "received tensors read zeros",
     "irecv": "received tensors read zeros",

@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"fmt"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
-// The go-json path: the fallback for the events the scanner (scan.go) does
+// The encoding/json path: the fallback for the events the scanner (scan.go) does
 // not decode itself, and the reference it is fuzzed against.
 
-// wireEvent is what go-json decodes one event into: every field is a
-// json.RawMessage, which go-json fills from its buffer without a copy of its
-// own and which reuses its capacity from event to event, so decoding an
-// event allocates nothing. view parses the fields ptscope uses.
+// wireEvent is what encoding/json decodes one event into: every field is a
+// json.RawMessage, whose capacity is reused from event to event. view parses
+// the fields ptscope uses. Only events the scanner leaves take this path.
 type wireEvent struct {
 	Ph   json.RawMessage `json:"ph"`
 	Cat  json.RawMessage `json:"cat"`
@@ -200,10 +199,10 @@ func numArray(b []byte, dst []Num) []Num {
 	return dst
 }
 
-// decodeGoJSON decodes one event with go-json, repairing it if need be
+// decodeStdJSON decodes one event with encoding/json, repairing it if need be
 // (nil when it was dropped). scanEvent leaves every event it cannot decode
-// exactly as go-json does to this path, which also words the errors.
-func (p *part) decodeGoJSON(data []byte, off int64) *wireEvent {
+// exactly as encoding/json does to this path, which also words the errors.
+func (p *part) decodeStdJSON(data []byte, off int64) *wireEvent {
 	w := &p.wire
 	w.reset()
 	if err := json.Unmarshal(data, w); err != nil {
