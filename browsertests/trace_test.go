@@ -76,6 +76,9 @@ func TestTraceViews(t *testing.T) {
 			t.Errorf("kernel details lack %q: %.600s", want, ev)
 		}
 	}
+	// the with_stack trace's module table (nn.Module calls)
+	open(t, b, s.URL+"/?input=1&view=operators", "operator-table", "module-table")
+	numbersInside(t, b, "operators and modules")
 	noErrors(t, b)
 	onlyFrom(t, b, strings.TrimPrefix(s.URL, "http://"))
 }
