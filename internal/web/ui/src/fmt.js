@@ -95,11 +95,12 @@ export function el(tag, attrs, ...kids) {
 }
 
 // mid shows text cut in the middle when it does not fit its box: the
-// start shrinks behind an ellipsis, the end (a file:line, a function)
-// stays; the full text is the hover title.
+// start shrinks behind an ellipsis, the end (up to tail characters: a
+// file:line, a function, a step's number) stays; the full text is the
+// hover title.
 export function mid(text, tail = 20) {
   const s = String(text ?? '');
-  const k = Math.min(tail, Math.floor(s.length / 2));
+  const k = Math.min(tail, Math.max(0, s.length - 2));
   return el('span', { class: 'mid', title: s }, el('span', { class: 'mid-a' }, s.slice(0, s.length - k)), el('span', { class: 'mid-b' }, el('span', {}, s.slice(s.length - k))));
 }
 

@@ -215,7 +215,9 @@ export function traceTimeline(body, input, s, opts = {}) {
       c.fillRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1);
       if (onPath.has(idx)) { c.strokeStyle = overlayColors.cpu; c.lineWidth = 1.5; c.strokeRect(xa, offs[lane] + depth * ROW + 0.5, Math.max(1, xb - xa), ROW - 2); }
       if (sel === idx) { c.strokeStyle = '#000'; c.lineWidth = 2; c.strokeRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1); }
-      if (xb - xa > 40) { c.fillStyle = '#000'; c.fillText(String(data.names[name]).slice(0, Math.floor((xb - xa) / 6)), Math.max(LABEL, xa) + 2, offs[lane] + depth * ROW + 9); }
+      // the name in the box's visible part (cut at about 6.5 px a character, so it stays in the box)
+      const vis = xb - Math.max(LABEL, xa);
+      if (vis > 40) { c.fillStyle = '#000'; c.fillText(String(data.names[name]).slice(0, Math.floor((vis - 4) / 6.5)), Math.max(LABEL, xa) + 2, offs[lane] + depth * ROW + 9); }
     }
     c.restore();
     if (OVER) drawOverlay(c, w);
