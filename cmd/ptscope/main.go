@@ -2,10 +2,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 
 	"github.com/ptscope/ptscope/internal/cli"
@@ -28,7 +26,7 @@ func run() int {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := cli.SignalContext() // Ctrl-C: exit 130 within a second
 	defer stop()
 	return cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }

@@ -181,7 +181,12 @@ func TestCases(t *testing.T) {
 			if err := os.WriteFile(path, c.Make(), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			args := append(append([]string{c.Command}, c.Args...), path)
+			args := []string{c.Command}
+			tmp := t.TempDir()
+			for _, a := range c.Args {
+				args = append(args, strings.ReplaceAll(a, "{tmp}", tmp))
+			}
+			args = append(args, path)
 			var stdin io.Reader
 			if c.Stdin {
 				f, err := os.Open(path)
@@ -210,6 +215,9 @@ func TestCases(t *testing.T) {
 			if c.NotWant != "" && strings.Contains(out, c.NotWant) {
 				t.Errorf("output holds %q", c.NotWant)
 			}
+			if written := int64(len(o.stdout)) + dirBytes(t, tmp); c.MaxOutput > 0 && written > c.MaxOutput {
+				t.Errorf("wrote %d bytes (stdout and files), bound %d", written, c.MaxOutput)
+			}
 			checkStderr(t, o.code, o.stderr)
 			limit := int64(maxRSS)
 			if c.MaxRSS > 0 {
@@ -223,6 +231,21 @@ func TestCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dirBytes is the size of the files in dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // checkStderr: an error is one line (plus warnings), never a Go panic or an

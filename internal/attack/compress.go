@@ -89,3 +89,25 @@ func Bomb(c Compression, head []byte, fill byte, total int64, tail []byte) []byt
 	}
 	return out.Bytes()
 }
+
+// Repeat returns a compressed stream that inflates to head, then count
+// copies of block, then tail, made as Bomb makes its fill: about 4 MiB of
+// copies compressed once and repeated.
+func Repeat(c Compression, head, block []byte, count int, tail []byte) []byte {
+	per := max(1, (4<<20)/max(len(block), 1))
+	var out bytes.Buffer
+	if len(head) > 0 {
+		out.Write(compress(c, head))
+	}
+	one := compress(c, bytes.Repeat(block, min(per, count)))
+	for left := count; left > 0; left -= per {
+		if left < per {
+			one = compress(c, bytes.Repeat(block, left))
+		}
+		out.Write(one)
+	}
+	if len(tail) > 0 {
+		out.Write(compress(c, tail))
+	}
+	return out.Bytes()
+}

@@ -11,9 +11,14 @@ import (
 	"strings"
 )
 
-func WriteFileAtomic(path string, data []byte) error {
+// WriteFileAtomic writes data to path through a temporary file renamed
+// over it (mode 0644).
+func WriteFileAtomic(path string, data []byte) error { return writeAtomic(path, data, 0o644) }
+
+func writeAtomic(path string, data []byte, perm os.FileMode) error {
 	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.tmp%d", filepath.Base(path), os.Getpid()))
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	os.Remove(tmp) // a leftover keeps its mode; this one gets perm
+	if err := os.WriteFile(tmp, data, perm); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -23,12 +28,14 @@ func WriteFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// WriteManifest writes dir/manifest.json, readable by its owner only (mode
+// 0600): it holds the command line and the host.
 func WriteManifest(dir string, m *Manifest) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, "manifest.json"), append(data, '\n'))
+	return writeAtomic(filepath.Join(dir, "manifest.json"), append(data, '\n'), 0o600)
 }
 
 // procRecord is a .ptscope/proc/<pid>.json marker left by the companion in

@@ -86,7 +86,7 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	cfg, _ := json.Marshal(opts.config())
 	start := time.Now()
 	m := bundle.Manifest{
-		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: argv,
+		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: opts.manifestArgv(argv),
 		StartTime: start.UTC(), Status: bundle.StatusRunning, Options: cfg, Ranks: []bundle.RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []bundle.SignalRecord{},
 		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
 		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
@@ -149,6 +149,12 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 	}
 	if dir != "" {
 		bundle.FinishManifest(dir, &m, opts.Ranks)
+		if !opts.KeepArgv {
+			for i := range m.Ranks {
+				m.Ranks[i].Argv = MaskArgv(m.Ranks[i].Argv)
+			}
+			maskArgvFiles(dir)
+		}
 		finishSimulation(dir, &m, opts.Simulate)
 		if err := bundle.WriteManifest(dir, &m); err != nil {
 			return nil, err
@@ -208,7 +214,8 @@ func runChild(path string, argv, env []string, opts Options, dir string, status 
 	// has been waited for.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	wait, err := startCmd(cmd, stdinClosed(opts.Stdin))
+	if err != nil {
 		rl.abort()
 		return nil, startError(argv[0], err)
 	}
@@ -223,7 +230,7 @@ func runChild(path string, argv, env []string, opts Options, dir string, status 
 		wg.Add(1)
 		go func() { defer wg.Done(); showStatus(opts.Status, fdOf(opts.Status), opts.Interval, tail, done) }()
 	}
-	waitErr := cmd.Wait()
+	waitErr := wait()
 	close(done)
 	wg.Wait()
 	rl.finish(time.Second)
@@ -412,4 +419,28 @@ func fdOf(w io.Writer) uintptr {
 		return f.Fd()
 	}
 	return ^uintptr(0)
+}
+
+// startCmd starts cmd and returns the function that waits for it. With
+// closedStdin the command starts with its standard input closed, as
+// ptscope's was (exec.Cmd would give it /dev/null): it is then started by
+// os.StartProcess when its output goes to files, as it does from a shell
+// (otherwise it gets /dev/null still).
+func startCmd(cmd *exec.Cmd, closedStdin bool) (wait func() error, err error) {
+	out, okOut := cmd.Stdout.(*os.File)
+	errF, okErr := cmd.Stderr.(*os.File)
+	if !closedStdin || !okOut || !okErr {
+		return cmd.Wait, cmd.Start()
+	}
+	p, err := os.StartProcess(cmd.Path, cmd.Args, &os.ProcAttr{Dir: cmd.Dir, Env: cmd.Env,
+		Files: []*os.File{nil, out, errF}, Sys: cmd.SysProcAttr})
+	if err != nil {
+		return nil, err
+	}
+	cmd.Process = p
+	return func() error {
+		ps, err := p.Wait()
+		cmd.ProcessState = ps
+		return err
+	}, nil
 }

@@ -201,6 +201,9 @@ func ParseRanks(text string) ([]int, error) {
 type Options struct {
 	OutDir string // bundles go to OutDir/<timestamp>_<Name>
 	Name   string // "" = derived from the command
+	// KeepArgv keeps the command line in the bundle as it was; without it,
+	// what looks like a secret is masked (MaskArgv).
+	KeepArgv bool
 
 	Ranks []int // nil = every rank
 
@@ -354,4 +357,12 @@ func (o *Options) config() companionConfig {
 		c.RecordSteps.Ranges = [][2]int{}
 	}
 	return c
+}
+
+// manifestArgv is the command line as the bundle keeps it.
+func (o Options) manifestArgv(argv []string) []string {
+	if o.KeepArgv {
+		return argv
+	}
+	return MaskArgv(argv)
 }

@@ -41,8 +41,7 @@ func (e *env) source() *input.Source {
 	if e.src != nil {
 		return e.src
 	}
-	e.src = input.NewSource(e.budget, e.stdin, e.stderr)
-	debug.SetMemoryLimit(e.src.Budget())
+	e.src = e.serveSource()
 	over := e.src.Watch(e.ctx)
 	go func() {
 		select {
@@ -51,5 +50,16 @@ func (e *env) source() *input.Source {
 		case <-e.ctx.Done():
 		}
 	}()
+	return e.src
+}
+
+// serveSource is source without the watchdog, for serve: a server over its
+// budget refuses to load more and to compute views (web's guard) instead
+// of exiting.
+func (e *env) serveSource() *input.Source {
+	if e.src == nil {
+		e.src = input.NewSource(e.budget, e.stdin, e.stderr).WithContext(e.ctx)
+		debug.SetMemoryLimit(e.src.Budget())
+	}
 	return e.src
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -36,11 +37,8 @@ func checkCommand() command {
 		fs := newFlagSet(e, c)
 		addInputFlags(e, fs)
 		mf.register(fs)
-		maxPeak := fs.String("max-peak", "", "highest allowed peak allocated memory, e.g. 70GiB")
-		maxReserved := fs.String("max-reserved", "", "highest allowed peak reserved memory")
-		minEff := fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
-		noLeak := fs.Bool("no-leak", false, "fail when the step pattern is a leak")
-		noOOM := fs.Bool("no-oom", false, "fail when the run ran out of memory (an OOM in the trace, or one ptscope run recorded)")
+		var mc memoryChecks
+		mc.register(fs)
 		var tc traceChecks
 		tc.register(fs)
 		var bc baselineChecks
@@ -56,37 +54,11 @@ func checkCommand() command {
 			return usagef("check: no input")
 		}
 		if *jsonOut {
-			// the text lines go nowhere; the records make the document,
-			// written when the inputs were read (passed or not)
-			stdout, log := e.stdout, &check.Log{}
-			ee := *e
-			ee.stdout, ee.checks = io.Discard, log
-			e = &ee
-			defer func() {
-				var te *thresholdError
-				if err == nil || errors.As(err, &te) {
-					var fails []string
-					if te != nil {
-						fails = te.failures
-					}
-					if werr := log.Write(stdout, fails); werr != nil && err == nil {
-						err = werr
-					}
-				}
-			}()
+			var finish func(*error)
+			e, finish = checkJSON(e)
+			defer finish(&err)
 		}
-		var peak, reserved int64 = -1, -1
-		if *maxPeak != "" {
-			if peak, err = units.ParseBytes(*maxPeak); err != nil {
-				return usagef("--max-peak: %v", err)
-			}
-		}
-		if *maxReserved != "" {
-			if reserved, err = units.ParseBytes(*maxReserved); err != nil {
-				return usagef("--max-reserved: %v", err)
-			}
-		}
-		eff, err := parseRatio("--min-efficiency", *minEff)
+		l, err := mc.limits()
 		if err != nil {
 			return err
 		}
@@ -96,39 +68,97 @@ func checkCommand() command {
 		if err := bc.parse(); err != nil {
 			return err
 		}
-		memChecks := peak >= 0 || reserved >= 0 || eff >= 0 || *noLeak || *noOOM
-		if !memChecks && !tc.any() && !bc.any() {
+		if !mc.any(l) && !tc.any() && !bc.any() {
 			return usagef("check: give at least one threshold (--max-peak, --max-reserved, --min-efficiency, --no-leak, --no-oom, --min-gpu-util, --max-dataloader, --baseline with --max-peak-increase or --max-step-time-increase)")
 		}
-		l := check.Limits{Peak: peak, Reserved: reserved, Efficiency: eff, NoLeak: *noLeak, NoOOM: *noOOM,
-			MinGPUUtil: tc.minUtil, MaxDataLoader: tc.maxDL}
+		l.MinGPUUtil, l.MaxDataLoader = tc.minUtil, tc.maxDL
 		if !bc.any() {
 			if done, err := ff.check(e, paths, &mf, l); done {
 				return err
 			}
 		}
-		var fails []string
-		if bc.any() {
-			bf, err := bc.check(e, paths)
-			if err != nil {
-				return err
-			}
-			fails = append(fails, bf...)
+		return runChecks(e, paths, &mf, l, mc.any(l), &tc, &bc)
+	}
+	return c
+}
+
+// memoryChecks are check's memory thresholds as given.
+type memoryChecks struct {
+	maxPeak, maxReserved, minEff *string
+	noLeak, noOOM                *bool
+}
+
+func (mc *memoryChecks) register(fs *flag.FlagSet) {
+	mc.maxPeak = fs.String("max-peak", "", "highest allowed peak allocated memory, e.g. 70GiB")
+	mc.maxReserved = fs.String("max-reserved", "", "highest allowed peak reserved memory")
+	mc.minEff = fs.String("min-efficiency", "", "lowest allowed allocated/reserved at the peak, 0..1 or a percentage")
+	mc.noLeak = fs.Bool("no-leak", false, "fail when the step pattern is a leak")
+	mc.noOOM = fs.Bool("no-oom", false, "fail when the run ran out of memory (an OOM in the trace, or one ptscope run recorded)")
+}
+
+// limits are the memory thresholds (-1: unset); bad values are bad usage.
+func (mc *memoryChecks) limits() (check.Limits, error) {
+	l := check.Limits{Peak: -1, Reserved: -1, NoLeak: *mc.noLeak, NoOOM: *mc.noOOM}
+	var err error
+	if *mc.maxPeak != "" {
+		if l.Peak, err = units.ParseBytes(*mc.maxPeak); err != nil {
+			return l, usagef("--max-peak: %v", err)
 		}
-		if tc.any() {
-			tf, err := tc.check(e, paths)
-			if err != nil {
-				return err
-			}
-			fails = append(fails, tf...)
+	}
+	if *mc.maxReserved != "" {
+		if l.Reserved, err = units.ParseBytes(*mc.maxReserved); err != nil {
+			return l, usagef("--max-reserved: %v", err)
 		}
-		if !memChecks {
-			if len(fails) > 0 {
-				return &thresholdError{fails}
+	}
+	l.Efficiency, err = parseRatio("--min-efficiency", *mc.minEff)
+	return l, err
+}
+
+// any says whether l has a memory threshold.
+func (mc *memoryChecks) any(l check.Limits) bool {
+	return l.Peak >= 0 || l.Reserved >= 0 || l.Efficiency >= 0 || l.NoLeak || l.NoOOM
+}
+
+// checkJSON makes check --json's environment: the text lines go nowhere,
+// the records make the document, which finish writes when the inputs were
+// read (passed or not) and which sets *err if writing it fails.
+func checkJSON(e *env) (*env, func(err *error)) {
+	stdout, log := e.stdout, &check.Log{}
+	ee := *e
+	ee.stdout, ee.checks = io.Discard, log
+	return &ee, func(err *error) {
+		var te *thresholdError
+		if *err == nil || errors.As(*err, &te) {
+			var fails []string
+			if te != nil {
+				fails = te.failures
 			}
-			fmt.Fprintln(e.stdout, "check passed")
-			return nil
+			if werr := log.Write(stdout, fails); werr != nil && *err == nil {
+				*err = werr
+			}
 		}
+	}
+}
+
+// runChecks applies the baseline, trace and memory thresholds to the
+// inputs; a failed threshold is a *thresholdError.
+func runChecks(e *env, paths []string, mf *memoryFlags, l check.Limits, memChecks bool, tc *traceChecks, bc *baselineChecks) error {
+	var fails []string
+	if bc.any() {
+		bf, err := bc.check(e, paths)
+		if err != nil {
+			return err
+		}
+		fails = append(fails, bf...)
+	}
+	if tc.any() {
+		tf, err := tc.check(e, paths)
+		if err != nil {
+			return err
+		}
+		fails = append(fails, tf...)
+	}
+	if memChecks {
 		o, err := mf.options()
 		if err != nil {
 			return err
@@ -139,13 +169,12 @@ func checkCommand() command {
 			return err
 		}
 		fails = append(fails, check.Memory(e.stdout, set.Report, l, e.checks)...)
-		if len(fails) > 0 {
-			return &thresholdError{fails}
-		}
-		fmt.Fprintln(e.stdout, "check passed")
-		return nil
 	}
-	return c
+	if len(fails) > 0 {
+		return &thresholdError{fails}
+	}
+	fmt.Fprintln(e.stdout, "check passed")
+	return nil
 }
 
 // parseRatio reads "0.9", "90%" or "" (unset: -1): check.ParseRatio,

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ptscope/ptscope/internal/check"
 	"github.com/ptscope/ptscope/internal/input"
@@ -25,19 +26,26 @@ const (
 	ExitOK        = 0 // success
 	ExitThreshold = 1 // a `check` threshold was exceeded
 	ExitUsage     = 2 // bad usage or unreadable input
+	// ExitInterrupted: the command was interrupted (Ctrl-C, SIGTERM), as
+	// a shell reports a command killed by SIGINT (128 + 2).
+	ExitInterrupted = 130
 )
 
 // env is what a subcommand may touch: its streams and the context.
 type env struct {
 	ctx    context.Context
 	stdin  io.Reader
-	stdout io.Writer
+	stdout io.Writer // escapes what could drive a terminal (term.SafeWriter)
 	stderr io.Writer
-	checks *check.Log // check --json's records (nil otherwise)
+	// rawStdout is stdout as given: for run (the training's own output)
+	// and binary exports.
+	rawStdout io.Writer
+	checks    *check.Log // check --json's records (nil otherwise)
 
 	budget int64         // --max-memory (0: the default)
 	src    *input.Source // made by source()
 	over   chan error    // the budget watchdog's error (invoke)
+	temps  *tempFiles    // output being written, removed if interrupted
 }
 
 type command struct {
@@ -45,6 +53,9 @@ type command struct {
 	summary string
 	usage   string // full help text, examples included
 	run     func(e *env, args []string) error
+	// ownSignals: the command handles Ctrl-C itself (run forwards it to
+	// the training and exits as it does); invoke does not interrupt it.
+	ownSignals bool
 }
 
 // commands lists every subcommand. Add new ones here.
@@ -68,7 +79,9 @@ var Version = "0.1.0-dev"
 
 // Main runs ptscope with args (without the program name) and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	safe := term.NewSafeWriter(stdout) // no input's escape bytes reach the terminal
+	defer safe.Flush()
+	e := &env{ctx: ctx, stdin: stdin, stdout: safe, rawStdout: stdout, stderr: stderr, temps: &tempFiles{}}
 	if len(args) == 0 {
 		printUsage(stderr)
 		return ExitUsage
@@ -104,8 +117,17 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // exit 2 at once, and the command, abandoned, is left to the caller (main
 // exits; a test that runs Main in its process leaves it to finish). The
 // runtime's soft memory limit the command set is restored.
+//
+// When Main's context ends (Ctrl-C), the command's context ends with it:
+// readers stop at their next check, writers remove their temporary files
+// and commit nothing. invoke waits interruptGrace for that, then returns
+// ExitInterrupted whatever the command did (a command still busy is
+// abandoned as above, and the temporary files it registered with
+// env.temp are removed), so that an interrupted command ends within a
+// second and leaves no output that looks complete.
 func invoke(c command, e *env, args []string) int {
-	ctx, cancel := context.WithCancel(e.ctx)
+	parent := e.ctx
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	e.ctx, e.over = ctx, make(chan error, 1)
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
@@ -117,17 +139,31 @@ func invoke(c command, e *env, args []string) int {
 				done <- ExitUsage
 			}
 		}()
-		code := exitCode(e.stderr, c.run(e, args))
+		err := c.run(e, args)
 		if e.src != nil {
 			e.src.Close() // streams Find opened and nothing read
 		}
-		done <- code
+		if parent.Err() != nil && !c.ownSignals {
+			done <- ExitInterrupted // invoke says so, once
+			return
+		}
+		done <- exitCode(e.stderr, err)
 	}()
 	select {
 	case code := <-done:
+		if parent.Err() != nil && !c.ownSignals {
+			return e.interrupted()
+		}
 		return code
 	case err := <-e.over:
 		return exitCode(e.stderr, err)
+	case <-doneOrNever(parent, c.ownSignals):
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(interruptGrace):
+		}
+		return e.interrupted()
 	}
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -498,14 +499,19 @@ func resolvePoint(m *export.Memory, flagName, v string) (int, error) {
 // its name when the export succeeded (a failed export leaves no file).
 type output struct {
 	io.Writer
-	name string
-	file *os.File
+	name   string
+	file   *os.File
+	ctx    context.Context // an output of an interrupted command is not committed
+	forget func()          // unregisters the temporary file (env.temp)
 }
 
 func openOutput(e *env, name, format string) (*output, error) {
 	if name == "" || name == "-" {
 		if ef := lookupFormat(format); ef != nil && ef.binary && term.IsTerminal(e.stdout) {
 			return nil, usagef("export %s: the profile is binary; give -o FILE (or pipe it)", format)
+		}
+		if ef := lookupFormat(format); ef != nil && ef.binary {
+			return &output{Writer: e.raw(), name: "stdout"}, nil
 		}
 		return &output{Writer: e.stdout, name: "stdout"}, nil
 	}
@@ -518,7 +524,7 @@ func openOutput(e *env, name, format string) (*output, error) {
 		os.Remove(f.Name())
 		return nil, err
 	}
-	return &output{Writer: f, name: name, file: f}, nil
+	return &output{Writer: ctxWriter{e.ctx, f}, name: name, file: f, ctx: e.ctx, forget: e.temp(f.Name())}, nil
 }
 
 // writeError names the file the user asked for, not the temporary file
@@ -535,7 +541,12 @@ func (o *output) commit() error {
 	if o.file == nil {
 		return nil
 	}
+	defer o.forget()
 	if err := o.file.Close(); err != nil {
+		os.Remove(o.file.Name())
+		return err
+	}
+	if err := o.ctx.Err(); err != nil {
 		os.Remove(o.file.Name())
 		return err
 	}
@@ -550,5 +561,6 @@ func (o *output) abort() {
 	if o.file != nil {
 		o.file.Close()
 		os.Remove(o.file.Name())
+		o.forget()
 	}
 }

@@ -12,13 +12,17 @@ import (
 
 // writeHTMLFile writes the --html page to path through a temporary file,
 // so that a failed write leaves no half page.
-func writeHTMLFile(path string, write func(io.Writer) error) error {
+// writeHTMLFile writes the --html page to a temporary file beside path and
+// renames it into place once complete and the command was not
+// interrupted (a failed or interrupted write leaves no file).
+func (e *env) writeHTMLFile(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".ptscope-html-*")
 	if err != nil {
 		return writeError(path, err)
 	}
+	defer e.temp(tmp.Name())()
 	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 1<<20)
+	bw := bufio.NewWriterSize(ctxWriter{e.ctx, tmp}, 1<<20)
 	if err := write(bw); err != nil {
 		tmp.Close()
 		return err
@@ -32,6 +36,9 @@ func writeHTMLFile(path string, write func(io.Writer) error) error {
 		return err
 	}
 	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := e.ctx.Err(); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)

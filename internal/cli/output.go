@@ -54,6 +54,9 @@ func (o *outputFlags) text(w io.Writer) (report.TextOptions, error) {
 	t := report.DefaultText()
 	t.Width = term.Width(w)
 	t.Color = term.Color(w)
+	if sw, ok := w.(*term.SafeWriter); ok {
+		t.Mark = sw.Mark()
+	}
 	switch o.steps {
 	case "", "summary":
 		t.Steps = report.StepsSummary
@@ -71,7 +74,7 @@ func (o *outputFlags) text(w io.Writer) (report.TextOptions, error) {
 // colour.
 func (e *env) emit(doc report.Document, o *outputFlags, t report.TextOptions) error {
 	if o.out != "" {
-		dir, err := writeRun(doc, o, t)
+		dir, err := e.writeRun(doc, o, t)
 		if dir != "" {
 			defer fmt.Fprintf(e.stderr, "wrote %s\n", dir)
 		}
@@ -80,7 +83,7 @@ func (e *env) emit(doc report.Document, o *outputFlags, t report.TextOptions) er
 		}
 	}
 	if o.html != "" && o.writeHTML != nil {
-		if err := writeHTMLFile(o.html, o.writeHTML); err != nil {
+		if err := e.writeHTMLFile(o.html, o.writeHTML); err != nil {
 			return err
 		}
 		defer fmt.Fprintf(e.stderr, "wrote %s\n", o.html)
@@ -93,7 +96,9 @@ func (e *env) emit(doc report.Document, o *outputFlags, t report.TextOptions) er
 	return doc.WriteText(e.stdout, t)
 }
 
-func writeRun(doc report.Document, o *outputFlags, t report.TextOptions) (string, error) {
+// writeRun writes the run folder whole or not at all (rundir.Write): a
+// failed write or Ctrl-C leaves no folder and latest unmoved.
+func (e *env) writeRun(doc report.Document, o *outputFlags, t report.TextOptions) (string, error) {
 	ft := t
 	ft.Width, ft.Color = report.DefaultText().Width, false
 	var txt strings.Builder
@@ -113,7 +118,7 @@ func writeRun(doc report.Document, o *outputFlags, t report.TextOptions) (string
 	if name == "" {
 		name = doc.RunName()
 	}
-	return rundir.Write(o.out, name, files)
+	return rundir.Write(e.ctx, o.out, name, files, e.temp)
 }
 
 // baseName is an input's file name without its extensions (".pt.trace.json.gz"

@@ -96,7 +96,7 @@ Examples:
 `
 
 func runCommand() command {
-	c := command{name: "run", summary: "capture snapshots, traces, phases and live memory from a PyTorch command", usage: runUsage}
+	c := command{name: "run", summary: "capture snapshots, traces, phases and live memory from a PyTorch command", usage: runUsage, ownSignals: true}
 	c.run = func(e *env, args []string) error { return runCapture(e, c, args, capture.ExitLike) }
 	return c
 }
@@ -128,6 +128,7 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 	interval := fs.String("interval", "1s", "live sample period")
 	live := fs.Bool("live", true, "show a live status line when stderr is a terminal")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no live status and no summary (warnings still print)")
+	fs.BoolVar(&o.KeepArgv, "keep-argv", false, "keep the command line in the bundle as it is (default: values that look like secrets, as in --hf-token X, HF_TOKEN=X, sk-..., https://user:pass@host, are masked as ***)")
 	fs.IntVar(&o.Simulate.WorldSize, "simulate-world-size", 0, "run the command as one rank of an N-rank job on one GPU (fake process group)")
 	simRank := fs.String("simulate-rank", "0", "the rank(s) simulated by --simulate-world-size: a rank, a list such as 0,2-3, or all (one after another, one bundle)")
 	fs.Float64Var(&o.Simulate.Imbalance, "simulate-imbalance", 0, "MoE routing imbalance: the hottest expert of the simulated rank receives F times the mean tokens per expert (F >= 1)")
@@ -176,7 +177,7 @@ func runCapture(e *env, c command, args []string, exit func(*capture.Result)) er
 			o.Simulate.Ranks = rs
 		}
 	}
-	o.Stdin, o.Stdout, o.Stderr = e.stdin, e.stdout, e.stderr
+	o.Stdin, o.Stdout, o.Stderr = e.stdin, e.raw(), e.stderr // the training's output, as it is
 	o.Status = e.stderr
 	o.StatusTTY = *live && isTerminal(e.stderr)
 	o.Version = Version

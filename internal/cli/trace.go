@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 
+	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/report/tracereport"
@@ -119,7 +120,7 @@ func traceCommand() command {
 			prog.SetLabel(label)
 		}, Notify: func(msg string) {
 			prog.Stop()
-			fmt.Fprintf(e.stderr, "ptscope: %s\n", msg)
+			fmt.Fprintf(e.stderr, "ptscope: %s\n", input.Escape(msg))
 		}})
 		prog.Stop()
 		if err != nil {
@@ -127,11 +128,11 @@ func traceCommand() command {
 		}
 		for _, r := range set.Report.Ranks {
 			for _, w := range r.Warnings {
-				fmt.Fprintf(e.stderr, "ptscope: warning: %s: %s\n", r.Path, w)
+				fmt.Fprintf(e.stderr, "ptscope: warning: %s: %s\n", input.Name(r.Path), input.Escape(w))
 			}
 		}
 		for _, w := range set.Report.Warnings {
-			fmt.Fprintf(e.stderr, "ptscope: warning: %s\n", w)
+			fmt.Fprintf(e.stderr, "ptscope: warning: %s\n", input.Escape(w))
 		}
 		out.writeHTML = func(w io.Writer) error { return htmlTraces(w, set) }
 		doc := tracereport.New(set.Report, v)

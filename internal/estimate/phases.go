@@ -214,46 +214,86 @@ func (st *stage) inference(a stageActs) Phase {
 
 // training is the forward, backward and optimizer-step phases.
 func (st *stage) training(a stageActs) []Phase {
-	s, sh, m := st.s, st.sh, st.m
-	L := st.L
-	h := int64(m.Hidden)
-	rows, ffn := sh.mlpTokens()
-	full := s.Recompute == RecomputeFull
-	cacheLayer, _, cacheAll, cacheF := st.weightCache()
-	unsharded, unshardedGrad := st.unsharded()
-	logitsF := fmt.Sprintf("tokens·vocab·%d B/%d = %d·%d·%d/%d", sh.act, sh.vocabShard, sh.tokens, m.Vocab, sh.act, sh.vocabShard)
-	actF := fmt.Sprintf("%.2f micro-batches · %d layers · %d B/layer + embedding %d B + head %d B", a.inflight, L, a.perLayer, a.embTotal, a.headTotal)
-
-	g0 := int64(0)
-	if s.GradAccum > 1 || s.MicroBatches > 1 {
-		g0 = st.G
+	c := st.trainingTerms(a)
+	fwd := st.trainingForward(a, c)
+	best := st.backwardPeak(a, c)
+	if end := st.backwardEnd(c); end.Bytes > best.Bytes {
+		best = end
 	}
-	saved := a.layersTotal + a.embTotal + a.headTotal
-	var lg, lossFwd, lossTmpFwd, keep, lossBwdTmp int64
+	s := st.s
+	keepStep := int64(0)
+	if s.PP == 1 && s.KeepLogits && s.KeepLogitsStep {
+		keepStep = a.logits
+	}
+	step := Phase{Name: OptimizerStep, Terms: st.persist(
+		term("gradients", st.G, "all gradients"),
+		term("logits", keepStep, "held by the caller until the step returns: %s", c.logitsF),
+		term("temporaries", st.optTemp, "%s", optTempFormula(s.Optimizer, s)),
+	)}
+	return []Phase{fwd, best, step}
+}
+
+// trainTerms are the terms the training phases share.
+type trainTerms struct {
+	full                     bool // full recompute
+	cacheLayer, cacheAll     int64
+	cacheF                   string
+	unsharded, unshardedGrad int64
+	logitsF, actF            string
+	g0                       int64 // gradients kept across micro-batches
+	saved                    int64 // saved activations of every layer, embedding and head
+	lossFwd                  int64 // what the loss saves
+	keep                     int64 // logits held by the caller
+}
+
+func (st *stage) trainingTerms(a stageActs) trainTerms {
+	s, sh, m := st.s, st.sh, st.m
+	c := trainTerms{full: s.Recompute == RecomputeFull}
+	c.cacheLayer, _, c.cacheAll, c.cacheF = st.weightCache()
+	c.unsharded, c.unshardedGrad = st.unsharded()
+	c.logitsF = fmt.Sprintf("tokens·vocab·%d B/%d = %d·%d·%d/%d", sh.act, sh.vocabShard, sh.tokens, m.Vocab, sh.act, sh.vocabShard)
+	c.actF = fmt.Sprintf("%.2f micro-batches · %d layers · %d B/layer + embedding %d B + head %d B", a.inflight, st.L, a.perLayer, a.embTotal, a.headTotal)
+	if s.GradAccum > 1 || s.MicroBatches > 1 {
+		c.g0 = st.G
+	}
+	c.saved = a.layersTotal + a.embTotal + a.headTotal
+	if st.last {
+		c.lossFwd = a.lossSaved
+		if s.KeepLogits {
+			c.keep = a.logits
+		}
+	}
+	return c
+}
+
+// trainingForward is the forward's peak: at the loss on the last stage,
+// else at the last layer.
+func (st *stage) trainingForward(a stageActs, c trainTerms) Phase {
+	sh := st.sh
+	var lg, lossTmpFwd, fwdTmp int64
 	if st.last {
 		lg = a.logits
-		lossFwd = a.lossSaved
 		lossTmpFwd = sh.lossForwardTemp()
-		if s.KeepLogits {
-			keep = a.logits
-		}
-		lossBwdTmp = sh.lossBackwardTemp()
-	}
-	fwdTmp := int64(0)
-	if !st.last {
+	} else {
+		rows, ffn := sh.mlpTokens()
 		fwdTmp = rows * ffn * sh.act / sh.t // one MLP intermediate being produced
 	}
-	fwd := Phase{Name: Forward, At: ifStr(st.last, "loss", "last layer"), Terms: st.persist(
-		term("gradients", g0, "kept across micro-batches (grad accumulation or pipeline)"),
-		term("autocast_weight_cache", cacheAll, "%s", cacheF),
-		term("unsharded_params", unsharded, "current + prefetched layer gathered (ZeRO-3/FSDP)"),
-		term("activations", saved, "%s", actF),
-		term("logits", lg, "%s", logitsF),
-		term("loss", lossFwd, "%s", sh.lossSavedFormula()),
+	return Phase{Name: Forward, At: ifStr(st.last, "loss", "last layer"), Terms: st.persist(
+		term("gradients", c.g0, "kept across micro-batches (grad accumulation or pipeline)"),
+		term("autocast_weight_cache", c.cacheAll, "%s", c.cacheF),
+		term("unsharded_params", c.unsharded, "current + prefetched layer gathered (ZeRO-3/FSDP)"),
+		term("activations", c.saved, "%s", c.actF),
+		term("logits", lg, "%s", c.logitsF),
+		term("loss", c.lossFwd, "%s", sh.lossSavedFormula()),
 		term("temporaries", lossTmpFwd+fwdTmp, "%s", sh.lossForwardTempFormula()),
 	)}
+}
 
-	// backward: the loss at its start, then the layers from last to first
+// backwardPeak is the highest point of backward before its end: the loss
+// at its start (last stage), then each layer from the last to the first.
+func (st *stage) backwardPeak(a stageActs, c trainTerms) Phase {
+	s, sh, m := st.s, st.sh, st.m
+	L := st.L
 	var headTs []tensor
 	for _, t := range st.otherTs {
 		if t.headGrad {
@@ -272,16 +312,17 @@ func (st *stage) training(a stageActs) []Phase {
 	other := a.layersTotal - int64(L)*a.perLayer // other micro-batches in flight
 	if st.last {
 		best = sumPhase(Phase{Name: Backward, At: "loss", Terms: st.persist(
-			term("gradients", g0, "present at the start of backward"),
-			term("autocast_weight_cache", cacheAll-boolMul(full, int64(L)*cacheLayer), "%s", cacheF),
-			term("unsharded_params", unsharded, "gathered layers (ZeRO-3/FSDP)"),
-			term("activations", saved, "%s", actF),
-			term("logits", keep, "held by the caller: %s", logitsF),
-			term("loss", lossFwd, "%s", sh.lossSavedFormula()),
-			term("temporaries", lossBwdTmp, "%s", sh.lossBackwardTempFormula()),
+			term("gradients", c.g0, "present at the start of backward"),
+			term("autocast_weight_cache", c.cacheAll-boolMul(c.full, int64(L)*c.cacheLayer), "%s", c.cacheF),
+			term("unsharded_params", c.unsharded, "gathered layers (ZeRO-3/FSDP)"),
+			term("activations", c.saved, "%s", c.actF),
+			term("logits", c.keep, "held by the caller: %s", c.logitsF),
+			term("loss", c.lossFwd, "%s", sh.lossSavedFormula()),
+			term("temporaries", sh.lossBackwardTemp(), "%s", sh.lossBackwardTempFormula()),
 		)})
 	}
-	tmpBwd := rows*ffn*2*sh.act/sh.t + 2*sh.tokens*h*sh.res/sh.seqShard
+	rows, ffn := sh.mlpTokens()
+	tmpBwd := rows*ffn*2*sh.act/sh.t + 2*sh.tokens*int64(m.Hidden)*sh.res/sh.seqShard
 	var maxMat int64
 	for _, t := range st.layerTs {
 		maxMat = max(maxMat, t.numel)
@@ -292,40 +333,46 @@ func (st *stage) training(a stageActs) []Phase {
 	tmpBwdF := fmt.Sprintf("gradients of one layer's MLP intermediates and residual stream: rows·2·ffn·%d/t + 2·tokens·h·%d%s",
 		sh.act, sh.res, ifStr(sh.amp, " + one weight gradient in 16-bit before its fp32 cast", ""))
 	for j := L - 1; j >= 0; j-- {
-		grads := g0
-		if g0 == 0 {
+		grads := c.g0
+		if c.g0 == 0 {
 			grads = headGrad + int64(L-1-j)*layerGrad
 		}
 		// the output projection's copy went with its backward; the layers not yet
 		// differentiated keep theirs (with full recompute only the recomputed layer's)
-		cache := cacheLayer
-		if !full {
-			cache += int64(j) * cacheLayer
+		cache := c.cacheLayer
+		if !c.full {
+			cache += int64(j) * c.cacheLayer
 		}
 		rec := int64(0)
-		if full {
+		if c.full {
 			rec = a.perLayerFull
 		}
 		p := sumPhase(Phase{Name: Backward, At: fmt.Sprintf("layer %d of %d", j+1, L), Terms: st.persist(
 			term("gradients", grads, "gradients so far (layer %d of %d)", j+1, L),
 			term("autocast_weight_cache", cache, "weight copies of layers not yet differentiated"),
-			term("unsharded_params", unsharded+unshardedGrad, "gathered layers and one unsharded layer gradient (ZeRO-3/FSDP)"),
+			term("unsharded_params", c.unsharded+c.unshardedGrad, "gathered layers and one unsharded layer gradient (ZeRO-3/FSDP)"),
 			term("activations", other+int64(j+1)*a.perLayer+a.embTotal+rec, "saved activations of layers 1..%d (+ other micro-batches, + the recomputed layer)", j+1),
-			term("logits", keep, "held by the caller: %s", logitsF),
+			term("logits", c.keep, "held by the caller: %s", c.logitsF),
 			term("temporaries", tmpBwd, "%s", tmpBwdF),
 		)})
 		if p.Bytes > best.Bytes {
 			best = p
 		}
 	}
-	// end of backward: all gradients plus the embedding's gradient before accumulation
+	return best
+}
+
+// backwardEnd is the end of backward: all gradients plus the embedding's
+// gradient before its accumulation.
+func (st *stage) backwardEnd(c trainTerms) Phase {
+	s, sh, m := st.s, st.sh, st.m
 	embTmp, embF := int64(0), "none"
 	if st.first {
 		vs := int64(1)
 		if s.TPPlan == TPPlanMegatron {
 			vs = sh.t
 		}
-		embTmp = round512(int64(m.Vocab) * h * sh.gb / vs)
+		embTmp = round512(int64(m.Vocab) * int64(m.Hidden) * sh.gb / vs)
 		embF = fmt.Sprintf("the embedding's gradient (vocab·h·%d/%d)", sh.gb, vs)
 		if m.TiedEmbeddings && !sh.amp {
 			// fp32: the tied weight's first gradient is the output projection's matmul
@@ -336,24 +383,10 @@ func (st *stage) training(a stageActs) []Phase {
 			embF = fmt.Sprintf("the embedding's gradient and its sum with the tied output projection's (2·vocab·h·%d/%d)", sh.gb, vs)
 		}
 	}
-	end := sumPhase(Phase{Name: Backward, At: "end", Terms: st.persist(
+	return sumPhase(Phase{Name: Backward, At: "end", Terms: st.persist(
 		term("gradients", st.G, "all gradients"),
-		term("unsharded_params", unsharded+unshardedGrad, "gathered layers (ZeRO-3/FSDP)"),
-		term("logits", keep, "held by the caller: %s", logitsF),
+		term("unsharded_params", c.unsharded+c.unshardedGrad, "gathered layers (ZeRO-3/FSDP)"),
+		term("logits", c.keep, "held by the caller: %s", c.logitsF),
 		term("temporaries", embTmp, "%s", embF),
 	)})
-	if end.Bytes > best.Bytes {
-		best = end
-	}
-
-	keepStep := int64(0)
-	if s.PP == 1 && s.KeepLogits && s.KeepLogitsStep {
-		keepStep = a.logits
-	}
-	step := Phase{Name: OptimizerStep, Terms: st.persist(
-		term("gradients", st.G, "all gradients"),
-		term("logits", keepStep, "held by the caller until the step returns: %s", logitsF),
-		term("temporaries", st.optTemp, "%s", optTempFormula(s.Optimizer, s)),
-	)}
-	return []Phase{fwd, best, step}
 }

@@ -129,20 +129,18 @@ func fleetFindings(rep *Report) []finding.Finding {
 		if len(t.Stragglers) > 0 {
 			s := t.Stragglers[0]
 			var msg string
-			if s.LateArrivals > 0 && s.LateRatio > 0.5 {
-				msg = fmt.Sprintf("Rank %d joins %s of its collectives last; the others wait for it", s.Rank, pct(s.LateRatio))
-			} else {
-				msg = fmt.Sprintf("Rank %d's average step is %s, %s over the median rank's", s.Rank, units.Duration(s.AverageStepNS), pct(s.StepRatio))
-			}
-			if len(t.Stragglers) > 1 {
-				var others []int
-				for _, x := range t.Stragglers[1:] {
-					others = append(others, x.Rank)
+			if s.WaitRatio > 0 {
+				msg = fmt.Sprintf("The other ranks wait for rank %d: %s of exposed waiting in collectives (no compute running), %s of their steps' time on average",
+					s.Rank, units.Duration(s.CausedWaitNS), pct(s.WaitRatio))
+				if s.LateArrivals > 0 {
+					msg += fmt.Sprintf("; it joins %s of its collectives last", pct(s.LateRatio))
 				}
-				msg += fmt.Sprintf("; %s more lag (%s)", ranksWord(len(others)), rankWord(others, 6))
+			} else {
+				msg = fmt.Sprintf("Rank %d joins %s of its collectives last; the others wait for it", s.Rank, pct(s.LateRatio))
 			}
 			out = append(out, finding.Finding{ID: "stragglers", Severity: finding.Warning,
 				Numbers: finding.Numbers{"ranks": float64(len(t.Stragglers)), "rank": float64(s.Rank), "late_arrivals": float64(s.LateArrivals),
+					"wait_ratio": s.WaitRatio, "caused_wait_ns": float64(s.CausedWaitNS),
 					"average_step_ns": float64(s.AverageStepNS), "median_step_ns": float64(st.MedianNS)},
 				Message:        msg + ".",
 				Recommendation: fmt.Sprintf("Compare its step breakdown with a typical rank's: %s.", rankCmd("trace", s.Rank)),

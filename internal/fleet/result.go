@@ -125,9 +125,12 @@ type TimeFleet struct {
 	// ExposedCommunication is the distribution of the communication time
 	// per step not hidden by compute.
 	ExposedCommunication DurationStats `json:"exposed_communication_per_step"`
-	// Stragglers are the ranks the others wait for: the slowest by step
-	// time (step-time outliers above the median) and the ranks that join
-	// collectives last most often. Most late arrivals first.
+	// Stragglers holds the rank the others wait for, if one stands out
+	// (perf's rule, as the cross-rank comparison of trace: the rank whose
+	// lateness causes more than half of the others' exposed waiting in
+	// collectives, at least perf.StragglerMinWaitRatio of their steps; else
+	// the rank that joins more than half of the matched collectives late).
+	// At most one.
 	Stragglers []Straggler `json:"stragglers"`
 	// Steps are the steps found on two or more ranks, by name, in the
 	// order first seen: how long each took across the ranks.
@@ -156,11 +159,20 @@ type RankTime struct {
 	// Collectives counts the rank's communication kernels; LateArrivals
 	// those of them the rank was the last to start among the ranks that
 	// ran them.
-	Collectives  int      `json:"collectives"`
-	LateArrivals int      `json:"late_arrivals"`
-	Findings     []string `json:"findings"`
-	Warnings     []string `json:"warnings"`
-	Error        string   `json:"error,omitempty"`
+	Collectives  int `json:"collectives"`
+	LateArrivals int `json:"late_arrivals"`
+	// Of its matched collectives' time (perf.RankSummary's split): the
+	// transfer, the waiting for the rank that joined last, the part of
+	// that waiting with no compute running, the rank it waits for most
+	// (-1: none), and the other ranks' exposed waiting for this one.
+	CommunicationTransferNS int64    `json:"communication_transfer_ns"`
+	CommunicationWaitNS     int64    `json:"communication_wait_ns"`
+	ExposedWaitNS           int64    `json:"exposed_wait_ns"`
+	WaitsForRank            int      `json:"waits_for_rank"`
+	CausedWaitNS            int64    `json:"caused_wait_ns"`
+	Findings                []string `json:"findings"`
+	Warnings                []string `json:"warnings"`
+	Error                   string   `json:"error,omitempty"`
 }
 
 // Straggler is a rank the others wait for.
@@ -172,6 +184,11 @@ type Straggler struct {
 	// LateRatio is the share of the collectives the rank ran that it
 	// joined last.
 	LateRatio float64 `json:"late_ratio"`
+	// WaitRatio is the other ranks' mean exposed wait for it over their
+	// steps' time (0 when found by late arrivals alone); CausedWaitNS
+	// their exposed waiting for it, summed.
+	WaitRatio    float64 `json:"wait_ratio"`
+	CausedWaitNS int64   `json:"caused_wait_ns"`
 }
 
 // StepSpread is one step (by name) across the ranks.

@@ -61,6 +61,14 @@ type collAcc struct {
 	lastRank       int // the first rank (in rank order) with the latest start
 	maxDur, minDur int64
 	slowest        int
+	// events are the ranks' events of the collective (names left out: the
+	// key has them), for the wait split (perf.WaitSplit) at the end
+	events []rankEvent
+}
+
+type rankEvent struct {
+	rank int
+	ev   perf.CollectiveEvent
 }
 
 type rankTimeAcc struct {
@@ -245,6 +253,9 @@ func (s *Summary) addTime(l *Loaded) {
 			}
 		}
 		c.ranks++
+		e = e.Detach()
+		e.Name, e.Group = "", ""
+		c.events = append(c.events, rankEvent{l.Rank, e})
 		d := e.EndNS - e.StartNS
 		if d > c.maxDur {
 			c.maxDur, c.slowest = d, l.Rank
@@ -405,43 +416,59 @@ func (s *Summary) finishTime() *TimeFleet {
 			t.Steps = append(t.Steps, *sp)
 		}
 	}
-	t.Stragglers = stragglers(t, matched)
+	t.Stragglers = s.stragglers(t, matched)
 	return t
 }
 
-// stragglers are the ranks slower than the others by step time (outliers
-// above the median) and the ranks that join more than half of the
-// collectives they run late (perf's straggler rule, with its LateArrival
-// threshold, for each rank).
-func stragglers(t *TimeFleet, matched int) []Straggler {
-	slow := map[int]bool{}
-	for _, o := range t.StepTime.Outliers {
-		if o.DeviationRatio > 0 {
-			slow[o.Rank] = true
+// stragglers splits the ranks' time in the matched collectives into
+// waiting and transfer and names the rank the others wait for, with perf's
+// rule (perf.WaitSplit, as the cross-rank comparison does): it fills the
+// ranks' wait columns and returns the straggler, if any.
+func (s *Summary) stragglers(t *TimeFleet, matched int) []Straggler {
+	idx := map[int]int{}
+	rs := make([]perf.RankSummary, len(t.Ranks))
+	for k, r := range t.Ranks {
+		idx[r.Rank] = k
+		rs[k] = perf.RankSummary{Rank: r.Rank, Steps: r.Steps, AverageStepNS: r.AverageStepNS, LateArrivals: r.LateArrivals,
+			StepsNS: s.tim[r.Rank].stepTotalNS}
+	}
+	split := perf.NewWaitSplit(rs)
+	events := make([]*perf.CollectiveEvent, len(rs))
+	for _, k := range s.order {
+		c := s.coll[k]
+		if c.ranks < 2 {
+			continue
+		}
+		clear(events)
+		for i := range c.events {
+			events[idx[c.events[i].rank]] = &c.events[i].ev
+		}
+		split.Collective(events, nil)
+	}
+	rank, ratio := split.Finish(matched)
+	for k := range t.Ranks {
+		r, x := &t.Ranks[k], split.Ranks[k]
+		r.CommunicationWaitNS, r.CommunicationTransferNS, r.ExposedWaitNS, r.CausedWaitNS = x.CommunicationWaitNS, x.CommunicationTransferNS, x.ExposedWaitNS, x.CausedWaitNS
+		if len(x.WaitsFor) > 0 {
+			r.WaitsForRank = x.WaitsFor[0].Rank
+		} else {
+			r.WaitsForRank = -1
 		}
 	}
 	out := []Straggler{}
-	for _, r := range t.Ranks {
-		lateRatio := 0.0
-		if r.Collectives > 0 && matched > 0 {
-			lateRatio = float64(r.LateArrivals) / float64(min(r.Collectives, matched))
-		}
-		if !slow[r.Rank] && lateRatio <= 0.5 {
-			continue
-		}
-		dev := 0.0
-		if t.StepTime.MedianNS > 0 {
-			dev = float64(r.AverageStepNS)/float64(t.StepTime.MedianNS) - 1
-		}
-		out = append(out, Straggler{Rank: r.Rank, AverageStepNS: r.AverageStepNS, StepRatio: dev, LateArrivals: r.LateArrivals, LateRatio: lateRatio})
+	if rank < 0 {
+		return out
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].LateArrivals != out[j].LateArrivals {
-			return out[i].LateArrivals > out[j].LateArrivals
-		}
-		return out[i].StepRatio > out[j].StepRatio
-	})
-	return out
+	r := t.Ranks[idx[rank]]
+	lateRatio, dev := 0.0, 0.0
+	if r.Collectives > 0 && matched > 0 {
+		lateRatio = float64(r.LateArrivals) / float64(min(r.Collectives, matched))
+	}
+	if t.StepTime.MedianNS > 0 {
+		dev = float64(r.AverageStepNS)/float64(t.StepTime.MedianNS) - 1
+	}
+	return append(out, Straggler{Rank: r.Rank, AverageStepNS: r.AverageStepNS, StepRatio: dev, LateArrivals: r.LateArrivals, LateRatio: lateRatio,
+		WaitRatio: ratio, CausedWaitNS: r.CausedWaitNS})
 }
 
 func contains[T comparable](xs []T, x T) bool {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/ptscope/ptscope/internal/fleet/fleetgen"
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/load"
+	"github.com/ptscope/ptscope/internal/perf"
 )
 
 // genFleet writes 12 ranks of a real snapshot (rank 0 at 1.3x its sizes),
@@ -200,6 +202,7 @@ func TestSummarizeTime(t *testing.T) {
 	if len(tf.Stragglers) == 0 || tf.Stragglers[0].Rank != 7 || cr.Straggler != 7 || tf.Stragglers[0].LateRatio <= 0.5 {
 		t.Errorf("stragglers %+v, perf's %d", tf.Stragglers, cr.Straggler)
 	}
+	checkWaitsAsPerf(t, tf, cr)
 	if tf.StepTime.Ranks != 12 || tf.StepTime.MaxRank != 7 || len(tf.Steps) != 3 || tf.Steps[0].Ranks != 12 {
 		t.Errorf("steps %+v %+v", tf.StepTime, tf.Steps)
 	}
@@ -267,5 +270,71 @@ func TestByteGate(t *testing.T) {
 	cancel()
 	if <-done {
 		t.Error("admitted after cancel")
+	}
+}
+
+// checkWaitsAsPerf: the fleet splits each rank's collectives into waiting
+// and transfer, and names the straggler, as perf's cross-rank comparison
+// of the same traces does (one rule, perf.WaitSplit).
+func checkWaitsAsPerf(t *testing.T, tf *TimeFleet, cr *perf.CrossRank) {
+	t.Helper()
+	for i, r := range tf.Ranks {
+		p := cr.Ranks[i]
+		w := -1
+		if len(p.WaitsFor) > 0 {
+			w = p.WaitsFor[0].Rank
+		}
+		if r.CommunicationWaitNS != p.CommunicationWaitNS || r.CommunicationTransferNS != p.CommunicationTransferNS ||
+			r.ExposedWaitNS != p.ExposedWaitNS || r.CausedWaitNS != p.CausedWaitNS || r.WaitsForRank != w {
+			t.Errorf("rank %d: wait %d transfer %d exposed %d caused %d for %d; perf %d %d %d %d %d", r.Rank, r.CommunicationWaitNS,
+				r.CommunicationTransferNS, r.ExposedWaitNS, r.CausedWaitNS, r.WaitsForRank, p.CommunicationWaitNS,
+				p.CommunicationTransferNS, p.ExposedWaitNS, p.CausedWaitNS, w)
+		}
+	}
+	got := -1
+	if len(tf.Stragglers) > 0 {
+		got = tf.Stragglers[0].Rank
+		if s := tf.Stragglers[0]; s.WaitRatio != cr.StragglerWaitRatio {
+			t.Errorf("straggler wait ratio %v, perf %v", s.WaitRatio, cr.StragglerWaitRatio)
+		}
+	}
+	if got != cr.Straggler || len(tf.Stragglers) > 1 {
+		t.Errorf("stragglers %+v, perf's %d", tf.Stragglers, cr.Straggler)
+	}
+}
+
+// TestFleetRealStraggler: on the real 4-rank FSDP2 run where rank 0's host
+// sleeps 20 ms a step (testdata/peers/real), the fleet names rank 0, as
+// perf does, with each other rank's waiting split as perf splits it.
+func TestFleetRealStraggler(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "testdata", "peers", "real", "fsdp2_slow0")
+	in, err := Find(nil, []string{dir}, input.Trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Summarize(context.Background(), "trace", in, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := load.Traces(context.Background(), []string{dir}, load.TraceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, cr := rep.Time, all.Report.CrossRank
+	if tf == nil || cr == nil || len(tf.Ranks) != 4 || cr.Straggler != 0 {
+		t.Fatalf("time %+v, cross rank %+v", tf, cr)
+	}
+	checkWaitsAsPerf(t, tf, cr)
+	for _, r := range tf.Ranks[1:] {
+		// rank 0 slept 60 ms over the three profiled steps
+		if r.WaitsForRank != 0 || r.ExposedWaitNS < 60_000_000 {
+			t.Errorf("rank %d waits for %d, exposed %d ns", r.Rank, r.WaitsForRank, r.ExposedWaitNS)
+		}
+	}
+	if !slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool {
+		return f.ID == "stragglers" && *f.At.Rank == 0 && strings.Contains(f.Message, "The other ranks wait for rank 0")
+	}) {
+		t.Errorf("findings %+v", rep.Findings)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -418,6 +419,36 @@ type Source struct {
 
 	progressName atomic.Pointer[string]
 	progressOff  atomic.Int64
+
+	ctx context.Context // ends the reading (Check); nil: never
+}
+
+// WithContext makes the readers of s stop, at their next Check, once ctx
+// is done (Ctrl-C): their error then wraps ctx.Err(). It returns s.
+func (s *Source) WithContext(ctx context.Context) *Source {
+	s.ctx = ctx
+	return s
+}
+
+// Done is the Source's context's Done channel (nil, never closed, without
+// a context), for loops that poll cheaply between their Checks.
+func (s *Source) Done() <-chan struct{} {
+	if s == nil || s.ctx == nil {
+		return nil
+	}
+	return s.ctx.Done()
+}
+
+// Check is what a reader calls now and then (every MiB or so): an error
+// once the Source's context is done (wrapping context.Canceled), or when
+// the live heap exceeds the budget (CheckMemory).
+func (s *Source) Check() error {
+	if s.ctx != nil {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return s.CheckMemory()
 }
 
 // NewSource makes a Source with a memory budget of budget bytes (0: the

@@ -214,19 +214,31 @@ func decodeBatch(b *batch, p *part) {
 			p.scanSt.all()
 			raw = rawRefs{ts: w.Ts, dur: w.Dur, memBytes: w.Args.MemBytes}
 		}
-		p.check(ev, &raw, off)
-		p.add(ev)
+		if p.check(ev, &raw, off) {
+			p.add(ev)
+		}
 	}
 }
 
-// check counts an event kept with a field of the wrong type or an
-// impossible value (Damage.Invalid): add reads such a field as 0.
-func (p *part) check(ev *rawEvent, raw *rawRefs, off int64) {
+// Bounds of an event's times: no trace runs more than 146 years from the
+// Unix epoch or from its own start (2^62 ns), and no event lasts 13 days
+// (2^50 ns). Within them, sums of times cannot wrap.
+const (
+	maxEventTS  = 1 << 62
+	maxEventDur = 1 << 50
+)
+
+// check counts an event with a field of the wrong type or an impossible
+// value (Damage.Invalid): add reads such a field as 0. It reports whether
+// the event is kept: one whose times are out of all bounds (a ts of
+// 9.2e15 us, a dur of 1e300) is not, since no number derived from it
+// could mean anything (they made a step of 46,744,074 s).
+func (p *part) check(ev *rawEvent, raw *rawRefs, off int64) bool {
 	ph := byte('X')
 	if ev.Ph.ok && len(ev.Ph.b) > 0 {
 		ph = ev.Ph.b[0]
 	}
-	what := ""
+	what, keep := "", true
 	switch ph {
 	case 'X':
 		switch {
@@ -238,6 +250,10 @@ func (p *part) check(ev *rawEvent, raw *rawRefs, off int64) {
 			what = "dur is " + clipJSON(raw.dur) + ", not a number"
 		case ev.Dur.ns < 0:
 			what = "dur is " + clipJSON(raw.dur)
+		case ev.Ts.ns > maxEventTS || ev.Ts.ns < -maxEventTS:
+			what, keep = "ts is "+clipJSON(raw.ts)+" us, outside any trace's time (dropped)", false
+		case ev.Dur.ns > maxEventDur:
+			what, keep = "dur is "+clipJSON(raw.dur)+" us, longer than any trace (dropped)", false
 		}
 	case 'i', 'I':
 		if string(ev.Name.b) == "[memory]" && len(raw.memBytes) > 0 && !ev.Args.MemBytes.OK {
@@ -245,12 +261,13 @@ func (p *part) check(ev *rawEvent, raw *rawRefs, off int64) {
 		}
 	}
 	if what == "" {
-		return
+		return true
 	}
 	if p.damage.Invalid == 0 {
 		p.damage.InvalidFirst = fmt.Sprintf("offset %d: %s", off, what)
 	}
 	p.damage.Invalid++
+	return keep
 }
 
 func clipJSON(b []byte) string {

@@ -332,7 +332,7 @@ func decode(ctx context.Context, r io.Reader, data []byte, release func(lo, hi i
 		if n := nEvents + nMem; 2*d.Invalid > n {
 			return fmt.Errorf("%d of %d events are invalid (first: %s): not a trace PyTorch wrote", d.Invalid, n, d.InvalidFirst)
 		}
-		warn(fmt.Sprintf("%d events had a field of the wrong type or an impossible value, read as 0 (first: %s)", d.Invalid, d.InvalidFirst))
+		warn(fmt.Sprintf("%d events had a field of the wrong type or an impossible value, read as 0 or dropped (first: %s)", d.Invalid, d.InvalidFirst))
 	}
 	if nEvents == 0 && nMem == 0 {
 		if t.Damage.Truncated || t.Damage.Dropped > 0 {

@@ -278,3 +278,32 @@ func FuzzParseMicros(f *testing.F) {
 		}
 	})
 }
+
+// TestReadAbsurdTimes: an event whose ts or dur is outside any trace's
+// time is counted invalid and dropped, so that no span or sum wraps (a ts
+// of 9.2e15 us made a step of 46,744,074 s); in bounds, it is kept.
+func TestReadAbsurdTimes(t *testing.T) {
+	for _, c := range []struct {
+		ts, dur string
+		kept    bool
+		first   string
+	}{
+		{"9.2e15", "5", false, "ts is 9.2e15 us, outside any trace's time (dropped)"},
+		{"-9.2e15", "5", false, "ts is -9.2e15 us, outside any trace's time (dropped)"},
+		{"100", "9.2e15", false, "dur is 9.2e15 us, longer than any trace (dropped)"},
+		{"1.7e15", "1e6", true, ""},
+	} {
+		ev := `{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": ` + c.ts + `, "dur": ` + c.dur + `}`
+		tr, err := read(t, `{"traceEvents": [`+oneOp+",\n"+ev+",\n"+oneOp+"\n]}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, invalid := 2, 1
+		if c.kept {
+			want, invalid = 3, 0
+		}
+		if tr.Events.Len() != want || tr.Damage.Invalid != invalid || !strings.HasSuffix(tr.Damage.InvalidFirst, c.first) {
+			t.Errorf("ts %s dur %s: %d events, damage %+v", c.ts, c.dur, tr.Events.Len(), tr.Damage)
+		}
+	}
+}

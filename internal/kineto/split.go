@@ -76,7 +76,7 @@ func (s *splitter) checkMemory() error {
 	if s.src == nil {
 		return nil
 	}
-	return s.src.CheckMemory()
+	return s.src.Check()
 }
 
 func (s *splitter) fill() error {

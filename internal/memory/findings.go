@@ -128,7 +128,7 @@ func (a *analyzer) findings() []finding.Finding {
 	if res.OOMsOutsideView > 0 {
 		add(oomElsewhere(res, a.o.Run, a.o.AllowedBytes))
 	}
-	if fd, ref, ok := invalidFinding(a.s, res.Device); ok {
+	if fd, ref, ok := invalidFinding(a.s, res); ok {
 		add(fd, ref)
 	}
 	for _, x := range res.OOMs {

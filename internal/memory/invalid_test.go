@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ptscope/ptscope/internal/finding"
 	"github.com/ptscope/ptscope/internal/snapshot"
 )
 
@@ -53,4 +54,27 @@ func TestInvalidEntriesFinding(t *testing.T) {
 			t.Errorf("bad size %q: finding %v, want %v", c.bad, got, c.want)
 		}
 	}
+}
+
+// TestImpossiblePeakFinding: a free of an address the trace never
+// allocated, claiming a TiB, within 2 MiB of reserved memory, makes a peak
+// the allocator cannot have: an invalid-entries warning says so (it was
+// reported as a 1 TiB peak, the "allocated before recording" info only).
+func TestImpossiblePeakFinding(t *testing.T) {
+	s, err := snapshot.Read(strings.NewReader(`{"segments": [{"device": 0, "address": 1073741824, "total_size": 2097152, "blocks": [{"size": 2097152, "state": "inactive"}]}], "device_traces": [[` +
+		`{"action": "alloc", "addr": 1073741824, "size": 512, "stream": 0, "time_us": 1}, ` +
+		`{"action": "free_completed", "addr": 7696581394432, "size": 1099511627776, "stream": 0, "time_us": 2}]]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Analyze(s, 0, Options{}).Result
+	for _, f := range res.Findings {
+		if f.ID == "invalid-entries" {
+			if f.Severity != finding.Warning || !strings.Contains(f.Message, "the peak of 1.00 TiB allocated is more than the 2.00 MiB ever reserved") {
+				t.Errorf("finding: %+v", f)
+			}
+			return
+		}
+	}
+	t.Fatalf("no invalid-entries finding; peak %+v", res.Peak)
 }

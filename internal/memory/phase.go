@@ -135,101 +135,14 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 	ivs := []interval(nil)
 	if tr.HasTime {
 		ivs = annotationIntervals(s, d, times)
-	}
-
-	// Step boundaries.
-	var bounds []int // exclusive ends of steps
-	firstPartial := false
-	var names []string
-	if tr.HasTime {
 		if rs := ptscopeSteps(s, d, times); len(rs) > 0 {
 			p.Steps = stepsFromRanges(rs, n)
 			p.Source = StepsPtscopeStep
 		}
 	}
-	for _, iv := range ivs {
-		if isProfilerStep(iv.name) && !iv.open && p.Source == StepsNone {
-			bounds = append(bounds, iv.hi)
-			names = append(names, iv.name)
-		}
-	}
-	if len(bounds) == 0 && p.Source == StepsNone {
-		// ptscope run's forward ranges: each forward starts a step.
-		for _, iv := range ivs {
-			if phaseAnnotation(iv.name) == PhaseForward && strings.HasPrefix(iv.name, "ptscope:") && iv.lo > 0 {
-				bounds = append(bounds, iv.lo)
-			}
-		}
-		if len(bounds) > 0 {
-			p.Source = StepsPtscopeRun
-			firstPartial = true // what ran before the first forward
-			if n-bounds[len(bounds)-1] > 0 {
-				// The last forward's step runs to the end of the trace.
-				bounds = append(bounds, n)
-			}
-		}
-	} else if p.Source == StepsNone {
-		p.Source = StepsProfilerStep
-	}
-	if len(bounds) == 0 && p.Source == StepsNone {
-		var opt []interval
-		for _, iv := range ivs {
-			if isOptimizerStep(iv.name) && !iv.open {
-				opt = append(opt, iv)
-			}
-		}
-		if len(opt) > 0 {
-			p.Source = StepsOptimizerStep
-		} else {
-			opt = optimizerRuns(tr, classes)
-			if len(opt) > 0 {
-				p.Source = StepsOptimizerFrames
-			}
-		}
-		for _, o := range opt {
-			end := o.hi
-			// A zero_grad right after the step belongs to it.
-			for _, iv := range ivs {
-				if isZeroGrad(iv.name) && iv.lo >= o.hi && iv.lo <= o.hi+4 {
-					end = max(end, iv.hi)
-				}
-			}
-			bounds = append(bounds, end)
-		}
-		if len(bounds) == 0 {
-			if per := repeatingPeriod(tr); per.period > 0 && freesMost(tr, per) {
-				p.Source = StepsRepeating
-				for b := per.first; b < n; b += per.period {
-					if b > 0 {
-						bounds = append(bounds, b)
-					}
-				}
-				if last := bounds[len(bounds)-1]; n-last >= per.period*9/10 {
-					bounds = append(bounds, n) // the tail is a whole iteration
-				}
-				if per.first > 0 {
-					firstPartial = true
-				}
-			}
-		}
-	}
-	sort.Ints(bounds)
-
-	// Steps from bounds; the pieces before the first and after the last are partial.
-	start := 0
-	for i, b := range bounds {
-		if b <= start || b > n {
-			continue
-		}
-		st := Step{Start: start, End: b, Partial: i == 0 && firstPartial}
-		if i < len(names) {
-			st.Name = names[i]
-		}
-		p.Steps = append(p.Steps, st)
-		start = b
-	}
-	if start < n && len(bounds) > 0 {
-		p.Steps = append(p.Steps, Step{Start: start, End: n, Partial: true})
+	if p.Source == StepsNone {
+		b := findStepBounds(p, tr, ivs, classes)
+		p.addSteps(b, n)
 	}
 	for i := range p.Steps {
 		spillmem.PollSparse(s.Arena(), i)
@@ -240,8 +153,124 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 		}
 		st.StartUS, st.EndUS = tr.TimeUS[st.Start], tr.TimeUS[st.End-1]
 	}
+	p.annotate(ivs, tr, classes, n)
+	p.indexSteps(n)
+	segments := p.Steps
+	if len(segments) == 0 {
+		segments = []Step{{Start: 0, End: n}}
+	}
+	for k, st := range segments {
+		spillmem.PollSparse(s.Arena(), k)
+		labelStep(p.Of[st.Start:st.End], tr, classes, st.Start)
+	}
+	return p
+}
 
-	// Phases: annotated ranges first, then frames within each step.
+// stepBounds are the exclusive ends of a trace's steps, sorted; names
+// (when given) name the steps in order, and firstPartial says that what
+// comes before the first bound is not a whole step.
+type stepBounds struct {
+	ends         []int
+	names        []string
+	firstPartial bool
+}
+
+// findStepBounds finds the steps of a trace without ptscope's own step
+// ranges, trying in turn: the profiler's ProfilerStep#N ranges, ptscope
+// run's forward ranges (each forward starts a step), Optimizer.step ranges
+// or the optimizer's frames (each step ends with its zero_grad), and a
+// repeating allocation pattern. It sets p.Source to the rule that found them.
+func findStepBounds(p *Phases, tr *snapshot.Trace, ivs []interval, classes []frameClass) stepBounds {
+	n := tr.Len()
+	var b stepBounds
+	for _, iv := range ivs {
+		if isProfilerStep(iv.name) && !iv.open {
+			b.ends = append(b.ends, iv.hi)
+			b.names = append(b.names, iv.name)
+		}
+	}
+	if len(b.ends) > 0 {
+		p.Source = StepsProfilerStep
+		sort.Ints(b.ends)
+		return b
+	}
+	for _, iv := range ivs {
+		if phaseAnnotation(iv.name) == PhaseForward && strings.HasPrefix(iv.name, "ptscope:") && iv.lo > 0 {
+			b.ends = append(b.ends, iv.lo)
+		}
+	}
+	if len(b.ends) > 0 {
+		p.Source = StepsPtscopeRun
+		b.firstPartial = true // what ran before the first forward
+		if n-b.ends[len(b.ends)-1] > 0 {
+			// The last forward's step runs to the end of the trace.
+			b.ends = append(b.ends, n)
+		}
+		sort.Ints(b.ends)
+		return b
+	}
+	var opt []interval
+	for _, iv := range ivs {
+		if isOptimizerStep(iv.name) && !iv.open {
+			opt = append(opt, iv)
+		}
+	}
+	if len(opt) > 0 {
+		p.Source = StepsOptimizerStep
+	} else if opt = optimizerRuns(tr, classes); len(opt) > 0 {
+		p.Source = StepsOptimizerFrames
+	}
+	for _, o := range opt {
+		end := o.hi
+		// A zero_grad right after the step belongs to it.
+		for _, iv := range ivs {
+			if isZeroGrad(iv.name) && iv.lo >= o.hi && iv.lo <= o.hi+4 {
+				end = max(end, iv.hi)
+			}
+		}
+		b.ends = append(b.ends, end)
+	}
+	if len(b.ends) == 0 {
+		if per := repeatingPeriod(tr); per.period > 0 && freesMost(tr, per) {
+			p.Source = StepsRepeating
+			for e := per.first; e < n; e += per.period {
+				if e > 0 {
+					b.ends = append(b.ends, e)
+				}
+			}
+			if last := b.ends[len(b.ends)-1]; n-last >= per.period*9/10 {
+				b.ends = append(b.ends, n) // the tail is a whole iteration
+			}
+			b.firstPartial = per.first > 0
+		}
+	}
+	sort.Ints(b.ends)
+	return b
+}
+
+// addSteps makes p's steps from b; the pieces before the first bound and
+// after the last are partial.
+func (p *Phases) addSteps(b stepBounds, n int) {
+	start := 0
+	for i, e := range b.ends {
+		if e <= start || e > n {
+			continue
+		}
+		st := Step{Start: start, End: e, Partial: i == 0 && b.firstPartial}
+		if i < len(b.names) {
+			st.Name = b.names[i]
+		}
+		p.Steps = append(p.Steps, st)
+		start = e
+	}
+	if start < n && len(b.ends) > 0 {
+		p.Steps = append(p.Steps, Step{Start: start, End: n, Partial: true})
+	}
+}
+
+// annotate gives the entries inside annotated ranges their phase (the
+// frames label the rest, per step).
+func (p *Phases) annotate(ivs []interval, tr *snapshot.Trace, classes []frameClass, n int) {
 	for _, iv := range ivs {
 		ph := phaseAnnotation(iv.name)
 		switch {
@@ -263,26 +292,21 @@ func tracePhases(s *snapshot.Snapshot, d int) *Phases {
 			p.Of[j] = ph
 		}
 	}
-	p.StepOf = spillmem.Make[int32](s.Arena(), n)
+}
+
+// indexSteps fills p.StepOf: each entry's step, -1 outside every step.
+func (p *Phases) indexSteps(n int) {
+	p.StepOf = spillmem.Make[int32](p.arena, n)
 	for i := range p.StepOf {
-		spillmem.Poll(s.Arena(), i)
+		spillmem.Poll(p.arena, i)
 		p.StepOf[i] = -1
 	}
 	for k, st := range p.Steps {
 		for j := st.Start; j < st.End; j++ {
-			spillmem.Poll(s.Arena(), j)
+			spillmem.Poll(p.arena, j)
 			p.StepOf[j] = int32(k)
 		}
 	}
-	segments := p.Steps
-	if len(segments) == 0 {
-		segments = []Step{{Start: 0, End: n}}
-	}
-	for k, st := range segments {
-		spillmem.PollSparse(s.Arena(), k)
-		labelStep(p.Of[st.Start:st.End], tr, classes, st.Start)
-	}
-	return p
 }
 
 // closureEnd returns where an optimizer step's own work begins in entries

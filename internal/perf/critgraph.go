@@ -19,17 +19,19 @@ const (
 type cpGraph struct {
 	p     *cpPrep
 	evs   []int32
-	local map[int32]int32 // event -> k
-	ts    []int64         // by node
+	local []int32 // event -> k, -1 (a worker's scratch, reset after the step)
+	ts    []int64 // by node
 	// edges
 	src, dst []int32
 	w        []int64
 	typ      []uint8
 	attr     []int32 // the event an edge's time is attributed to (-1: none)
+	// the host call stacks (threadEdges), by local event
+	tree struct{ parent, first, next, last []int32 }
 }
 
 func (c *cpGraph) add(e int32) {
-	if _, ok := c.local[e]; ok {
+	if c.local[e] >= 0 {
 		return
 	}
 	c.local[e] = int32(len(c.evs))
@@ -39,14 +41,14 @@ func (c *cpGraph) add(e int32) {
 }
 
 func (c *cpGraph) startOf(e int32) int32 {
-	if k, ok := c.local[e]; ok {
+	if k := c.local[e]; k >= 0 {
 		return 2 * k
 	}
 	return -1
 }
 
 func (c *cpGraph) endOf(e int32) int32 {
-	if k, ok := c.local[e]; ok {
+	if k := c.local[e]; k >= 0 {
 		return 2*k + 1
 	}
 	return -1
@@ -93,7 +95,14 @@ func (c *cpGraph) attribute(e int, parent int32) {
 // step builds and solves the graph of one step.
 func (p *cpPrep) step(st stepSpan) StepCriticalPath {
 	g, ev := p.g, p.g.ev
-	c := &cpGraph{p: p, local: map[int32]int32{}}
+	local := p.scratch()
+	c := &cpGraph{p: p, local: local}
+	defer func() {
+		for _, e := range c.evs {
+			local[e] = -1
+		}
+		p.free <- local
+	}()
 	S, E := st.hostS, st.hostE
 	host := inRange(p.host, func(i int32) int64 { return ev.TS[i] }, S, E)
 	for _, e := range host {
@@ -103,13 +112,21 @@ func (p *cpPrep) step(st stepSpan) StepCriticalPath {
 	for _, e := range gpu {
 		c.add(e)
 	}
-	order := make([]int32, 2*len(c.evs))
-	for i := range order {
-		order[i] = int32(i)
+	type node struct {
+		ts, seq int64
+		n       int32
 	}
-	slices.SortFunc(order, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(c.ts[a], c.ts[b]), cmp.Compare(g.seqOf(c.evs[a/2]), g.seqOf(c.evs[b/2])), cmp.Compare(a, b))
+	nodes := make([]node, 2*len(c.evs))
+	for i := range nodes {
+		nodes[i] = node{c.ts[i], g.seqOf(c.evs[i/2]), int32(i)}
+	}
+	slices.SortFunc(nodes, func(a, b node) int {
+		return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.seq, b.seq), cmp.Compare(a.n, b.n))
 	})
+	order := make([]int32, len(nodes))
+	for i, x := range nodes {
+		order[i] = x.n
+	}
 	c.lockEdges(order)
 	c.stackEdges(host, S, E)
 	c.kernelEdges(gpu, S, E)
@@ -199,6 +216,8 @@ func (c *cpGraph) stackEdges(host []int32, S, E int64) {
 		}
 		by[t] = append(by[t], e)
 	}
+	n := len(c.evs)
+	c.tree.parent, c.tree.first, c.tree.next, c.tree.last = make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
 	for _, t := range keys {
 		c.threadEdges(by[t])
 	}
@@ -210,17 +229,17 @@ func (c *cpGraph) stackEdges(host []int32, S, E int64) {
 func (c *cpGraph) threadEdges(list []int32) {
 	ev := c.p.g.ev
 	type point struct {
-		t, dur int64
-		k      int32 // local event
-		start  bool
+		t, dur, seq int64
+		k           int32 // local event
+		start       bool
 	}
 	pts := make([]point, 0, 2*len(list))
 	for _, e := range list {
 		k := c.local[e]
-		pts = append(pts, point{ev.TS[e], ev.Dur[e], k, true}, point{ev.End(int(e)), ev.Dur[e], k, false})
+		sq := c.p.g.seqOf(e)
+		pts = append(pts, point{ev.TS[e], ev.Dur[e], sq, k, true}, point{ev.End(int(e)), ev.Dur[e], sq, k, false})
 	}
-	seq := func(k int32) int64 { return c.p.g.seqOf(c.evs[k]) }
-	slices.SortStableFunc(pts, func(x, y point) int {
+	slices.SortFunc(pts, func(x, y point) int {
 		if x.k == y.k {
 			if x.start {
 				return -1
@@ -233,9 +252,9 @@ func (c *cpGraph) threadEdges(list []int32) {
 		if x.start == y.start {
 			if x.dur == y.dur {
 				if x.start {
-					return cmp.Compare(seq(x.k), seq(y.k))
+					return cmp.Compare(x.seq, y.seq)
 				}
-				return cmp.Compare(seq(y.k), seq(x.k))
+				return cmp.Compare(y.seq, x.seq)
 			}
 			if x.start {
 				return cmp.Compare(y.dur, x.dur)
@@ -247,19 +266,25 @@ func (c *cpGraph) threadEdges(list []int32) {
 		}
 		return -1
 	})
-	// the tree: children in start order
-	parent := map[int32]int32{}
+	// the tree: children in start order (first child, next sibling)
+	parent, first, next, lastChild := c.tree.parent, c.tree.first, c.tree.next, c.tree.last
 	var roots []int32
-	children := map[int32][]int32{}
 	var stack []int32
 	for _, pt := range pts {
 		if pt.start {
+			k := pt.k
+			parent[k], first[k], next[k], lastChild[k] = -1, -1, -1, -1
 			if len(stack) > 0 {
-				parent[pt.k] = stack[len(stack)-1]
-				children[stack[len(stack)-1]] = append(children[stack[len(stack)-1]], pt.k)
+				p := stack[len(stack)-1]
+				parent[k] = p
+				if lastChild[p] < 0 {
+					first[p] = k
+				} else {
+					next[lastChild[p]] = k
+				}
+				lastChild[p] = k
 			} else {
-				parent[pt.k] = -1
-				roots = append(roots, pt.k)
+				roots = append(roots, k)
 			}
 			stack = append(stack, pt.k)
 		} else if len(stack) > 0 {
@@ -296,21 +321,19 @@ func (c *cpGraph) threadEdges(list []int32) {
 		last, lastParent = e, evOf(parent[k])
 		depth--
 	}
-	// iterative depth-first walk
-	type frame struct {
-		k    int32
-		next int
-	}
+	// iterative depth-first walk: fs holds the path, each frame the next
+	// child to enter
+	type frame struct{ k, child int32 }
+	var fs []frame
 	for _, r := range roots {
 		enter(r)
-		fs := []frame{{r, 0}}
+		fs = append(fs[:0], frame{r, first[r]})
 		for len(fs) > 0 {
 			f := &fs[len(fs)-1]
-			if ch := children[f.k]; f.next < len(ch) {
-				k := ch[f.next]
-				f.next++
+			if k := f.child; k >= 0 {
+				f.child = next[k]
 				enter(k)
-				fs = append(fs, frame{k, 0})
+				fs = append(fs, frame{k, first[k]})
 				continue
 			}
 			exit(f.k)
@@ -382,7 +405,7 @@ func (c *cpGraph) kernelEdges(gpu []int32, S, E int64) {
 		s, en := c.startOf(e), c.endOf(e)
 		c.attribute(c.edge(s, en, cpeOperator, false), -1)
 		ksEnd := int32(-1)
-		if src, ok := p.waitPairs[e]; ok {
+		if src, ok := p.waitPairs[e]; len(p.waitPairs) > 0 && ok {
 			if n := c.endOf(src); n >= 0 {
 				ksEnd = n
 				c.edge(n, s, cpeSync, false)
@@ -450,14 +473,27 @@ func (c *cpGraph) solve(out *StepCriticalPath) {
 		out.Failed = "the graph has a cycle"
 		return
 	}
-	longest := func(w []int64, pred []int32) (int64, int32) {
-		dist := make([]int64, nn)
+	dist := make([]int64, nn)
+	code := make([]uint64, len(c.src)) // each edge's item (itemCode; 0: none)
+	for k := range code {
+		code[k] = c.itemCode(k)
+	}
+	// longest is the longest path's length and end, with the edges of item
+	// zero (0: none) at zero weight; pred, if given, gets each node's best
+	// incoming edge
+	longest := func(zero uint64, pred []int32) (int64, int32) {
+		clear(dist)
 		for _, u := range topo {
+			du := dist[u]
 			for _, k := range adj[deg[u]:deg[u+1]] {
 				v := c.dst[k]
+				w := c.w[k]
+				if zero != 0 && code[k] == zero {
+					w = 0
+				}
 				// as networkx: a node takes its best predecessor when that
 				// reaches it at 0 or more
-				if d := dist[u] + w[k]; d > dist[v] || pred != nil && pred[v] < 0 && d >= dist[v] {
+				if d := du + w; d > dist[v] || pred != nil && pred[v] < 0 && d >= dist[v] {
 					dist[v] = d
 					if pred != nil {
 						pred[v] = int32(k)
@@ -477,54 +513,51 @@ func (c *cpGraph) solve(out *StepCriticalPath) {
 	for i := range pred {
 		pred[i] = -1
 	}
-	length, end := longest(c.w, pred)
+	length, end := longest(0, pred)
 	out.LengthNS = length
 	var path []int32 // edges, last first
 	for n := end; n >= 0 && pred[n] >= 0; n = c.src[pred[n]] {
 		path = append(path, pred[n])
 	}
 	slices.Reverse(path)
-	items := map[cpItemKey]*CriticalItem{}
-	seen := map[cpItemKey]map[int32]bool{}
-	itemOf := make([]cpItemKey, len(c.src)) // by edge, for the savings
-	for k := range c.src {
-		itemOf[k] = c.itemKey(k)
-	}
+	items := map[uint64]*CriticalItem{}
+	// the items each event was counted for (two at most: a kernel's own
+	// time and the gap after it)
+	seen := make([][2]uint64, len(c.evs))
 	for _, k := range path {
 		w := c.w[k]
-		b := itemOf[k].bound
-		c.addBound(&out.BoundBy, b, w)
-		out.Path = c.addSegment(out.Path, int(k), b)
-		if w <= 0 || b == "" {
+		id := code[k]
+		bound := boundNames[id&0xff]
+		c.addBound(&out.BoundBy, bound, w)
+		out.Path = c.addSegment(out.Path, int(k), bound)
+		if w <= 0 || id == 0 {
 			continue
 		}
-		x := items[itemOf[k]]
+		x := items[id]
 		if x == nil {
-			x = &CriticalItem{Name: itemOf[k].name, BoundBy: b}
-			items[itemOf[k]] = x
-			seen[itemOf[k]] = map[int32]bool{}
+			key := c.itemKey(id)
+			x = &CriticalItem{Name: key.name, BoundBy: key.bound, code: id}
+			items[id] = x
 		}
 		x.CriticalNS += w
-		if a := c.attr[k]; !seen[itemOf[k]][a] {
-			seen[itemOf[k]][a] = true
-			x.Events++
+		if c.typ[k] == cpeLaunch {
+			x.Events++ // each launch edge is its own kernel's
+		} else if a := c.attr[k]; a >= 0 {
+			if l := c.local[a]; l >= 0 {
+				if sl := &seen[l]; sl[0] != id && sl[1] != id {
+					sl[1], sl[0] = sl[0], id
+					x.Events++
+				}
+			}
 		}
 	}
 	for _, x := range items {
 		out.Items = append(out.Items, *x)
 	}
 	sortItems(out.Items)
-	w := make([]int64, len(c.w))
 	for i := range out.Items[:min(len(out.Items), criticalStepItems)] {
 		it := &out.Items[i]
-		k0 := cpItemKey{it.Name, it.BoundBy}
-		for k := range w {
-			w[k] = c.w[k]
-			if itemOf[k] == k0 {
-				w[k] = 0
-			}
-		}
-		l, _ := longest(w, nil)
+		l, _ := longest(it.code, nil)
 		it.SavingNS = length - l
 	}
 }
@@ -532,36 +565,60 @@ func (c *cpGraph) solve(out *StepCriticalPath) {
 // cpItemKey names the work of an item.
 type cpItemKey struct{ name, bound string }
 
-// itemKey names edge k's work for the items: the attributed event's name
-// and bound, or the launch delays and kernel gaps.
-func (c *cpGraph) itemKey(k int) cpItemKey {
+// bound codes of itemCode
+const (
+	cbNone = iota
+	cbCPU
+	cbDataLoading
+	cbCompute
+	cbComm
+	cbKernelKernel
+	cbLaunch
+)
+
+var boundNames = [...]string{"", BoundCPU, BoundDataLoading, BoundGPUCompute, BoundGPUComm, BoundKernelKernel, BoundKernelLaunch}
+
+// itemCode identifies edge k's work for the items: the attributed event's
+// name id and bound code (name id 0: none; the launch delays and kernel
+// gaps are items of their own).
+func (c *cpGraph) itemCode(k int) uint64 {
 	g := c.p.g
 	switch c.typ[k] {
 	case cpeLaunch:
-		return cpItemKey{itemLaunchDelays, BoundKernelLaunch}
+		return cbLaunch
 	case cpeKernelKernel:
-		return cpItemKey{itemKernelGaps, BoundKernelKernel}
+		return cbKernelKernel
 	case cpeOperator:
 	default:
-		return cpItemKey{}
+		return cbNone
 	}
 	a := c.attr[k]
 	if a < 0 {
-		return cpItemKey{"", BoundCPU}
+		return cbCPU
 	}
-	name := g.t.Name(int(a))
+	name := uint64(g.ev.Name[a]) << 8
 	if g.ev.Kind[a].IsGPU() {
 		if c.p.names.of(g.ev.Name[a])&cpHTAComm != 0 {
-			return cpItemKey{name, BoundGPUComm}
+			return name | cbComm
 		}
-		return cpItemKey{name, BoundGPUCompute}
+		return name | cbCompute
 	}
-	for o, n := a, 0; o >= 0 && n < 256; o, n = g.parent[o], n+1 {
-		if isOp(g.ev.Kind[o]) && g.class(o)&ncDataLoader != 0 {
-			return cpItemKey{name, BoundDataLoading}
-		}
+	if c.p.inDL != nil && c.p.inDL[a] {
+		return name | cbDataLoading
 	}
-	return cpItemKey{name, BoundCPU}
+	return name | cbCPU
+}
+
+// itemKey names an item code.
+func (c *cpGraph) itemKey(code uint64) cpItemKey {
+	b := code & 0xff
+	switch b {
+	case cbLaunch:
+		return cpItemKey{itemLaunchDelays, BoundKernelLaunch}
+	case cbKernelKernel:
+		return cpItemKey{itemKernelGaps, BoundKernelKernel}
+	}
+	return cpItemKey{c.p.g.t.Strings[code>>8], boundNames[b]}
 }
 
 func (c *cpGraph) addBound(b *CriticalBound, bound string, w int64) {

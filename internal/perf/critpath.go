@@ -3,6 +3,7 @@ package perf
 import (
 	"cmp"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -98,7 +99,8 @@ type CriticalItem struct {
 	// chains may then bound the step). Measured for each step's
 	// criticalStepItems largest items; on the rank, summed over the steps
 	// that measured it.
-	SavingNS int64 `json:"saving_ns"`
+	SavingNS int64  `json:"saving_ns"`
+	code     uint64 // its edges' itemCode (a step's)
 }
 
 // StepCriticalPath is one step's critical path.
@@ -248,6 +250,23 @@ type cpPrep struct {
 	waitPairs  map[int32]int32 // dest GPU event -> src GPU event (cudaStreamWaitEvent)
 	eventSrc   map[int32]int32 // Event Sync -> the GPU event its CUDA event waits for
 	hasSync    bool
+	free       chan []int32 // scratch for the steps' graphs (event -> node), one per worker
+	inDL       []bool       // host events inside a DataLoader annotation (nil: none)
+}
+
+// scratch returns an event-indexed table of -1 for one step's graph; the
+// step gives it back, reset, on p.free.
+func (p *cpPrep) scratch() []int32 {
+	select {
+	case s := <-p.free:
+		return s
+	default:
+	}
+	s := make([]int32, p.g.ev.Len())
+	for i := range s {
+		s[i] = -1
+	}
+	return s
 }
 
 // newCPPrep indexes g for the critical path.
@@ -256,12 +275,19 @@ func newCPPrep(g *graph) *cpPrep {
 	n := ev.Len()
 	p := &cpPrep{g: g, names: cpNames{t: g.t}, qLaunch: make([]int32, n), qGPU: make([]int32, n),
 		series: map[streamKey]*queueSeries{}, syncRT: map[int32]int32{}, waitPairs: map[int32]int32{},
-		eventSrc: map[int32]int32{}}
+		eventSrc: map[int32]int32{}, free: make(chan []int32, runtime.GOMAXPROCS(0)+1)}
 	for i := range p.qLaunch {
 		p.qLaunch[i], p.qGPU[i] = -1, -1
 	}
 	corrRT := map[int64]int32{} // correlation -> runtime/driver call, for syncs and records
 	var syncEv []int32
+	var nHost int
+	for _, k := range ev.Kind {
+		if k == kineto.KindCPUOp || k.IsLaunch() {
+			nHost++
+		}
+	}
+	p.host = make([]int32, 0, nHost)
 	for i := 0; i < n; i++ {
 		k := ev.Kind[i]
 		switch {
@@ -293,8 +319,24 @@ func newCPPrep(g *graph) *cpPrep {
 	}
 	byTS(p.host)
 	byTS(p.marks)
+	for _, o := range g.order { // parents first
+		if dl := g.class(o)&ncDataLoader != 0; dl || p.inDL != nil && g.parent[o] >= 0 && p.inDL[g.parent[o]] {
+			if p.inDL == nil {
+				p.inDL = make([]bool, n)
+			}
+			p.inDL[o] = true
+		}
+	}
+	if p.inDL != nil {
+		for _, i := range p.host {
+			if ev.Kind[i].IsLaunch() && g.parent[i] >= 0 && p.inDL[g.parent[i]] {
+				p.inDL[i] = true
+			}
+		}
+	}
 	// launches (HTA's runtime launch events with a GPU event), by start
-	var launches []cpLaunchRec
+	launches := make([]cpLaunchRec, 0, len(g.gpu))
+	p.gpu = make([]int32, 0, len(g.gpu))
 	for _, i := range g.gpu {
 		l := g.launch[i]
 		if l < 0 {
@@ -359,7 +401,14 @@ func (p *cpPrep) queues(launches []cpLaunchRec) {
 		gpu   int32
 		delta int32
 	}
-	by := map[streamKey][]qev{}
+	perStream := map[streamKey]int{}
+	for _, l := range launches {
+		perStream[l.key]++
+	}
+	by := make(map[streamKey][]qev, len(perStream))
+	for k, c := range perStream {
+		by[k] = make([]qev, 0, 2*c)
+	}
 	for _, l := range launches {
 		by[l.key] = append(by[l.key], qev{l.ts, l.gpu, 1})
 	}

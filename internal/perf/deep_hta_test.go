@@ -80,6 +80,7 @@ func TestDeepAsHTA(t *testing.T) {
 		{"../../testdata/traces/real/gpt2_6l_dataloader_bottleneck.pt.trace.json.gz", "gpt2_6l_dataloader_bottleneck.json",
 			"autograd::engine::evaluate_function"},
 		{peersDir + "/real/fsdp2_slow0/rank1.1795802810005459801.pt.trace.json.gz", "fsdp2_slow0_rank1.json", ""},
+		{peersDir + "/real/ddp/rank0.1795802743110009081.pt.trace.json.gz", "ddp_rank0.json", ""},
 	} {
 		t.Run(c.expected, func(t *testing.T) {
 			t.Parallel()

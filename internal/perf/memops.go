@@ -70,18 +70,23 @@ func memoryOps(g *graph) map[memOpKey]*MemoryOp {
 			ops[tk] = append(ops[tk], o)
 		}
 	}
-	devName := func(m kineto.MemoryEvent) string {
+	// rows by (name id, device) while summing
+	byID := map[uint64]*MemoryOp{}
+	row := func(o int32, m kineto.MemoryEvent) *MemoryOp {
+		dev := int64(-1) // CPU
 		if m.DeviceType == 1 {
-			return fmt.Sprintf("GPU%d", m.DeviceID)
+			dev = int64(m.DeviceID)
 		}
-		return "CPU"
-	}
-	row := func(o int32, dev string) *MemoryOp {
-		k := memOpKey{g.t.Name(int(o)), dev}
-		r := rows[k]
+		k := uint64(g.ev.Name[o])<<32 | uint64(uint32(dev))
+		r := byID[k]
 		if r == nil {
-			r = &MemoryOp{Operator: k.op, Device: dev}
-			rows[k] = r
+			d := "CPU"
+			if dev >= 0 {
+				d = fmt.Sprintf("GPU%d", dev)
+			}
+			r = &MemoryOp{Operator: g.t.Name(int(o)), Device: d}
+			byID[k] = r
+			rows[memOpKey{r.Operator, d}] = r
 		}
 		return r
 	}
@@ -110,12 +115,11 @@ func memoryOps(g *graph) map[memOpKey]*MemoryOp {
 			if !isOperator(g, top) {
 				continue // the plugin counts events of operators only
 			}
-			dev := devName(m)
 			for o, self := top, true; o >= 0; o, self = g.parent[o], false {
 				if !isOperator(g, o) {
 					continue
 				}
-				r := row(o, dev)
+				r := row(o, m)
 				r.IncreaseBytes += m.Bytes
 				r.PeakAllocatedBytes = max(r.PeakAllocatedBytes, m.TotalAllocated)
 				if self {

@@ -34,20 +34,31 @@ type Module struct {
 
 const modulePrefix = "nn.Module: "
 
-// moduleTree nests the module events with the host ops and runtime calls
-// of their threads: up[e] is the innermost module or op that encloses e
-// (-1: none), for the events of threads with module events.
+// moduleTree nests the module events with the host ops of their threads:
+// up[e] is the innermost module or op that encloses module or op e (-1:
+// none; -2: e's thread has no module events), and a runtime call's is its
+// op's (g.parent).
 type moduleTree struct {
-	mods []int32         // module events
-	up   map[int32]int32 // module, op or call -> enclosing module or op
+	mods []int32 // module events
+	up   []int32
 }
 
-// buildModuleTree nests the module events of g's trace (nil without any).
+// upOf is the enclosing module or op of an op, module or runtime call.
+func (mt *moduleTree) upOf(g *graph, e int32) int32 {
+	if u := mt.up[e]; u != -2 {
+		return u
+	}
+	return g.parent[e]
+}
+
+// buildModuleTree nests the module events of g's trace (nil without any):
+// per thread, the modules (by start, longer first) merged with the ops in
+// the graph's order (the same), the innermost open one enclosing each.
 func buildModuleTree(g *graph) *moduleTree {
 	ev := g.ev
-	mt := &moduleTree{up: map[int32]int32{}}
-	threads := map[int64]bool{}
+	byThread := map[int64][]int32{}
 	modName := map[uint32]bool{}
+	var mods []int32
 	for i, k := range ev.Kind {
 		if k != kineto.KindPythonFunction {
 			continue
@@ -59,51 +70,65 @@ func buildModuleTree(g *graph) *moduleTree {
 			modName[id] = is
 		}
 		if is {
-			mt.mods = append(mt.mods, int32(i))
-			threads[threadKey(ev.PID[i], ev.TID[i])] = true
+			mods = append(mods, int32(i))
+			tk := threadKey(ev.PID[i], ev.TID[i])
+			byThread[tk] = append(byThread[tk], int32(i))
 		}
 	}
-	if len(mt.mods) == 0 {
+	if len(mods) == 0 {
 		return nil
 	}
-	var list []int32
-	for i, k := range ev.Kind {
-		if (isOp(k) || k.IsLaunch() || k == kineto.KindPythonFunction && modName[ev.Name[i]]) && threads[threadKey(ev.PID[i], ev.TID[i])] {
-			list = append(list, int32(i))
-		}
+	mt := &moduleTree{mods: mods, up: make([]int32, ev.Len())}
+	for i := range mt.up {
+		mt.up[i] = -2
 	}
-	// by thread, then as the graph nests: by start, longer first, a module
-	// around an op of the same span, ops around calls
-	rank := func(i int32) int {
-		switch k := ev.Kind[i]; {
-		case k == kineto.KindPythonFunction:
-			return 0
-		case isOp(k):
-			return 1
-		}
-		return 2
+	before := func(a, b int32) int { // by start, longer first
+		return cmp.Or(cmp.Compare(ev.TS[a], ev.TS[b]), cmp.Compare(ev.Dur[b], ev.Dur[a]))
 	}
-	slices.SortFunc(list, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(threadKey(ev.PID[a], ev.TID[a]), threadKey(ev.PID[b], ev.TID[b])),
-			cmp.Compare(ev.TS[a], ev.TS[b]), cmp.Compare(ev.Dur[b], ev.Dur[a]), cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
-	})
+	for _, list := range byThread {
+		slices.SortStableFunc(list, before)
+	}
 	var stack []int32
-	lastThread := int64(-1)
-	for _, i := range list {
-		if tk := threadKey(ev.PID[i], ev.TID[i]); tk != lastThread {
-			stack, lastThread = stack[:0], tk
-		}
-		end := ev.End(int(i))
+	place := func(e int32) {
+		end := ev.End(int(e))
 		for len(stack) > 0 && ev.End(int(stack[len(stack)-1])) < end {
 			stack = stack[:len(stack)-1]
 		}
-		up := int32(-1)
+		mt.up[e] = -1
 		if len(stack) > 0 {
-			up = stack[len(stack)-1]
+			mt.up[e] = stack[len(stack)-1]
 		}
-		mt.up[i] = up
-		if !ev.Kind[i].IsLaunch() {
-			stack = append(stack, i)
+		stack = append(stack, e)
+	}
+	// g.order holds each thread's ops in a run
+	for i := 0; i < len(g.order); {
+		o := g.order[i]
+		tk := threadKey(ev.PID[o], ev.TID[o])
+		j := i
+		for j < len(g.order) && threadKey(ev.PID[g.order[j]], ev.TID[g.order[j]]) == tk {
+			j++
+		}
+		ms := byThread[tk]
+		delete(byThread, tk)
+		if len(ms) > 0 {
+			stack = stack[:0]
+			m := 0
+			for _, o := range g.order[i:j] {
+				for ; m < len(ms) && before(ms[m], o) <= 0; m++ { // a module first at a tie
+					place(ms[m])
+				}
+				place(o)
+			}
+			for ; m < len(ms); m++ {
+				place(ms[m])
+			}
+		}
+		i = j
+	}
+	for _, ms := range byThread { // threads with modules and no op
+		stack = stack[:0]
+		for _, m := range ms {
+			place(m)
 		}
 	}
 	return mt
@@ -125,7 +150,7 @@ func moduleRows(g *graph, mt *moduleTree) map[string]*Module {
 			return p
 		}
 		p := strings.TrimPrefix(g.t.Name(int(m)), modulePrefix)
-		for u := mt.up[m]; u >= 0; u = mt.up[u] {
+		for u := mt.upOf(g, m); u >= 0; u = mt.upOf(g, u) {
 			if isMod(u) {
 				p = pathOf(u) + "/" + p
 				break
@@ -134,13 +159,18 @@ func moduleRows(g *graph, mt *moduleTree) map[string]*Module {
 		path[m] = p
 		return p
 	}
+	rowOf := map[int32]*Module{} // by module event
 	row := func(m int32) *Module {
+		if r := rowOf[m]; r != nil {
+			return r
+		}
 		p := pathOf(m)
 		r := rows[p]
 		if r == nil {
 			r = &Module{Name: strings.TrimPrefix(g.t.Name(int(m)), modulePrefix), Path: p, Depth: strings.Count(p, "/")}
 			rows[p] = r
 		}
+		rowOf[m] = r
 		return r
 	}
 	for _, m := range mt.mods {
@@ -152,28 +182,25 @@ func moduleRows(g *graph, mt *moduleTree) map[string]*Module {
 		}
 	}
 	// direct children: their time is not the module's own
-	dev := map[int32]int64{} // launch -> GPU time
-	for _, i := range g.gpu {
-		if l := g.launch[i]; l >= 0 && g.owned(i) {
-			dev[l] += ev.Dur[i]
-		}
-	}
 	for e, u := range mt.up {
-		if u < 0 || !isMod(u) || !g.owned(e) {
+		if u < 0 || !isMod(u) || !g.owned(int32(e)) {
 			continue
 		}
 		r := row(u)
 		r.HostSelfNS -= ev.Dur[e]
-		if isOperator(g, e) {
+		if isOperator(g, int32(e)) {
 			r.Operators++
 		}
 	}
-	for l, d := range dev {
-		if _, ok := mt.up[l]; !ok {
+	// the GPU time each launch's work took goes to its modules
+	for _, i := range g.gpu {
+		l := g.launch[i]
+		if l < 0 || !g.owned(i) {
 			continue
 		}
+		d := ev.Dur[i]
 		first := true
-		for u := mt.up[l]; u >= 0; u = mt.up[u] {
+		for u := mt.upOf(g, l); u >= 0; u = mt.upOf(g, u) {
 			if !isMod(u) {
 				continue
 			}

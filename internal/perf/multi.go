@@ -165,15 +165,12 @@ func crossRank(ranks []Rank) *CrossRank {
 			return true
 		})
 	}
-	waits := make([][]RankWait, len(ranks)) // waits[k][j]: rank index k waiting for rank index j
-	for k := range waits {
-		waits[k] = make([]RankWait, len(ranks))
-	}
+	split := NewWaitSplit(c.Ranks)
 	for _, kk := range order {
 		g := groups[kk]
 		x := CollectiveSkew{Name: kk.name, Index: int(kk.n), MinDurNS: -1}
 		var first, last int64 = -1, -1
-		seen, shortest := 0, -1
+		seen := 0
 		for k, e := range g {
 			if e == nil {
 				continue
@@ -192,33 +189,15 @@ func crossRank(ranks []Rank) *CrossRank {
 				x.SlowestRank = ranks[k].Rank
 			}
 			if x.MinDurNS < 0 || d < x.MinDurNS {
-				x.MinDurNS, shortest = d, k
+				x.MinDurNS = d
 			}
 		}
 		if seen < 2 {
 			continue
 		}
-		// the rank that joined last spent the least time in the
-		// collective: the others' extra time is waiting for it (by
-		// durations, which no clock offset between hosts moves)
-		for k, e := range g {
-			if e == nil {
-				continue
-			}
-			// the rank waits at the collective's start, until the last
-			// rank joins
-			wait := e.EndNS - e.StartNS - x.MinDurNS
-			var exposed int64
-			for _, s := range e.idle {
-				exposed += max(0, min(s.E, wait)-s.S)
-			}
-			c.Ranks[k].CommunicationTransferNS += x.MinDurNS
-			c.Ranks[k].CommunicationWaitNS += wait
-			c.Ranks[k].ExposedWaitNS += exposed
-			waits[k][shortest].WaitNS += wait
-			waits[k][shortest].ExposedNS += exposed
-			stepWait(c.Steps, ranks, k, e.StartNS, wait, x.MinDurNS)
-		}
+		split.Collective(g, func(k int, start, wait, transfer int64) {
+			stepWait(c.Steps, ranks, k, start, wait, transfer)
+		})
 		x.StartTimeNS, x.StartSkewNS = first, last-first
 		if x.StartSkewNS == 0 {
 			x.LastRank = -1 // a tie has no last rank
@@ -230,32 +209,8 @@ func crossRank(ranks []Rank) *CrossRank {
 	sort.SliceStable(c.Collectives, func(i, j int) bool { return c.Collectives[i].StartSkewNS > c.Collectives[j].StartSkewNS })
 	for k := range c.Ranks {
 		c.Ranks[k].LateArrivals = late[c.Ranks[k].Rank]
-		for j, w := range waits[k] {
-			if w.WaitNS > 0 && j != k {
-				w.Rank = ranks[j].Rank
-				c.Ranks[k].WaitsFor = append(c.Ranks[k].WaitsFor, w)
-				c.Ranks[j].CausedWaitNS += w.ExposedNS
-			}
-		}
-		sort.SliceStable(c.Ranks[k].WaitsFor, func(a, b int) bool {
-			x, y := c.Ranks[k].WaitsFor[a], c.Ranks[k].WaitsFor[b]
-			if x.ExposedNS != y.ExposedNS {
-				return x.ExposedNS > y.ExposedNS
-			}
-			return x.WaitNS > y.WaitNS
-		})
 	}
-	c.Straggler, c.StragglerWaitRatio = straggler(c.Ranks)
-	if c.Straggler < 0 {
-		// kernels that show no waiting (a trace whose collectives end
-		// apart): the rank that joins late (LateArrival) in more than half
-		// of them; what that costs the others is not known
-		for _, r := range c.Ranks {
-			if total := len(c.Collectives); total > 0 && 2*r.LateArrivals > total {
-				c.Straggler = r.Rank
-			}
-		}
-	}
+	c.Straggler, c.StragglerWaitRatio = split.Finish(len(c.Collectives))
 	return c
 }
 

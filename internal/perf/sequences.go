@@ -44,32 +44,34 @@ func kernelSequences(g *graph, mt *moduleTree, op string, starts []int64) map[st
 	// up is the launching chain: an event's enclosing op or module
 	up := func(e int32) int32 {
 		if mt != nil {
-			if u, ok := mt.up[e]; ok {
-				return u
-			}
+			return mt.upOf(g, e)
 		}
 		return g.parent[e]
 	}
 	candidate := func(e int32) bool { return isOp(ev.Kind[e]) || ev.Kind[e] == kineto.KindPythonFunction }
 	// GPU events under each op or module
-	count := map[int32]int32{}
+	count := make([]int32, ev.Len())
+	var counted []int32 // the events with a count, each once
 	for _, i := range g.gpu {
 		for o := g.owner[i]; o >= 0; o = up(o) {
+			if count[o] == 0 {
+				counted = append(counted, o)
+			}
 			count[o]++
 		}
 	}
 	roots := map[int32]bool{}
 	if op == "" {
 		// innermost: no enclosing-chain child with as many
-		for o, n := range count {
-			if n < minSequenceKernels || !isOperator(g, o) && ev.Kind[o] != kineto.KindPythonFunction {
+		for _, o := range counted {
+			if count[o] < minSequenceKernels || !isOperator(g, o) && ev.Kind[o] != kineto.KindPythonFunction {
 				continue
 			}
 			roots[o] = true
 		}
 		for o := range roots {
 			for u := up(o); u >= 0; u = up(u) {
-				delete(roots, u)
+				delete(roots, u) // an ancestor launches at least as many
 			}
 		}
 	} else {

@@ -92,6 +92,7 @@ type stepPlanner struct {
 	src         StepSource
 	firstDevice int64   // the earliest GPU work of the first step
 	unmatched   []int64 // ends of GPU work of no step that may end before it
+	compactAt   int     // len(unmatched) at which the ends that no longer may are dropped
 	// mem holds, per step, each GPU's last memory event before the step's
 	// host start and after the previous step's
 	mem []map[int32]memMark
@@ -122,8 +123,13 @@ func (p *stepPlanner) gpu(launched bool, ls, le, ts, end int64) {
 	// work matter (finish); keep those that still may
 	if len(p.steps) > 0 && end > p.steps[0].hostS && end < p.firstDevice {
 		p.unmatched = append(p.unmatched, end)
-		if len(p.unmatched) >= 1<<16 {
+		// Drop the ends at or after the first step's GPU work, at twice
+		// the length left by the last drop: linear time even when none
+		// can go (a fixed threshold rescanned the list at every event
+		// once 65,536 ends stayed: 240k unlaunched GPU events, over 60 s).
+		if len(p.unmatched) >= max(p.compactAt, 1<<16) {
 			p.unmatched = slices.DeleteFunc(p.unmatched, func(e int64) bool { return e >= p.firstDevice })
+			p.compactAt = 2 * len(p.unmatched)
 		}
 	}
 }

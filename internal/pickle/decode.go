@@ -36,6 +36,14 @@ type Options struct {
 	MaxString int // longest str or bytes argument (default 1 GiB)
 	MaxValues int // most values on the stack, MARKs open, or items in one container (default 1<<28)
 	MaxDigits int // longest text INT/LONG in digits (default 4300, Python's sys.int_max_str_digits)
+	// MaxHeldPerByte bounds the decoded values the decoder holds at once
+	// (containers and their items, strings, memo slots, the stack; not
+	// what the hooks converted) to this many bytes per byte of input read,
+	// beyond 64 MiB; 0: no bound. A value costs 16 bytes, a container 64:
+	// a pickle of empty containers (1 byte each) or of memo references
+	// (BINGET, 2 bytes) costs 8 to 80 times its size, which no allocator
+	// snapshot does, since its hooks convert its records as they complete.
+	MaxHeldPerByte int
 	// LimitNote ends the message of a broken MaxString or MaxValues limit
 	// (say, which flag sets it).
 	LimitNote string
@@ -50,6 +58,14 @@ const (
 	DefaultMaxString = 1 << 30
 	DefaultMaxValues = 1 << 28
 	DefaultMaxDigits = 4300
+)
+
+// Costs charged to decoder.held (about what Go allocates for each).
+const (
+	valueCost     = 16 // a Value in a container
+	containerCost = 64 // a List, Dict or Object and its allocation
+	memoCost      = 24 // a memo slot and its reference
+	heldSlack     = 64 << 20
 )
 
 // checkEvery is the input distance between two calls of Options.Check and
@@ -123,6 +139,14 @@ type decoder struct {
 	opOff     int64
 	op        byte
 	nextCheck int64 // input offset of the next limit check
+
+	// held is about the bytes of decoded values the decoder holds (the
+	// containers it made and their items, strings, memo slots; less what
+	// the hooks converted), for Options.MaxHeldPerByte. A memo reference
+	// costs a value's 16 bytes wherever it is stored, for the 2 to 5 bytes
+	// of its BINGET: this is where shared references are charged.
+	held    int64
+	maxHeld int64 // the most held seen at a check (tests, measurements)
 
 	paused  bool                    // a hook asked Run to return (Decoder.Pause)
 	resolve func(int) (Value, bool) // slots skipped by Decoder.Skip
@@ -218,6 +242,12 @@ func (d *decoder) check() error {
 	}
 	if n := len(d.marks); n > d.opts.MaxValues {
 		return d.limitf("%d open MARKs exceed the limit of %d", n, d.opts.MaxValues)
+	}
+	held := d.held + valueCost*int64(len(d.stack)) + 8*int64(len(d.marks))
+	d.maxHeld = max(d.maxHeld, held)
+	if k := d.opts.MaxHeldPerByte; k > 0 && held > heldSlack+int64(k)*d.opOff {
+		return d.errf("decoded values take %d MiB for %d MiB of input, more than %d bytes a byte (a pickle of empty containers or repeated references, not a record per object)",
+			held>>20, d.opOff>>20, k)
 	}
 	if d.opts.Check != nil {
 		if err := d.opts.Check(d.opOff); err != nil {
@@ -363,6 +393,7 @@ func (d *decoder) str(b []byte) Value {
 		}
 		return v
 	}
+	d.held += int64(len(b))
 	return strValue(string(b), 0)
 }
 
@@ -409,6 +440,7 @@ func (d *decoder) memoPut(i int, v Value) error {
 		}
 		x.memo = int32(i)
 	}
+	d.held += memoCost
 	d.memo.set(i, v)
 	return nil
 }
@@ -452,6 +484,7 @@ func (d *decoder) finishDict(x *Dict) {
 	if x.memo >= 0 {
 		d.memo.set(int(x.memo), v)
 	}
+	d.held -= containerCost + 2*valueCost*int64(len(x.Keys))
 	clear(x.Keys)
 	clear(x.Vals)
 	x.Keys, x.Vals, x.memo = x.Keys[:0], x.Vals[:0], -1
@@ -473,6 +506,7 @@ func (d *decoder) finishList(l *List) {
 	if l.memo >= 0 {
 		d.memo.set(int(l.memo), v)
 	}
+	d.held -= containerCost + valueCost*int64(len(l.Items))
 	clear(l.Items)
 	l.Items, l.memo = l.Items[:0], -1
 	d.freeLists = append(d.freeLists, l)
@@ -547,9 +581,11 @@ func (d *decoder) run() (Value, error) {
 					continue
 				}
 			case opEmptyDict:
+				d.held += containerCost
 				d.push(dictValue(d.newDict()))
 				continue
 			case opEmptyList:
+				d.held += containerCost
 				d.push(listValue(KindList, d.newList()))
 				continue
 			}

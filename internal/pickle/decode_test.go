@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -355,5 +356,35 @@ func TestHooksSeeWholeDicts(t *testing.T) {
 				t.Errorf("%s: %v; offered %d of %d dicts", file, err, len(seen), len(whole))
 			}
 		}
+	}
+}
+
+// TestFormatBounded: a value that holds a list shared 20 ways, 8 levels
+// deep (20^8 items when unshared), and one that holds a 10 MB string and a
+// 40,000-bit int, print within Format's size, quickly.
+func TestFormatBounded(t *testing.T) {
+	v := Str("leaf")
+	for i := 0; i < 8; i++ {
+		items := make([]Value, 20)
+		for j := range items {
+			items[j] = v
+		}
+		v = NewList(items...)
+	}
+	start := time.Now()
+	s := NewDict(Str("x"), v).String()
+	if len(s) > 4096+64 || time.Since(start) > time.Second {
+		t.Errorf("shared list: %d bytes in %v", len(s), time.Since(start))
+	}
+	if !strings.HasPrefix(s, `{"x": [[[[[[[["leaf", "leaf"`) || !strings.Contains(s, "[...]") {
+		t.Errorf("shared list: %.120s", s)
+	}
+	huge := new(big.Int).Lsh(big.NewInt(1), 40_000)
+	s = NewList(Str(strings.Repeat("a", 10<<20)), bigValue(huge)).Format(100)
+	if len(s) > 200 || !strings.HasSuffix(s, "...") {
+		t.Errorf("long string: %d bytes: %.200s", len(s), s)
+	}
+	if s := NewList(bigValue(huge)).Format(100); s != "[<int of 40001 bits>]" {
+		t.Errorf("big int: %s", s)
 	}
 }

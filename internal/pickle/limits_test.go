@@ -309,3 +309,36 @@ func TestScannerAgreesWithDecoder(t *testing.T) {
 		t.Errorf("after STOP: %v, done %v", err, sc.Done())
 	}
 }
+
+// TestMaxHeldPerByte: a pickle of 2M memoized empty lists in a list (2
+// bytes each, about 100 bytes of values each) is refused once the values
+// pass 16 bytes per byte of input beyond the slack, and the count is what
+// its heap costs: within 2x of the measured heap growth.
+func TestMaxHeldPerByte(t *testing.T) {
+	const n = 2 << 20
+	in := []byte{opProto, 4, opEmptyList, opMark}
+	for i := 0; i < n; i++ {
+		in = append(in, opEmptyList, opMemoize)
+	}
+	in = append(in, opAppends, opStop)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d := newDecoder(nil, Options{})
+	d.buf, d.eof = in, true
+	if _, err := d.run(); err != nil {
+		t.Fatal(err) // no bound: decoded
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc - before.HeapAlloc)
+	if d.held < heap/2 || d.held > 2*heap {
+		t.Errorf("held %d MiB, heap grew %d MiB", d.held>>20, heap>>20)
+	}
+	runtime.KeepAlive(d)
+	_, err := DecodeBytes(in, Options{MaxHeldPerByte: 16})
+	var pe *Error
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "more than 16 bytes a byte") || pe.Offset > 3<<20 {
+		t.Fatalf("err = %v", err)
+	}
+}

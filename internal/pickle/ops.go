@@ -218,10 +218,13 @@ func (d *decoder) step(op byte) (bool, error) {
 		}
 		d.push(d.str(b))
 	case opEmptyDict:
+		d.held += containerCost
 		d.push(dictValue(d.newDict()))
 	case opEmptyList:
+		d.held += containerCost
 		d.push(listValue(KindList, d.newList()))
 	case opEmptyTuple:
+		d.held += containerCost
 		d.push(listValue(KindTuple, &List{memo: -1}))
 	case opSetitems:
 		items, err := d.popMark()
@@ -242,6 +245,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err := d.fits(len(x.Keys), len(items)/2); err != nil {
 			return false, err
 		}
+		d.held += valueCost * int64(len(items))
 		for i := 0; i < len(items); i += 2 {
 			x.Keys = append(x.Keys, items[i])
 			x.Vals = append(x.Vals, items[i+1])
@@ -264,6 +268,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err := d.fits(len(x.Keys), 1); err != nil {
 			return false, err
 		}
+		d.held += 2 * valueCost
 		x.Keys = append(x.Keys, k)
 		x.Vals = append(x.Vals, v)
 		d.finishDict(x)
@@ -286,6 +291,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err := d.fits(len(l.Items), len(items)); err != nil {
 			return false, err
 		}
+		d.held += valueCost * int64(len(items))
 		l.Items = growAppend(l.Items, items...)
 		d.finishList(l)
 	case opAppend:
@@ -307,6 +313,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err := d.fits(len(l.Items), 1); err != nil {
 			return false, err
 		}
+		d.held += valueCost
 		l.Items = growAppend(l.Items, v)
 		d.finishList(l)
 	case opTuple2, opTuple3, opTuple1:
@@ -314,18 +321,21 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		d.held += containerCost + valueCost*int64(len(items))
 		d.push(listValue(KindTuple, &List{Items: items, memo: -1}))
 	case opTuple:
 		items, err := d.popMark()
 		if err != nil {
 			return false, err
 		}
+		d.held += containerCost + valueCost*int64(len(items))
 		d.push(listValue(KindTuple, &List{Items: append([]Value(nil), items...), memo: -1}))
 	case opList:
 		items, err := d.popMark()
 		if err != nil {
 			return false, err
 		}
+		d.held += containerCost + valueCost*int64(len(items))
 		l := &List{Items: append([]Value(nil), items...), memo: -1}
 		d.push(listValue(KindList, l))
 		d.finishList(l)
@@ -337,6 +347,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if len(items)%2 != 0 {
 			return false, d.errf("odd number of items (%d) for DICT", len(items))
 		}
+		d.held += containerCost + valueCost*int64(len(items))
 		x := &Dict{memo: -1}
 		for i := 0; i < len(items); i += 2 {
 			x.Keys = append(x.Keys, items[i])
@@ -460,8 +471,10 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		d.held += int64(len(b))
 		d.push(bytesValue(append([]byte(nil), b...)))
 	case opEmptySet:
+		d.held += containerCost
 		d.push(listValue(KindSet, &List{memo: -1}))
 	case opAdditems:
 		items, err := d.popMark()
@@ -479,12 +492,14 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err := d.fits(len(l.Items), len(items)); err != nil {
 			return false, err
 		}
+		d.held += valueCost * int64(len(items))
 		l.Items = growAppend(l.Items, items...)
 	case opFrozenset:
 		items, err := d.popMark()
 		if err != nil {
 			return false, err
 		}
+		d.held += containerCost + valueCost*int64(len(items))
 		d.push(listValue(KindSet, &List{Items: append([]Value(nil), items...), memo: -1}))
 	case opGlobal:
 		mod, err := d.line()
@@ -533,6 +548,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if o := t.Object(); o != nil {
 			o.State = state
 		} else {
+			d.held += containerCost
 			*t = objectValue(&Object{Callable: *t, State: state})
 		}
 	case opInst:

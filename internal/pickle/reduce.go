@@ -22,6 +22,7 @@ func (d *decoder) reduce(callable Value, args []Value, kw Value) Value {
 			return v
 		}
 	}
+	d.held += containerCost
 	return objectValue(&Object{Callable: callable, Args: args, Kwargs: kw})
 }
 

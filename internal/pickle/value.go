@@ -364,40 +364,118 @@ func (d *Dict) Get(key string) (Value, bool) {
 // Len returns the number of entries.
 func (d *Dict) Len() int { return len(d.Keys) }
 
-// String renders v in a Python-like form, cutting depth and length so that
-// shared and recursive containers print in bounded space.
-func (v Value) String() string {
-	var b strings.Builder
-	v.format(&b, 0)
-	return b.String()
+// String renders v in a Python-like form within 4 KiB (Format).
+func (v Value) String() string { return v.Format(4096) }
+
+// Format renders v in a Python-like form in at most about max bytes,
+// whatever v holds: containers deeper than 8 levels print as "...", only
+// their first 20 items print, a container met again (shared through the
+// memo, or recursive) prints as "[...]" (its items count once), long
+// strings and ints are cut, and the output stops at max. The work is
+// bounded by max as well: a value that holds a list shared 20 ways, 8
+// levels deep (20^8 items unshared) costs what its first max bytes cost.
+func (v Value) Format(max int) string {
+	p := printer{max: max}
+	p.format(v, 0)
+	return p.b.String()
 }
 
-func (v Value) format(b *strings.Builder, depth int) {
-	if depth > 6 {
-		b.WriteString("...")
+// printer is the state of one Format.
+type printer struct {
+	b    strings.Builder
+	max  int
+	cut  bool                    // the output reached max and ends in "..."
+	seen map[unsafe.Pointer]bool // containers printed (or being printed)
+}
+
+// Limits of Format besides its size.
+const (
+	formatDepth = 8
+	formatItems = 20
+)
+
+// full reports whether the output reached max, ending it with "..." the
+// first time.
+func (p *printer) full() bool {
+	if p.cut {
+		return true
+	}
+	if p.b.Len() >= p.max {
+		p.b.WriteString("...")
+		p.cut = true
+	}
+	return p.cut
+}
+
+func (p *printer) write(s string) {
+	if !p.full() {
+		p.b.WriteString(s)
+	}
+}
+
+// again reports whether the container at ptr was printed before, and
+// marks it printed.
+func (p *printer) again(ptr unsafe.Pointer) bool {
+	if p.seen == nil {
+		p.seen = map[unsafe.Pointer]bool{}
+	}
+	if p.seen[ptr] {
+		return true
+	}
+	p.seen[ptr] = true
+	return false
+}
+
+// room is how many more bytes of a string may print (at least 16, so that
+// a cut string still shows its start).
+func (p *printer) room() int { return max(p.max-p.b.Len(), 16) }
+
+func (p *printer) format(v Value, depth int) {
+	if p.full() {
 		return
 	}
-	switch v.Kind() {
+	k := v.Kind()
+	if depth > formatDepth && (k >= KindTuple && k <= KindSet || k == KindObject) {
+		p.write("...")
+		return
+	}
+	switch k {
 	case KindNone:
-		b.WriteString("None")
+		p.write("None")
 	case KindBool:
 		if v.n != 0 {
-			b.WriteString("True")
+			p.write("True")
 		} else {
-			b.WriteString("False")
+			p.write("False")
 		}
 	case KindInt:
-		b.WriteString(strconv.FormatInt(int64(v.n), 10))
+		p.write(strconv.FormatInt(int64(v.n), 10))
 	case KindUint:
-		b.WriteString(strconv.FormatUint(v.n, 10))
+		p.write(strconv.FormatUint(v.n, 10))
 	case KindBigInt:
-		b.WriteString(v.big().String())
+		// Decimal conversion is quadratic in the digits: a huge LONG4
+		// prints as its size.
+		if bits := v.big().BitLen(); bits > 4*p.room() {
+			p.write("<int of " + strconv.Itoa(bits) + " bits>")
+		} else {
+			p.write(v.big().String())
+		}
 	case KindFloat:
-		b.WriteString(strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64))
+		p.write(strconv.FormatFloat(math.Float64frombits(v.n), 'g', -1, 64))
 	case KindString:
-		b.WriteString(strconv.Quote(v.str()))
+		s := v.str()
+		if n := p.room(); len(s) > n {
+			p.write(strconv.Quote(s[:n]) + "...")
+		} else {
+			p.write(strconv.Quote(s))
+		}
 	case KindBytes:
-		fmt.Fprintf(b, "b%q", v.bytes())
+		bs := v.bytes()
+		if n := p.room(); len(bs) > n {
+			p.write(fmt.Sprintf("b%q...", bs[:n]))
+		} else {
+			p.write(fmt.Sprintf("b%q", bs))
+		}
 	case KindList, KindTuple, KindSet:
 		open, end := "[", "]"
 		if v.Kind() == KindTuple {
@@ -405,56 +483,83 @@ func (v Value) format(b *strings.Builder, depth int) {
 		} else if v.Kind() == KindSet {
 			open, end = "{", "}"
 		}
-		b.WriteString(open)
+		if p.again(v.p) {
+			p.write(open + "..." + end)
+			return
+		}
+		p.write(open)
 		for i, it := range v.list().Items {
 			if i > 0 {
-				b.WriteString(", ")
+				p.write(", ")
 			}
-			if i >= 20 {
-				b.WriteString("...")
+			if i >= formatItems {
+				p.write("...")
 				break
 			}
-			it.format(b, depth+1)
+			p.format(it, depth+1)
+			if p.cut {
+				return
+			}
 		}
-		b.WriteString(end)
+		p.write(end)
 	case KindDict:
 		d := v.dict()
-		b.WriteString("{")
+		if p.again(v.p) {
+			p.write("{...}")
+			return
+		}
+		p.write("{")
 		for i := range d.Keys {
 			if i > 0 {
-				b.WriteString(", ")
+				p.write(", ")
 			}
-			if i >= 20 {
-				b.WriteString("...")
+			if i >= formatItems {
+				p.write("...")
 				break
 			}
-			d.Keys[i].format(b, depth+1)
-			b.WriteString(": ")
-			d.Vals[i].format(b, depth+1)
+			p.format(d.Keys[i], depth+1)
+			p.write(": ")
+			p.format(d.Vals[i], depth+1)
+			if p.cut {
+				return
+			}
 		}
-		b.WriteString("}")
+		p.write("}")
 	case KindGlobal:
 		g := (*Global)(v.p)
-		b.WriteString(g.Module + "." + g.Name)
+		name := g.Module + "." + g.Name
+		if n := p.room(); len(name) > n {
+			name = name[:n]
+		}
+		q := strconv.Quote(name) // escaped, printed without the quotes
+		p.write(q[1 : len(q)-1])
 	case KindObject:
+		if p.again(v.p) {
+			p.write("<object ...>")
+			return
+		}
 		o := (*Object)(v.p)
-		o.Callable.format(b, depth+1)
-		b.WriteString("(")
+		p.format(o.Callable, depth+1)
+		p.write("(")
 		for i, a := range o.Args {
 			if i > 0 {
-				b.WriteString(", ")
+				p.write(", ")
 			}
-			a.format(b, depth+1)
+			if i >= formatItems {
+				p.write("...")
+				break
+			}
+			p.format(a, depth+1)
 		}
-		b.WriteString(")")
+		p.write(")")
 		if !o.State.IsNone() {
-			b.WriteString(".__setstate__(")
-			o.State.format(b, depth+1)
-			b.WriteString(")")
+			p.write(".__setstate__(")
+			p.format(o.State, depth+1)
+			p.write(")")
 		}
 	case KindHandle:
-		b.WriteString("<handle " + strconv.FormatUint(v.n, 10) + ">")
+		p.write("<handle " + strconv.FormatUint(v.n, 10) + ">")
 	default:
-		b.WriteString("<mark>")
+		p.write("<mark>")
 	}
 }

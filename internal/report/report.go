@@ -38,8 +38,12 @@ const (
 // TextOptions say how a text report is laid out. The zero value is not
 // useful: start from DefaultText.
 type TextOptions struct {
-	Width  int    // line width in columns; every line fits it
-	Color  bool   // ANSI colour for severities
+	Width int  // line width in columns; every line fits it
+	Color bool // ANSI colour for severities
+	// Mark, when set, starts the colour sequences instead of ESC: the
+	// output goes through a term.SafeWriter, which escapes every other ESC
+	// (names from inputs) and turns this mark into ESC.
+	Mark   string
 	Top    int    // rows of ranked tables (top allocations, operators, ...)
 	Steps  Steps  // which steps to list
 	Stacks Stacks // how much of each stack

@@ -74,14 +74,23 @@ func Wrap(s string, width int, first, indent string) []string {
 	return out
 }
 
-// ANSI colours for severities (only when TextOptions.Color).
+// ANSI colours for severities (only when TextOptions.Color), after ESC.
 const (
-	ansiReset  = "\x1b[0m"
-	ansiRed    = "\x1b[1;31m"
-	ansiYellow = "\x1b[33m"
-	ansiCyan   = "\x1b[36m"
-	ansiBold   = "\x1b[1m"
+	ansiReset  = "[0m"
+	ansiRed    = "[1;31m"
+	ansiYellow = "[33m"
+	ansiCyan   = "[36m"
+	ansiBold   = "[1m"
 )
+
+// esc starts an ANSI sequence: ESC, or the Mark of the writer that turns
+// it into ESC (term.SafeWriter).
+func (o TextOptions) esc() string {
+	if o.Mark != "" {
+		return o.Mark
+	}
+	return "\x1b"
+}
 
 // Severity renders a severity as "[critical]", coloured when o.Color. The
 // width of the visible text is len(sev.String())+2.
@@ -90,13 +99,14 @@ func (o TextOptions) Severity(s finding.Severity) string {
 	if !o.Color {
 		return t
 	}
+	e := o.esc()
 	switch s {
 	case finding.Critical:
-		return ansiRed + t + ansiReset
+		return e + ansiRed + t + e + ansiReset
 	case finding.Warning:
-		return ansiYellow + t + ansiReset
+		return e + ansiYellow + t + e + ansiReset
 	default:
-		return ansiCyan + t + ansiReset
+		return e + ansiCyan + t + e + ansiReset
 	}
 }
 
@@ -105,7 +115,7 @@ func (o TextOptions) Bold(s string) string {
 	if !o.Color {
 		return s
 	}
-	return ansiBold + s + ansiReset
+	return o.esc() + ansiBold + s + o.esc() + ansiReset
 }
 
 // FindingLines lays out one finding in o.Width columns: the severity and

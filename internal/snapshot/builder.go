@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"encoding/binary"
+	"fmt"
+	"unsafe"
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/pickle"
@@ -12,8 +14,17 @@ import (
 func (b *builder) pickleOptions() pickle.Options {
 	return pickle.Options{OnDict: b.onDict, OnList: b.onList, OnExtend: b.onExtend,
 		MaxString: b.src.MaxString(), MaxValues: b.src.MaxValues(), LimitNote: b.src.BudgetNote(),
-		Check: func(off int64) error { b.src.Progress(off); return b.src.CheckMemory() }}
+		MaxHeldPerByte: maxHeldPerByte,
+		Check:          func(off int64) error { b.src.Progress(off); return b.src.Check() }}
 }
+
+// maxHeldPerByte bounds the decoded values the pickle decoder holds, per
+// byte of input (pickle.Options.MaxHeldPerByte). The hooks convert trace
+// entries, frames, stacks and blocks as they complete, so a real snapshot
+// holds about one byte of values per byte read (fixtures: 0.5 to 1.1;
+// legacy blocks with history 4 to 5; segments of one block each, 8); a
+// pickle of memoized empty lists holds 52, of empty dicts 80.
+const maxHeldPerByte = 16
 
 // Handles produced by the decoder hooks: bits 48-55 say what they index
 // (handles below 2^56 cost the decoder's memo one word).
@@ -23,6 +34,7 @@ const (
 	hEntry = 3 << 48
 	hBlock = 4 << 48
 	hRun   = 5 << 48 // a list of trace entries (a device's trace)
+	hLong  = 6 << 48 // a frames list of 1000 frames or more, still growing
 	hMask  = 0xff << 48
 )
 
@@ -43,13 +55,71 @@ type builder struct {
 	runs    []run
 	bad     []badRow // entries with a field of the wrong type, in row order
 	badAt   map[int]badRow
+
+	// Shared references cost once. PyTorch writes every trace entry,
+	// segment and block as an object of its own; a pickle may reference
+	// one object many times through its memo (a 2-byte BINGET each), and
+	// each such reference would cost a whole row, segment or walk of a
+	// stack. A second reference to an entry, segment or block is dropped
+	// and counted invalid; a frames list met again is the same stack.
+	inRun    bitset                   // rows placed in a run
+	listIDs  map[*pickle.List]StackID // frames lists already interned
+	seenSegs map[unsafe.Pointer]bool  // segment dicts and blocks lists read
+	inSeg    bitset                   // block handles placed in a segment
+	long     []longStack              // frames lists converted while they grew (hLong)
+}
+
+// bitset is a set of small non-negative ints.
+type bitset []uint64
+
+// testAndSet adds i and reports whether it was there.
+func (s *bitset) testAndSet(i int) bool {
+	for i>>6 >= len(*s) {
+		*s = append(*s, make([]uint64, len(*s)+1)...)
+	}
+	w, bit := &(*s)[i>>6], uint64(1)<<(i&63)
+	had := *w&bit != 0
+	*w |= bit
+	return had
+}
+
+// setRange adds [lo, hi).
+func (s *bitset) setRange(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		if i&63 == 0 && i+64 <= hi {
+			s.testAndSet(i)
+			(*s)[i>>6] = ^uint64(0)
+			i += 63
+			continue
+		}
+		s.testAndSet(i)
+	}
 }
 
 // run is a list of trace entries: the rows [lo, hi) while they come in
-// order, or explicit rows once they do not.
+// order, or explicit rows once they do not. Its items that referenced an
+// entry already placed in a run were dropped (dups, the first at item
+// firstDup; n counts every item).
 type run struct {
-	lo, hi int
-	rows   []int // nil while contiguous
+	lo, hi   int
+	rows     []int // nil while contiguous
+	n        int
+	dups     int
+	firstDup int
+}
+
+// addRow adds the entry at row to r, unless a run already holds it.
+func (b *builder) addRow(r *run, row int) {
+	k := r.n
+	r.n++
+	if b.inRun.testAndSet(row) {
+		if r.dups == 0 {
+			r.firstDup = k
+		}
+		r.dups++
+		return
+	}
+	r.add(row)
 }
 
 func (r *run) add(row int) {
@@ -188,13 +258,22 @@ func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
 			if !ok || h&hMask != hEntry {
 				return pickle.Value{}, false
 			}
-			r.add(int(h &^ hMask))
+		}
+		for _, it := range l.Items {
+			h, _ := it.Handle()
+			b.addRow(&r, int(h&^hMask))
 		}
 		b.runs = append(b.runs, r)
 		return pickle.Handle(hRun | uint64(len(b.runs)-1)), true
 	case hFrame:
 		if len(l.Items) >= 1000 {
-			return pickle.Value{}, false // more APPENDS may follow
+			// More APPENDS may follow: gather the frame ids as they come
+			// (4 bytes each, at most maxStackFrames kept) instead of
+			// keeping the list (16 bytes a frame, however many).
+			b.long = append(b.long, longStack{id: -1})
+			h := uint64(len(b.long) - 1)
+			b.extendLong(h, l.Items)
+			return pickle.Handle(hLong | h), true
 		}
 		for _, it := range l.Items {
 			h, ok := it.Handle()
@@ -207,8 +286,56 @@ func (b *builder) onList(l *pickle.List) (pickle.Value, bool) {
 	return pickle.Value{}, false
 }
 
-// onExtend appends more trace entries to a run.
+// longStack is a frames list converted while it grew (hLong): its frame
+// ids up to maxStackFrames, how many frames it had, and its stack once
+// interned (-1 before).
+type longStack struct {
+	ids []FrameID
+	n   int
+	id  int64
+}
+
+// extendLong adds the frames among items to long stack h (other items are
+// skipped, as stackOf skips them).
+func (b *builder) extendLong(h uint64, items []pickle.Value) {
+	ls := &b.long[h]
+	for _, it := range items {
+		var id FrameID
+		if fh, ok := it.Handle(); ok && fh&hMask == hFrame {
+			id = FrameID(fh &^ hMask)
+		} else if fd := it.Dict(); fd != nil {
+			id = b.frame(fd)
+		} else {
+			continue
+		}
+		if ls.n++; len(ls.ids) < maxStackFrames {
+			ls.ids = append(ls.ids, id)
+		}
+	}
+}
+
+// longStackID interns long stack h once.
+func (b *builder) longStackID(h uint64) StackID {
+	ls := &b.long[h]
+	if ls.id < 0 {
+		b.ids = append(b.ids[:0], ls.ids...)
+		if ls.n > maxStackFrames {
+			n := ls.n
+			b.s.InvalidStacks.add(-1, func() string {
+				return fmt.Sprintf("a stack of %d frames (cut to the innermost %d)", n, maxStackFrames)
+			})
+		}
+		ls.id, ls.ids = int64(b.internStack()), nil
+	}
+	return StackID(ls.id)
+}
+
+// onExtend appends more trace entries to a run, or frames to a long stack.
 func (b *builder) onExtend(h uint64, items []pickle.Value) bool {
+	if h&hMask == hLong && int(h&^hMask) < len(b.long) && b.long[h&^hMask].id < 0 {
+		b.extendLong(h&^hMask, items)
+		return true
+	}
 	if h&hMask != hRun || int(h&^hMask) >= len(b.runs) {
 		return false
 	}
@@ -217,12 +344,12 @@ func (b *builder) onExtend(h uint64, items []pickle.Value) bool {
 		e, ok := it.Handle()
 		if !ok || e&hMask != hEntry {
 			if d := it.Dict(); d != nil && classify(d)&kAction != 0 {
-				r.add(b.addEntry(d))
+				b.addRow(r, b.addEntry(d))
 				continue
 			}
 			return false
 		}
-		r.add(int(e &^ hMask))
+		b.addRow(r, int(e&^hMask))
 	}
 	return true
 }
@@ -264,8 +391,20 @@ func (b *builder) stackOf(l *pickle.List) StackID {
 	return b.internStack()
 }
 
+// maxStackFrames is the most frames a stack keeps: a Python stack is at
+// most its recursion limit (1000) deep, with C++ frames (stacks="all") a
+// few times that; real snapshots hold stacks of up to about 120 frames.
+// A longer stack is cut to its innermost frames and counted invalid.
+const maxStackFrames = 4096
+
 // internStack interns the frame ids in b.ids as a stack.
 func (b *builder) internStack() StackID {
+	if n := len(b.ids); n > maxStackFrames {
+		b.s.InvalidStacks.add(-1, func() string {
+			return fmt.Sprintf("a stack of %d frames (cut to the innermost %d)", n, maxStackFrames)
+		})
+		b.ids = b.ids[:maxStackFrames]
+	}
 	b.key = b.key[:0]
 	for _, id := range b.ids {
 		b.key = binary.LittleEndian.AppendUint32(b.key, id)
@@ -284,8 +423,19 @@ func (b *builder) stack(v pickle.Value) StackID {
 	if h, ok := v.Handle(); ok && h&hMask == hStack {
 		return StackID(h &^ hMask)
 	}
+	if h, ok := v.Handle(); ok && h&hMask == hLong && int(h&^hMask) < len(b.long) {
+		return b.longStackID(h &^ hMask)
+	}
 	if l := v.List(); l != nil && len(l.Items) > 0 {
-		return b.stackOf(l)
+		if id, ok := b.listIDs[l]; ok {
+			return id // a shared frames list: walked once
+		}
+		id := b.stackOf(l)
+		if b.listIDs == nil {
+			b.listIDs = map[*pickle.List]StackID{}
+		}
+		b.listIDs[l] = id
+		return id
 	}
 	return 0
 }

@@ -147,6 +147,9 @@ func (w *worker) at(pos int) int {
 		if w.fi < len(w.frames) {
 			pos = w.frames[w.fi].lo
 		}
+		if w.env.cancelled() {
+			return -1 // the general decoder takes over, and stops at its Check
+		}
 	}
 	w.hi = 0
 	if w.fi < len(w.frames) {

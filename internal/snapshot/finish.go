@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/ptscope/ptscope/internal/pickle"
 )
@@ -48,6 +49,12 @@ func (b *builder) finish(root pickle.Value) error {
 			if d == nil {
 				return fmt.Errorf("segments[%d] is a %s, expected a dict", i, it.Kind())
 			}
+			if b.again(unsafe.Pointer(d)) {
+				b.dropSegment(func() string {
+					return fmt.Sprintf("segments[%d] is the same segment as an earlier one (a shared reference)", i)
+				})
+				continue
+			}
 			s.Segments = append(s.Segments, b.segment(i, d))
 		}
 	}
@@ -78,15 +85,25 @@ func (b *builder) traces(v pickle.Value) error {
 		} else if dl := it.List(); dl != nil {
 			for k, e := range dl.Items {
 				if h, ok := e.Handle(); ok && h&hMask == hEntry {
-					r.add(int(h &^ hMask))
+					b.addRow(&r, int(h&^hMask))
 				} else if d := e.Dict(); d != nil {
-					r.add(b.addEntry(d)) // a dict the hook did not see (shared)
+					b.addRow(&r, b.addEntry(d)) // a dict the hook did not see (shared)
 				} else {
+					r.n++
+					t.Invalid.Dropped++
 					t.Invalid.add(-1, func() string {
 						return fmt.Sprintf("device_traces[%d][%d] is a %s, expected a dict", dev, k, kindName(e.Kind()))
 					})
 				}
 			}
+		}
+		if r.dups > 0 {
+			first := r.firstDup
+			t.Invalid.add(-1, func() string {
+				return fmt.Sprintf("device_traces[%d][%d] is the same entry as an earlier one (a shared reference)", dev, first)
+			})
+			t.Invalid.Count += r.dups - 1
+			t.Invalid.Dropped += r.dups
 		}
 		rows := r.rows
 		if rows == nil && r.hi > r.lo {
@@ -147,13 +164,29 @@ func (b *builder) segment(i int, d *pickle.Dict) Segment {
 		g.Stack = b.stack(v)
 	}
 	if v, ok := d.Get("blocks"); ok {
-		if l := v.List(); l != nil {
+		if l := v.List(); l != nil && b.again(unsafe.Pointer(l)) {
+			b.dropSegment(func() string {
+				return fmt.Sprintf("segments[%d].blocks is the same list as an earlier segment's (a shared reference)", i)
+			})
+		} else if l != nil {
 			addr := g.Address
 			for j, it := range l.Items {
 				var rb rawBlock
 				if h, ok := it.Handle(); ok && h&hMask == hBlock && int(h&^hMask) < len(b.blocks) {
+					if b.inSeg.testAndSet(int(h &^ hMask)) {
+						b.dropSegment(func() string {
+							return fmt.Sprintf("segments[%d].blocks[%d] is the same block as an earlier one (a shared reference)", i, j)
+						})
+						continue
+					}
 					rb = b.blocks[h&^hMask]
 				} else if bd := it.Dict(); bd != nil {
+					if b.again(unsafe.Pointer(bd)) {
+						b.dropSegment(func() string {
+							return fmt.Sprintf("segments[%d].blocks[%d] is the same block as an earlier one (a shared reference)", i, j)
+						})
+						continue
+					}
 					rb = b.block(bd)
 				} else {
 					continue
@@ -181,6 +214,25 @@ func (b *builder) segment(i int, d *pickle.Dict) Segment {
 	return g
 }
 
+// again reports whether the segment dict, blocks list or block dict at p
+// was read before, and marks it read.
+func (b *builder) again(p unsafe.Pointer) bool {
+	if b.seenSegs == nil {
+		b.seenSegs = map[unsafe.Pointer]bool{}
+	}
+	if b.seenSegs[p] {
+		return true
+	}
+	b.seenSegs[p] = true
+	return false
+}
+
+// dropSegment counts a segment, blocks list or block that was not kept.
+func (b *builder) dropSegment(where func() string) {
+	b.s.InvalidSegments.add(-1, where)
+	b.s.InvalidSegments.Dropped++
+}
+
 func (b *builder) settings(v pickle.Value) {
 	d := v.Dict()
 	if d == nil {
@@ -191,7 +243,9 @@ func (b *builder) settings(v pickle.Value) {
 	for i, k := range d.Keys {
 		ks, _ := k.Str()
 		val := d.Vals[i]
-		st.All = append(st.All, Setting{Key: ks, Value: render(val)})
+		if len(st.All) < maxSettings {
+			st.All = append(st.All, Setting{Key: ks[:min(len(ks), maxSettingBytes)], Value: render(val)})
+		}
 		switch ks {
 		case "expandable_segments":
 			st.ExpandableSegments, _ = val.Bool()
@@ -219,43 +273,64 @@ func (b *builder) settings(v pickle.Value) {
 	}
 }
 
-// render prints a setting value compactly: {"1": 0, ...} maps become "1:0 2:0".
-// Depth and length are bounded (a dict may contain itself).
+// Bounds of the rendered allocator settings: PyTorch writes about ten
+// keys of short values; a hostile file may hold a million keys, or a value
+// shared 20 ways 8 levels deep.
+const (
+	maxSettings     = 256  // settings kept in Settings.All (all are parsed)
+	maxSettingBytes = 1024 // a rendered key or value
+)
+
+// render prints a setting value compactly: {"1": 0, ...} maps become
+// "1:0 2:0"; other values print as pickle.Value.Format does. The output
+// and the work are bounded by maxSettingBytes whatever v holds: depth,
+// length and a dict met again (shared or recursive) are cut.
 func render(v pickle.Value) string {
-	var b strings.Builder
-	renderTo(&b, v, 0)
-	return b.String()
+	r := settingRenderer{seen: map[*pickle.Dict]bool{}}
+	r.to(v, 0)
+	return r.b.String()
 }
 
-func renderTo(b *strings.Builder, v pickle.Value, depth int) {
+type settingRenderer struct {
+	b    strings.Builder
+	seen map[*pickle.Dict]bool
+}
+
+func (r *settingRenderer) full() bool { return r.b.Len() >= maxSettingBytes }
+
+func (r *settingRenderer) to(v pickle.Value, depth int) {
+	if r.full() {
+		return
+	}
 	if s, ok := v.Str(); ok {
-		b.WriteString(s)
+		r.b.WriteString(s[:min(len(s), maxSettingBytes-r.b.Len())])
 		return
 	}
 	if d := v.Dict(); d != nil {
-		if depth > 6 {
-			b.WriteString("...")
+		if depth > 6 || r.seen[d] {
+			r.b.WriteString("...")
 			return
 		}
+		r.seen[d] = true
 		for i := range d.Keys {
-			if b.Len() > 4096 {
-				b.WriteString(" ...")
+			if r.full() {
+				r.b.WriteString(" ...")
 				return
 			}
 			if i > 0 {
-				b.WriteString(" ")
+				r.b.WriteString(" ")
 			}
-			renderTo(b, d.Keys[i], depth+1)
-			b.WriteString(":")
-			renderTo(b, d.Vals[i], depth+1)
+			r.to(d.Keys[i], depth+1)
+			r.b.WriteString(":")
+			r.to(d.Vals[i], depth+1)
 		}
 		return
 	}
 	if f, ok := v.Float(); ok && v.Kind() == pickle.KindFloat {
-		b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
+		r.b.WriteString(strconv.FormatFloat(f, 'g', -1, 64))
 		return
 	}
-	b.WriteString(v.String())
+	r.b.WriteString(v.Format(max(maxSettingBytes-r.b.Len(), 16)))
 }
 
 func (b *builder) annotations(v pickle.Value) {

@@ -61,6 +61,28 @@ func TestInvalidEntriesCounted(t *testing.T) {
 			}
 			return ""
 		}, 1, "device_traces[0][2]: action is a int"},
+		// Absurd numbers (issue 28): read as 0, not summed.
+		{"size 2^62", func(i int, k string) string {
+			if k == "size" && i == 4 {
+				return "4611686018427387904"
+			}
+			return ""
+		}, 1, "device_traces[0][4]: alloc of size 4611686018427387904, more than any device holds (read as 0)"},
+		{"block past the address space", func(i int, k string) string {
+			if k == "addr" && i == 4 {
+				return "18446744073709551500"
+			}
+			return ""
+		}, 1, "device_traces[0][4]: alloc of 512 bytes at 0xffffffffffffff8c runs past the end of the address space (read as size 0)"},
+		{"alloc at a held address", func(i int, k string) string {
+			if k == "addr" && i == 2 {
+				return "1048576" // entry 0's, not freed until entry 1... freed: entry 2 takes it again after its free
+			}
+			if k == "addr" && i == 4 {
+				return "1048576" // held by entry 2
+			}
+			return ""
+		}, 1, "device_traces[0][4]: alloc at 0x100000, which the trace allocated before with no free between (read as an unknown action)"},
 	} {
 		s, err := Read(bytes.NewReader(jsonSnapshot(20, c.field)))
 		if err != nil {
@@ -95,6 +117,18 @@ func TestInvalidSegmentsCounted(t *testing.T) {
 	}
 	if iv := s.InvalidSegments; iv.Count != 1 || iv.First != "segments[0].blocks[0]: size is a str" {
 		t.Fatalf("%+v", iv)
+	}
+	// Blocks that add up to more than the segment, sizes above it.
+	s, err = Read(strings.NewReader(`{"segments": [{"device": 0, "address": 0, "total_size": 2097152, "allocated_size": 4294967296, "blocks": [{"size": 1048576, "state": "inactive"}, {"size": 2147483648, "state": "inactive"}]}, {"device": 0, "address": 4194304, "total_size": 4611686018427387904, "blocks": []}, {"device": 0, "address": 8388608, "total_size": 512, "blocks": [{"size": 512, "state": "inactive"}]}, {"device": 0, "address": 9388608, "total_size": 512, "blocks": [{"size": 512, "state": "inactive"}]}], "device_traces": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.Segments
+	if iv := s.InvalidSegments; iv.Count != 3 || iv.First != "segments[0]: allocated_size 4294967296 is more than its total_size 2097152 (read as the total)" {
+		t.Errorf("%+v", iv)
+	}
+	if g[0].AllocatedSize != 2097152 || len(g[0].Blocks) != 1 || g[1].TotalSize != 0 {
+		t.Errorf("segments read as %+v", g[:2])
 	}
 	_, err = Read(strings.NewReader(`{"segments": [{"device": 0, "address": "x", "total_size": -1, "blocks": []}], "device_traces": []}`))
 	if err == nil || !strings.Contains(err.Error(), "1 of 1 segments and blocks are invalid (first: segments[0]: address is a str)") {

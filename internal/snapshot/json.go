@@ -301,7 +301,7 @@ func (g *jsonGuard) Read(p []byte) (int, error) {
 	g.off += int64(n)
 	if g.off >= g.nextCheck {
 		g.nextCheck = g.off + 16<<20
-		if cerr := g.src.CheckMemory(); cerr != nil {
+		if cerr := g.src.Check(); cerr != nil {
 			g.err = fmt.Errorf("offset %d: %w", g.off+g.bom, cerr)
 			return 0, g.err
 		}

@@ -199,9 +199,11 @@ func (e *parEnv) merge(b *builder, run int, units []unit) error {
 	rn := &b.runs[run]
 	if rn.rows == nil && rn.hi == n0 && rn.hi > rn.lo {
 		rn.hi = n0 + closed
+		rn.n += closed
+		b.inRun.setRange(n0, n0+closed)
 	} else {
 		for i := range closed {
-			rn.add(n0 + i)
+			b.addRow(rn, n0+i)
 		}
 	}
 	push := make([]pickle.Value, 0, total-closed)

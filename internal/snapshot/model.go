@@ -112,6 +112,10 @@ type Invalid struct {
 	Count int
 	First string // where and what, e.g. "device_traces[0][12]: size is a str"
 	Index int    // the first's entry index in its trace; -1 when it is not a kept entry
+	// Dropped counts, of Count, the records that were not kept (not a
+	// dict, or a second reference to a record already read): the records
+	// the input held are the kept ones plus Dropped.
+	Dropped int
 }
 
 func (v *Invalid) add(index int, where func() string) {
@@ -216,6 +220,9 @@ type Snapshot struct {
 	// InvalidSegments counts the segments and blocks read with a field of
 	// the wrong type or a negative size.
 	InvalidSegments Invalid
+	// InvalidStacks counts the stacks longer than the reader keeps (cut to
+	// their innermost frames).
+	InvalidStacks Invalid
 
 	arena *spillmem.Arena
 }

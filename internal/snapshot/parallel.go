@@ -44,13 +44,25 @@ type parEnv struct {
 	action    []bool // prefix slot holds the string "action"
 	preStr    []string
 	vmResolve func(int) (pickle.Value, bool)
-	minRegion int  // smallest rest of a list worth splitting (bytes)
-	mapped    bool // data is a file mapping: drop decoded pages
-	regions   int  // lists decoded in parallel (for tests)
-	stretches int  // stretches merged (for tests)
-	slow      int  // entries not on the fast path (for tests)
-	patches   int  // references resolved at the merge (for tests)
-	inPlace   int  // regions whose rows the workers decoded in place (for tests)
+	minRegion int             // smallest rest of a list worth splitting (bytes)
+	mapped    bool            // data is a file mapping: drop decoded pages
+	regions   int             // lists decoded in parallel (for tests)
+	stretches int             // stretches merged (for tests)
+	slow      int             // entries not on the fast path (for tests)
+	patches   int             // references resolved at the merge (for tests)
+	inPlace   int             // regions whose rows the workers decoded in place (for tests)
+	done      <-chan struct{} // closed at Ctrl-C: the passes stop at their next FRAME
+}
+
+// cancelled reports whether the reading was interrupted (polled once a
+// FRAME, 64 KiB).
+func (e *parEnv) cancelled() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // rowSkew is added to the first unit's expected row count: tests set it to
@@ -152,7 +164,7 @@ func readPickleParallelArena(data []byte, workers, minRegion int, mapped bool, a
 	case arena != nil:
 		drop = func(lo, hi int) { arena.Poll() }
 	}
-	env = &parEnv{data: data, frames: frameChainDrop(data, drop), minRegion: minRegion, mapped: mapped, arena: arena}
+	env = &parEnv{data: data, frames: frameChainDrop(data, drop), minRegion: minRegion, mapped: mapped, arena: arena, done: b.src.Done()}
 	if drop != nil {
 		drop(0, len(data))
 	}
@@ -181,6 +193,9 @@ func readPickleParallelArena(data []byte, workers, minRegion int, mapped bool, a
 			}
 			b.s.InputBytes = int64(len(data))
 			return b.s, env, nil
+		}
+		if err := b.src.Check(); err != nil {
+			return nil, env, err
 		}
 		if err := env.region(b, run, workers); err != nil {
 			return nil, env, err
@@ -272,6 +287,9 @@ func (e *parEnv) region(b *builder, run, workers int) error {
 			dropPages(data, frames[ch.fa].lo, frames[ch.fb-1].hi)
 		}
 	})
+	if err := b.src.Check(); err != nil { // Ctrl-C, the budget: before the decoding pass
+		return err
+	}
 	// Units: from each chunk's first entry to the next one's.
 	base := e.prefixLen
 	units := []unit{{start: p0, fi: fi, slot: base}}
@@ -397,6 +415,9 @@ func (e *parEnv) scan(fa, fb, start int) (s chunkScan) {
 		pos, end := e.frames[fi].lo, e.frames[fi].hi
 		if fi == fa {
 			pos = start
+		}
+		if e.cancelled() {
+			return chunkScan{} // not ok: no unit starts here
 		}
 		if bounded && pos-dropped >= 4<<20 {
 			if e.mapped {

@@ -36,7 +36,7 @@ func readPickle(r io.Reader, size int, arena *spillmem.Arena, src *input.Source)
 		}
 		if len(buf)-checked >= 16<<20 {
 			checked = len(buf)
-			if err := src.CheckMemory(); err != nil {
+			if err := src.Check(); err != nil {
 				return fmt.Errorf("offset %d: %w", len(buf), err)
 			}
 		}

@@ -88,7 +88,7 @@ func (p *Progress) loop() {
 }
 
 func (p *Progress) line() string {
-	s := p.label.Load().(string)
+	s := Printable(p.label.Load().(string)) // labels hold file names
 	done, total := p.done.Load(), p.total.Load()
 	switch {
 	case total > 0:

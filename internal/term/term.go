@@ -17,7 +17,7 @@ const MinWidth = 40
 
 // IsTerminal reports whether w is a terminal.
 func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := unwrap(w).(*os.File)
 	return ok && isTerminal(f.Fd())
 }
 
@@ -28,7 +28,7 @@ func Width(w io.Writer) int {
 	if n, err := strconv.Atoi(strings.TrimSpace(os.Getenv("COLUMNS"))); err == nil && n > 0 {
 		return max(n, MinWidth)
 	}
-	if f, ok := w.(*os.File); ok {
+	if f, ok := unwrap(w).(*os.File); ok {
 		if n := width(f.Fd()); n > 0 {
 			return max(n, MinWidth)
 		}

@@ -74,8 +74,7 @@ type traceInput struct {
 }
 
 // inputs is the server's list, safe for concurrent use; loading happens on
-// one goroutine, one input at a time (a server holds many inputs; reading
-// two large ones at once would double the peak memory for little gain).
+// two goroutines, one large input at a time (loadLoop).
 type inputs struct {
 	mu    sync.RWMutex
 	list  []*Input
@@ -147,16 +146,50 @@ func (in *inputs) snapshot() []Input {
 	return out
 }
 
-// loadLoop loads queued inputs until ctx ends.
-func (in *inputs) loadLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case it := <-in.queue:
-			in.load(ctx, it)
+// busy reports whether an input is queued or loading.
+func (in *inputs) busy() bool {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	for _, it := range in.list {
+		if it.Status == statusQueued || it.Status == statusLoading {
+			return true
 		}
 	}
+	return false
+}
+
+// loadLoop loads queued inputs until ctx ends.
+//
+// Two loaders take the queue, so that one slow input (a large one, or a
+// hostile one until its limit stops it) never leaves the others queued;
+// inputs of more than an eighth of the budget load one at a time
+// (reading two large ones at once would double the peak memory for little
+// gain).
+func (in *inputs) loadLoop(ctx context.Context) {
+	big := make(chan struct{}, 1)
+	bigSize := in.src.Budget() / 8
+	worker := func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case it := <-in.queue:
+				if it.size >= bigSize {
+					select {
+					case big <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
+				}
+				in.load(ctx, it)
+				if it.size >= bigSize {
+					<-big
+				}
+			}
+		}
+	}
+	go worker()
+	worker()
 }
 
 // load reads and analyses one input; a failure (or a panic in a reader or

@@ -17,6 +17,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -41,8 +42,14 @@ type Options struct {
 	// Log receives one line per failed request and per scan error (nil: none).
 	Log io.Writer
 	// Source finds and opens the inputs, within its memory budget (nil:
-	// the default Source).
+	// the default Source). The budget is the whole server's (guard.go).
 	Source *input.Source
+	// AllowHosts are Host names answered besides loopback ones (and, when
+	// not local, IP address literals): --allow-host.
+	AllowHosts []string
+	// Slots is how many views are computed at once (0: GOMAXPROCS, at
+	// least 2).
+	Slots int
 }
 
 // Server serves the inputs under Options.Roots.
@@ -114,27 +121,29 @@ func (s *Server) logf(format string, a ...any) {
 }
 
 // Handler is the server's HTTP handler: every request recovers from a
-// panic (a 500 with one line), and only loopback Host headers are accepted
-// when local is set (a page on another site cannot reach the server by DNS
-// rebinding).
+// panic (a 500 with one line) and passes the guard (guard.go): the Host
+// check (only loopback names when local is set, so that a page on another
+// site cannot reach the server by DNS rebinding), cross-site requests,
+// security headers, error bodies, and the limits on work and memory.
 func (s *Server) Handler(local bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slots := s.opts.Slots
+	if slots <= 0 {
+		slots = runtime.GOMAXPROCS(0)
+	}
+	g := newGuard(local, s.opts.AllowHosts, s.inputs.src.Budget(), slots)
+	return g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
 				s.logf("%s %s: internal error: %v\n%s", r.Method, r.URL, p, debug.Stack())
 				httpError(w, http.StatusInternalServerError, fmt.Errorf("internal error: %v (please report it)", p))
 			}
 		}()
-		if local && !loopbackHost(r.Host) {
-			httpError(w, http.StatusForbidden, fmt.Errorf("host %q is not a loopback name; start ptscope serve with --allow-remote to serve other hosts", r.Host))
-			return
-		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			httpError(w, http.StatusMethodNotAllowed, errors.New("only GET is served"))
 			return
 		}
 		s.mux.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // loopbackHost reports whether a Host header names this machine's loopback.

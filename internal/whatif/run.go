@@ -129,73 +129,98 @@ func measure(r *Run) measured {
 	m := measured{peaks: map[estimate.PhaseName]phasePeak{}, params: r.Inventory.ParametersBytes,
 		grads: r.Inventory.GradientsBytes, opt: r.Inventory.OptimizerStateBytes, accum: 1}
 	m.peak = r.MaxAllocatedBytes
-	steps := map[int][]estimate.PhaseMeasure{}
-	var order []int
 	for _, p := range r.Phases {
 		m.peak = max(m.peak, p.MaxAllocatedAfter)
+	}
+	rs := groupSteps(r.Phases)
+	if rs.last >= 0 {
+		m.fromStep(rs.by[rs.last], rs.last > rs.firstOpt)
+	}
+	m.phasePeaks(rs)
+	if r.OOM != nil {
+		m.fromOOM(r, rs)
+	}
+	return m
+}
+
+// runSteps are a run's top-level phases by step.
+type runSteps struct {
+	by       map[int][]estimate.PhaseMeasure
+	order    []int // the steps, in order
+	firstOpt int   // the first step with an optimizer phase, else -1
+	last     int   // the last complete step (forward, backward, optimizer), else -1
+}
+
+func groupSteps(phases []estimate.PhaseMeasure) runSteps {
+	rs := runSteps{by: map[int][]estimate.PhaseMeasure{}, firstOpt: -1, last: -1}
+	for _, p := range phases {
 		if p.Nested {
 			continue
 		}
-		if _, ok := steps[p.Step]; !ok {
-			order = append(order, p.Step)
+		if _, ok := rs.by[p.Step]; !ok {
+			rs.order = append(rs.order, p.Step)
 		}
-		steps[p.Step] = append(steps[p.Step], p)
+		rs.by[p.Step] = append(rs.by[p.Step], p)
 	}
-	sort.Ints(order)
-	get := func(ps []estimate.PhaseMeasure, name string) *estimate.PhaseMeasure {
-		for i := range ps {
-			if ps[i].Name == name && !ps[i].Aborted {
-				return &ps[i]
-			}
-		}
-		return nil
-	}
-	firstOpt := -1
-	for _, s := range order {
-		if get(steps[s], "optimizer") != nil {
-			firstOpt = s
+	sort.Ints(rs.order)
+	for _, s := range rs.order {
+		if phaseNamed(rs.by[s], "optimizer") != nil {
+			rs.firstOpt = s
 			break
 		}
 	}
-	// the last complete step: the steady state when it comes after the
-	// first optimizer step (which creates the optimizer's state)
-	last := -1
-	for i := len(order) - 1; i >= 0; i-- {
-		ps := steps[order[i]]
-		if get(ps, "forward") != nil && get(ps, "backward") != nil && get(ps, "optimizer") != nil {
-			last = order[i]
+	for i := len(rs.order) - 1; i >= 0; i-- {
+		ps := rs.by[rs.order[i]]
+		if phaseNamed(ps, "forward") != nil && phaseNamed(ps, "backward") != nil && phaseNamed(ps, "optimizer") != nil {
+			rs.last = rs.order[i]
 			break
 		}
 	}
-	if last >= 0 {
-		ps := steps[last]
-		f, b, o := get(ps, "forward"), get(ps, "backward"), get(ps, "optimizer")
-		m.complete, m.steady = true, last > firstOpt
-		n := 0
-		for _, p := range ps {
-			if p.Name == "forward" && !p.Aborted {
-				n++
-			}
-		}
-		m.accum = max(n, 1)
-		m.start = f.AllocatedBefore
-		if m.accum == 1 {
-			m.kept, m.keptOK = b.AllocatedBefore-f.AllocatedBefore, true
-			m.held, m.heldOK = b.AllocatedAfter-f.AllocatedBefore-m.grads, m.grads > 0
-			m.heldStep = o.AllocatedBefore - f.AllocatedBefore - m.grads
-		}
-		if m.steady {
-			m.other, m.otherOK = m.start-m.params-m.opt, m.params > 0 && m.opt > 0
+	return rs
+}
+
+// phaseNamed is the step's first phase of that name that was not cut short.
+func phaseNamed(ps []estimate.PhaseMeasure, name string) *estimate.PhaseMeasure {
+	for i := range ps {
+		if ps[i].Name == name && !ps[i].Aborted {
+			return &ps[i]
 		}
 	}
-	// each phase's own peak, where it raised the run's peak counter,
-	// carried to a steady step: forward and backward peaks by their rise
-	// above their step's start, optimizer peaks as they are (the first
-	// step creates the state inside its optimizer phase)
+	return nil
+}
+
+// fromStep reads the last complete step: the steady state when it comes
+// after the first optimizer step (which creates the optimizer's state).
+func (m *measured) fromStep(ps []estimate.PhaseMeasure, steady bool) {
+	f, b, o := phaseNamed(ps, "forward"), phaseNamed(ps, "backward"), phaseNamed(ps, "optimizer")
+	m.complete, m.steady = true, steady
+	n := 0
+	for _, p := range ps {
+		if p.Name == "forward" && !p.Aborted {
+			n++
+		}
+	}
+	m.accum = max(n, 1)
+	m.start = f.AllocatedBefore
+	if m.accum == 1 {
+		m.kept, m.keptOK = b.AllocatedBefore-f.AllocatedBefore, true
+		m.held, m.heldOK = b.AllocatedAfter-f.AllocatedBefore-m.grads, m.grads > 0
+		m.heldStep = o.AllocatedBefore - f.AllocatedBefore - m.grads
+	}
+	if m.steady {
+		m.other, m.otherOK = m.start-m.params-m.opt, m.params > 0 && m.opt > 0
+	}
+}
+
+// phasePeaks takes each phase's own peak, where it raised the run's peak
+// counter, carried to a steady step: forward and backward peaks by their
+// rise above their step's start, optimizer peaks as they are (the first
+// step creates the state inside its optimizer phase).
+func (m *measured) phasePeaks(rs runSteps) {
 	steadyStart := m.start
-	for _, s := range order {
-		ps := steps[s]
-		f := get(ps, "forward")
+	for _, s := range rs.order {
+		ps := rs.by[s]
+		f := phaseNamed(ps, "forward")
 		if f == nil {
 			continue
 		}
@@ -209,7 +234,7 @@ func measure(r *Run) measured {
 			// first matrix product allocates the cuBLAS workspace inside the
 			// first forward): add the state; later steps rise from their start
 			carry := p.MaxAllocatedAfter - f.AllocatedBefore + steadyStart
-			if s <= firstOpt {
+			if s <= rs.firstOpt {
 				carry = p.MaxAllocatedAfter + m.opt
 			}
 			switch p.Name {
@@ -219,8 +244,8 @@ func measure(r *Run) measured {
 				name, v = estimate.Backward, carry
 			case "optimizer":
 				name, v = estimate.OptimizerStep, p.MaxAllocatedAfter
-				if s != firstOpt {
-					if o := get(steps[last], "optimizer"); o != nil && last >= 0 {
+				if s != rs.firstOpt {
+					if o := phaseNamed(rs.by[rs.last], "optimizer"); o != nil && rs.last >= 0 {
 						v = p.MaxAllocatedAfter - p.AllocatedBefore + o.AllocatedBefore
 					}
 				}
@@ -231,29 +256,29 @@ func measure(r *Run) measured {
 				continue
 			}
 			if cur := m.peaks[name]; v > cur.bytes {
-				m.peaks[name] = phasePeak{bytes: v, ok: true, how: stepHow(s, firstOpt)}
+				m.peaks[name] = phasePeak{bytes: v, ok: true, how: stepHow(s, rs.firstOpt)}
 			}
 		}
 	}
-	// an OOM cut a phase short: what was allocated then
-	if r.OOM != nil {
-		for _, p := range r.Phases {
-			if p.Aborted && p.Step == r.OOM.Step && p.Name == r.OOM.Phase {
-				m.oomAt, m.oomPhase, m.oomRecord = p.AllocatedAfter, p.Name, true
-				if f := get(steps[p.Step], "forward"); f != nil {
-					m.oomStart = f.AllocatedBefore
-				} else if p.Name == "forward" {
-					m.oomStart = p.AllocatedBefore
-				}
-			}
-		}
-		if m.oomRecord && m.oomPhase == "backward" && !m.keptOK {
-			if b := firstAborted(r.Phases, "backward", r.OOM.Step); b != nil {
-				m.kept, m.keptOK = b.AllocatedBefore-m.oomStart, true
+}
+
+// fromOOM reads what was allocated when an OOM cut a phase short.
+func (m *measured) fromOOM(r *Run, rs runSteps) {
+	for _, p := range r.Phases {
+		if p.Aborted && p.Step == r.OOM.Step && p.Name == r.OOM.Phase {
+			m.oomAt, m.oomPhase, m.oomRecord = p.AllocatedAfter, p.Name, true
+			if f := phaseNamed(rs.by[p.Step], "forward"); f != nil {
+				m.oomStart = f.AllocatedBefore
+			} else if p.Name == "forward" {
+				m.oomStart = p.AllocatedBefore
 			}
 		}
 	}
-	return m
+	if m.oomRecord && m.oomPhase == "backward" && !m.keptOK {
+		if b := firstAborted(r.Phases, "backward", r.OOM.Step); b != nil {
+			m.kept, m.keptOK = b.AllocatedBefore-m.oomStart, true
+		}
+	}
 }
 
 func firstAborted(ps []estimate.PhaseMeasure, name string, step int) *estimate.PhaseMeasure {

@@ -4,6 +4,7 @@
 package rundir
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -162,21 +163,114 @@ type File struct {
 	Data []byte
 }
 
-// Write makes a run folder for name under outDir and writes files into it.
-// It returns the folder even when only the latest link could not be
-// updated (with that error), so that the caller can still report it.
-func Write(outDir, name string, files []File) (string, error) {
-	dir, err := NewRunDir(outDir, name)
-	if dir == "" {
-		return "", err
+// Write makes a run folder for name under outDir holding files, whole or
+// not at all: the files are written into a hidden temporary folder
+// (outDir/.YYYYMMDD_HHMMSS_<name>.tmp-*), which is renamed to the run
+// folder once every file is there, and outDir/latest is pointed at it
+// last. A write that fails (a full disk) or a ctx that ends (Ctrl-C)
+// removes the temporary folder and leaves outDir and latest as they were.
+// temp, when not nil, is told the temporary folder (and returns the
+// function that forgets it), so that a caller that abandons Write can
+// remove it. Write returns the folder even when only the latest link
+// could not be updated (with that error), so that the caller can still
+// report it.
+func Write(ctx context.Context, outDir, name string, files []File, temp func(string) func()) (dir string, err error) {
+	if outDir == "" {
+		return "", errors.New("rundir: empty output folder")
 	}
 	for _, f := range files {
 		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name[0] == '.' {
-			return dir, fmt.Errorf("rundir: invalid file name %q", f.Name)
-		}
-		if werr := WriteFileAtomic(filepath.Join(dir, f.Name), f.Data); werr != nil {
-			return dir, werr
+			return "", fmt.Errorf("rundir: invalid file name %q", f.Name)
 		}
 	}
-	return dir, err
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return "", fmt.Errorf("rundir: creating output folder: %w", err)
+	}
+	base := time.Now().Format("20060102_150405") + "_" + SanitizeName(name)
+	tmp, err := os.MkdirTemp(outDir, "."+base+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("rundir: creating run folder: %w", err)
+	}
+	if temp != nil {
+		defer temp(tmp)()
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
+		return "", fmt.Errorf("rundir: creating run folder: %w", err)
+	}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		if err := writeFile(filepath.Join(tmp, f.Name), f.Data); err != nil {
+			return "", fmt.Errorf("rundir: writing %s: %w", filepath.Join(outDir, base, f.Name), err)
+		}
+	}
+	syncDir(tmp)
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if dir, err = renameFree(tmp, outDir, base); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, pointLatest(outDir, filepath.Base(dir), os.Symlink)
+}
+
+// renameFree renames the complete folder tmp to outDir/base, or base_2,
+// base_3, ... when that name is taken (renaming over a folder that holds
+// files fails; run folders always hold files).
+func renameFree(tmp, outDir, base string) (string, error) {
+	for n := 1; n < 10000; n++ {
+		cand := base
+		if n > 1 {
+			cand = base + "_" + strconv.Itoa(n)
+		}
+		dir := filepath.Join(outDir, cand)
+		if _, err := os.Lstat(dir); err == nil {
+			continue
+		}
+		err := os.Rename(tmp, dir)
+		if err == nil {
+			return dir, nil
+		}
+		if _, serr := os.Lstat(dir); serr != nil {
+			return "", fmt.Errorf("rundir: creating run folder: %w", err)
+		}
+		// taken by a concurrent run between Lstat and Rename: next name
+	}
+	return "", fmt.Errorf("rundir: creating run folder: no free name for %s", base)
+}
+
+// writeFile writes a new file and syncs it.
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// syncDir makes a folder's entries durable, where folders can be synced
+// (best effort: some filesystems and Windows cannot).
+func syncDir(dir string) {
+	if f, err := os.Open(dir); err == nil {
+		f.Sync()
+		f.Close()
+	}
 }
