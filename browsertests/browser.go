@@ -226,7 +226,7 @@ func (b *Browser) Resize(w, h int) error {
 // Ready waits until the element with data-testid id says data-state="ready".
 func (b *Browser) Ready(id string, timeout time.Duration) error {
 	expr := fmt.Sprintf(`(() => { const e = document.querySelector('[data-testid=%q]'); return !!e && e.dataset.state === 'ready'; })()`, id)
-	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+	if err := b.poll(expr, timeout); err != nil {
 		page, _ := Eval[string](b, `document.body ? document.body.innerText.slice(0, 400) : ''`)
 		return fmt.Errorf("%s never ready: %v (page: %s)", id, err, page)
 	}
@@ -235,8 +235,21 @@ func (b *Browser) Ready(id string, timeout time.Duration) error {
 
 // Until waits until expr is true.
 func (b *Browser) Until(expr string, timeout time.Duration) error {
-	_, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout)))
-	return err
+	return b.poll(expr, timeout)
+}
+
+// poll waits until expr is true. A poll that starts while the page's
+// execution context is being replaced (a navigation just committed) fails
+// with "Cannot find context": it is asked again on the new context.
+func (b *Browser) poll(expr string, timeout time.Duration) error {
+	end := time.Now().Add(timeout)
+	for {
+		_, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Until(end))))
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context") || time.Now().After(end) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Eval evaluates expr (awaiting a promise) and returns its value.

@@ -64,6 +64,11 @@ func TestHTMLFiles(t *testing.T) {
 	open(t, b, tu+"?view=operators", "operator-table")
 	numbersInside(t, b, "offline operators")
 	open(t, b, tu+"?view=kernels", "kernel-table")
+	open(t, b, tu+"?view=opmemory", "memory-ops", "trace-memory")
+	open(t, b, tu+"?view=gpu", "gpu-view", "queue-length", "copy-bandwidth")
+	open(t, b, tu+"?view=distributed", "distributed", "rank-table")
+	open(t, b, tu+"?view=critical", "critical", "critical-path", "trace-timeline")
+	clickCriticalRow(t, b)
 	noErrors(t, b)
 	onlyFrom(t, b, "")
 	if st, err := os.Stat(strings.TrimPrefix(u, "file://")); err != nil || st.Size() > 10<<20 {
@@ -111,6 +116,10 @@ func TestCompare(t *testing.T) {
 	}
 	if stray := eval[[]string](t, b, `[...document.querySelectorAll('[data-testid=diff-view] hr, [data-testid=diff-view] p')].filter((e) => e.tagName === 'HR' || /^\s*(-{4,}\s*)+$|^\s*change\s+%\s+A\s+B/.test(e.textContent)).map((e) => e.textContent)`); len(stray) > 0 {
 		t.Errorf("the compare view has a stray text header or rule: %q", stray)
+	}
+	// every cell of the comparison's tables inside the window
+	if out := eval[[]string](t, b, `[...document.querySelectorAll('[data-testid=diff-view] td, [data-testid=diff-view] th')].filter((c) => { const r = c.getBoundingClientRect(); return r.width > 0 && (r.left < -0.5 || r.right > window.innerWidth + 0.5); }).slice(0, 5).map((c) => c.textContent + ' at ' + Math.round(c.getBoundingClientRect().right))`); len(out) > 0 {
+		t.Errorf("compare view: cells outside a %d px window: %q", winW, out)
 	}
 	open(t, b, s.URL+"/?view=diff&a=0&b=2")
 	until(t, b, "mismatched kinds", `(() => { const e = document.querySelector('[data-testid=diff-view]'); return !!e && e.dataset.state === 'error' && e.innerText.includes('diff compares snapshots with snapshots and traces with traces'); })()`)

@@ -152,6 +152,19 @@ func numbersInside(t *testing.T, b *Browser, where string) {
 	if len(bad) > 0 {
 		t.Errorf("%s: numbers outside a %d px window or cut: %s", where, winW, strings.Join(bad, "; "))
 	}
+	// names cut in the middle stay inside their cell, start and end visible
+	cut := eval[[]string](t, b, `(() => { const out = [];
+	  for (const m of document.querySelectorAll('.table td .mid')) {
+	    const r = m.getBoundingClientRect(), c = m.closest('td').getBoundingClientRect();
+	    if (r.width === 0 && r.height === 0) continue;
+	    const parts = [...m.children].map((p) => p.getBoundingClientRect());
+	    if (r.left < c.left - 0.5 || r.right > c.right + 0.5 || parts.some((p) => p.left < c.left - 0.5 || p.right > c.right + 0.5))
+	      out.push(m.closest('[data-testid]')?.dataset.testid + ': "' + m.title + '" at ' + Math.round(r.left) + '-' + Math.round(r.right) + ' in ' + Math.round(c.left) + '-' + Math.round(c.right));
+	  }
+	  return out.slice(0, 8); })()`)
+	if len(cut) > 0 {
+		t.Errorf("%s: names outside their cells: %s", where, strings.Join(cut, "; "))
+	}
 	if n := eval[int](t, b, `document.querySelectorAll('.table td.num').length`); n == 0 {
 		t.Errorf("%s: no numeric cell", where)
 	}

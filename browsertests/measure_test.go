@@ -84,13 +84,30 @@ func TestMeasure(t *testing.T) {
 	noErrors(t, b)
 
 	if trace != "" {
-		for _, c := range []struct{ view, id string }{{"trace", "trace-overview"}, {"operators", "operator-table"}, {"kernels", "kernel-table"}} {
+		for _, c := range []struct{ view, id string }{{"trace", "trace-overview"}, {"operators", "operator-table"}, {"kernels", "kernel-table"},
+			{"opmemory", "memory-ops"}, {"gpu", "gpu-view"}, {"critical", "critical"}, {"distributed", "distributed"}} {
 			t0 := time.Now()
 			open(t, b, s.URL+"/?input=1&view="+c.view, c.id)
 			report(c.id+" drawn after navigation (ms)", time.Since(t0).Milliseconds())
 		}
 		open(t, b, s.URL+"/?input=1&view=trace", "trace-timeline")
 		report("trace timeline drawn after navigation (ms)", fmt.Sprintf("%.0f", eval[float64](t, b, `performance.now()`)))
+	}
+
+	if trace != "" {
+		// the --html file of the trace
+		page := filepath.Join(t.TempDir(), "trace.html")
+		t0 := time.Now()
+		if out, err := exec.Command(bin, "trace", "--html", page, trace).CombinedOutput(); err != nil {
+			t.Fatalf("trace --html: %v: %s", err, out)
+		}
+		report("trace --html: run time (read, analyse, write)", time.Since(t0).Round(time.Millisecond))
+		st, _ := os.Stat(page)
+		report("trace --html: file size (MB)", fmt.Sprintf("%.2f", float64(st.Size())/1e6))
+		for _, c := range []struct{ view, id string }{{"trace", "trace-timeline"}, {"critical", "critical"}} {
+			open(t, b, "file://"+page+"?view="+c.view, c.id)
+			report("trace --html: "+c.id+" drawn after navigation (ms)", fmt.Sprintf("%.0f", eval[float64](t, b, `performance.now()`)))
+		}
 	}
 
 	// the --html file of the snapshot

@@ -178,14 +178,26 @@ func TestAllocatorState(t *testing.T) {
 	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=state-block] ol.stack li').length`); n == 0 {
 		t.Error("the clicked block shows no stack")
 	}
-	if !strings.Contains(eval[string](t, b, `document.querySelector('[data-testid=to-timeline]').getAttribute('href')`), "view=memory") {
-		t.Error("no jump to the timeline")
+	href := eval[string](t, b, `document.querySelector('[data-testid=to-timeline]').getAttribute('href')`)
+	if !strings.Contains(href, "view=memory") {
+		t.Errorf("no jump to the timeline: %q", href)
 	}
+	stateBlock, _ := strconv.ParseFloat(href[strings.LastIndex(href, "block=")+len("block="):], 64)
 	// find a block by address
 	addr := eval[string](t, b, `'0x' + window.__ptscope.state.layout.segs[0].sorted[0].address.toString(16)`)
 	eval[bool](t, b, `(() => { const i = document.querySelector('[data-testid=find-address]'); i.value = '`+addr+`'; i.dispatchEvent(new Event('change')); return true; })()`)
 	until(t, b, "find by address", `document.querySelector('[data-testid=state-block]').innerText.includes('`+addr+`')`)
 	numbersInside(t, b, "allocator state")
+	noErrors(t, b)
+
+	// the jump: the timeline around the block's life, the block selected with its stack
+	open(t, b, s.URL+"/"+href, "memory-timeline", "block-details")
+	if blk := eval[map[string]any](t, b, `window.__ptscope.block`); blk["size_bytes"].(float64) != xy[2] || blk["id"].(float64) != stateBlock || !pyFrame(blk) {
+		t.Errorf("the timeline from the state shows block %v of %v B (clicked %v of %v B)", blk["id"], blk["size_bytes"], stateBlock, xy[2])
+	}
+	if v := eval[[]float64](t, b, `[window.__ptscope.memory.vp.x0, window.__ptscope.memory.vp.x1, window.__ptscope.block.alloc_event_index]`); v[2] < v[0] || v[2] > v[1] {
+		t.Errorf("the timeline shows entries %v-%v, not the block's allocation at %v", v[0], v[1], v[2])
+	}
 	noErrors(t, b)
 }
 

@@ -191,6 +191,7 @@ func (rep *Report) compare(ranks []*Rank) {
 				j.Traces = append(j.Traces, k)
 			}
 			if len(job) > 1 {
+				commTransfer(rep.Ranks[first:])
 				j.CrossRank = crossRank(rep.Ranks[first:])
 				attributeWaits(rep.Ranks[first:], j.CrossRank)
 				workerBars(rep.Ranks[first:], j.CrossRank)
@@ -198,6 +199,7 @@ func (rep *Report) compare(ranks []*Rank) {
 			}
 			rep.Jobs = append(rep.Jobs, j)
 		} else if len(job) > 1 {
+			commTransfer(rep.Ranks)
 			rep.CrossRank = crossRank(rep.Ranks)
 			attributeWaits(rep.Ranks, rep.CrossRank)
 			workerBars(rep.Ranks, rep.CrossRank)

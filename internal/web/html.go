@@ -141,13 +141,22 @@ func WriteHTML(w io.Writer, title string, mems []HTMLMemory, traces []HTMLTrace,
 		}
 		d.Inputs = append(d.Inputs, *it)
 	}
+	var traceInputs []*Input
+	peers := &peerSet{ready: func() []*Input { return traceInputs }}
 	for _, ht := range traces {
-		it := &Input{ID: len(d.Inputs), Path: ht.Path, Kind: "trace", Status: statusReady,
+		it := &Input{ID: len(d.Inputs), Path: ht.Path, Kind: "trace", Status: statusReady, peers: peers,
 			trace: &traceInput{model: ht.Model, result: ht.Result, tl: timeline.NewTrace(ht.Model)}}
 		if err := recordTrace(r, it, o); err != nil {
 			return fmt.Errorf("%s: %w", ht.Path, err)
 		}
+		traceInputs = append(traceInputs, it)
 		d.Inputs = append(d.Inputs, *it)
+	}
+	// the distributed view compares the file's traces
+	for _, it := range traceInputs {
+		if _, err := r.ask(it, "trace/distributed", params{}); err != nil {
+			return fmt.Errorf("%s: %w", it.Path, err)
+		}
 	}
 	js, err := json.Marshal(d)
 	if err != nil {
@@ -313,13 +322,26 @@ func recordTiles(r *recorder, it *Input, md *memDevice, o HTMLOptions, addBlock 
 	}
 }
 
-// recordTrace records a trace's views: the summary, the memory curve, the
-// timeline's tiles at levels of detail while they fit the budget, and the
-// details of the events the tiles draw while those fit a tenth of it.
+// recordTrace records a trace's views: the summary, the critical path, the
+// GPU view, the memory curve, the timeline's tiles at levels of detail
+// while they fit the budget, and the details of the critical path's events
+// and of the events the tiles draw while those fit a tenth of it.
 func recordTrace(r *recorder, it *Input, o HTMLOptions) error {
 	ti := it.trace
-	if _, err := r.ask(it, "trace/summary", params{}); err != nil {
+	for _, name := range []string{"trace/summary", "trace/gpu"} {
+		if _, err := r.ask(it, name, params{}); err != nil {
+			return err
+		}
+	}
+	cp, err := r.ask(it, "trace/critical", params{})
+	if err != nil {
 		return err
+	}
+	var events []int64
+	for _, sg := range cp.(*TraceCritical).Path {
+		if sg.Event >= 0 {
+			events = append(events, sg.Event)
+		}
 	}
 	span := ti.tl.End - ti.tl.Start
 	if span <= 0 {
@@ -329,7 +351,6 @@ func recordTrace(r *recorder, it *Input, o HTMLOptions) error {
 		return err
 	}
 	used := 0
-	var events []int64
 	for level := 0; level < 8; level++ {
 		step, w := span, span
 		if level > 0 {

@@ -51,6 +51,7 @@ type Input struct {
 	size        int64          // file size when found
 	rank        *bundle.Rank   // the bundle rank it belongs to, if any
 	bundle      *bundle.Bundle // and that rank's bundle
+	peers       *peerSet       // the other inputs, for views that compare them
 }
 
 // DeviceInfo summarises one device of a snapshot for the input list.
@@ -83,10 +84,26 @@ type inputs struct {
 	// afterRead runs between decoding and analysing a snapshot
 	afterRead func()
 	src       *input.Source // finds and opens the inputs; their memory budget
+	peers     *peerSet
 }
 
 func newInputs() *inputs {
-	return &inputs{byKey: map[string]int{}, queue: make(chan *Input, 1<<16), src: input.Or(nil)}
+	in := &inputs{byKey: map[string]int{}, queue: make(chan *Input, 1<<16), src: input.Or(nil)}
+	in.peers = &peerSet{ready: in.ready}
+	return in
+}
+
+// ready returns the inputs loaded so far.
+func (in *inputs) ready() []*Input {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	var out []*Input
+	for _, it := range in.list {
+		if it.Status == statusReady {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // add registers a found file (once per path) and queues it for loading.
@@ -96,7 +113,8 @@ func (in *inputs) add(path string, kind input.Kind, run string, size int64, rank
 	if _, ok := in.byKey[path]; ok {
 		return
 	}
-	it := &Input{ID: len(in.list), Path: path, Kind: string(kind), Run: run, Status: statusQueued, size: size, rank: rank, bundle: b}
+	it := &Input{ID: len(in.list), Path: path, Kind: string(kind), Run: run, Status: statusQueued, size: size, rank: rank, bundle: b,
+		peers: in.peers}
 	in.byKey[path] = it.ID
 	in.list = append(in.list, it)
 	select {

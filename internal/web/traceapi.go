@@ -16,7 +16,8 @@ func traceOf(it *Input) (*traceInput, error) {
 }
 
 // TraceSummary is the profiler views' data: the analysis of the trace
-// (trace's JSON for one rank) and the timeline's lanes and time range.
+// (trace's JSON for one rank, without what trace/critical and trace/gpu
+// answer: summaryRank) and the timeline's lanes and time range.
 type TraceSummary struct {
 	Result  *perf.Rank      `json:"result"`
 	Lanes   []TraceLane     `json:"lanes"`
@@ -26,6 +27,9 @@ type TraceSummary struct {
 	// BaseNS is the trace's baseTimeNanoseconds (0 if absent): the result's
 	// times (steps) are BaseNS + the timeline's.
 	BaseNS int64 `json:"base_ns"`
+	// StepBands are the steps' [start, end) on the timeline's clock (Unix ns
+	// are past what a JavaScript number holds exactly).
+	StepBands [][2]int64 `json:"step_bands"`
 }
 
 // TraceLane is one thread or stream row of the trace timeline.
@@ -35,10 +39,15 @@ type TraceLane struct {
 }
 
 func traceSummaryOf(ti *traceInput) *TraceSummary {
-	out := &TraceSummary{Result: ti.result, StartNS: ti.tl.Start, EndNS: ti.tl.End, Devices: ti.model.Meta.Devices,
+	out := &TraceSummary{Result: summaryRank(ti.result), StartNS: ti.tl.Start, EndNS: ti.tl.End, Devices: ti.model.Meta.Devices,
 		BaseNS: ti.model.Meta.BaseTimeNS}
 	for _, l := range ti.tl.Lanes {
 		out.Lanes = append(out.Lanes, TraceLane{l, l.Depth()})
+	}
+	out.StepBands = make([][2]int64, len(ti.result.Steps))
+	for i, st := range ti.result.Steps {
+		t0 := st.StartTimeNS - out.BaseNS
+		out.StepBands[i] = [2]int64{t0, t0 + st.DurationNS}
 	}
 	return out
 }

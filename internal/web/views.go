@@ -22,18 +22,21 @@ type view struct {
 // the server's own routes: an --html file carries its inputs, and has no
 // second input to compare with.)
 var views = map[string]view{
-	"mem/summary":   {"snapshot", memSummary},
-	"mem/view":      {"snapshot", memView},
-	"mem/block":     {"snapshot", memBlock},
-	"mem/hit":       {"snapshot", memHit},
-	"mem/state":     {"snapshot", memState},
-	"mem/event":     {"snapshot", memEvent},
-	"mem/breakdown": {"snapshot", memBreakdown},
-	"mem/names":     {"snapshot", memNames},
-	"trace/summary": {"trace", traceSummary},
-	"trace/view":    {"trace", traceView},
-	"trace/event":   {"trace", traceEvent},
-	"trace/memory":  {"trace", traceMemory},
+	"mem/summary":       {"snapshot", memSummary},
+	"mem/view":          {"snapshot", memView},
+	"mem/block":         {"snapshot", memBlock},
+	"mem/hit":           {"snapshot", memHit},
+	"mem/state":         {"snapshot", memState},
+	"mem/event":         {"snapshot", memEvent},
+	"mem/breakdown":     {"snapshot", memBreakdown},
+	"mem/names":         {"snapshot", memNames},
+	"trace/summary":     {"trace", traceSummary},
+	"trace/view":        {"trace", traceView},
+	"trace/event":       {"trace", traceEvent},
+	"trace/memory":      {"trace", traceMemory},
+	"trace/critical":    {"trace", traceCritical},
+	"trace/gpu":         {"trace", traceGPU},
+	"trace/distributed": {"trace", traceDistributed},
 }
 
 // viewNames lists the views in a stable order.

@@ -68,7 +68,7 @@ export function memoryAnswers(summary, sources, go) {
   return box;
 }
 
-// traceAnswers: go is {steps(), breakdown(), timeline(), finding(f)}.
+// traceAnswers: go is {steps(), breakdown(), timeline(), critical(), finding(f)}.
 export function traceAnswers(r, go) {
   const box = el('section', { class: 'answers', 'data-testid': 'answers', 'data-state': 'ready' });
   const steps = r.steps || [];
@@ -80,6 +80,15 @@ export function traceAnswers(r, go) {
   if (parts.length) box.append(row('Where it goes', ...parts.slice(0, 4).flatMap(([k, v], i) => [i ? ' · ' : '', link(`${k.replace(/_ns$/, '')} ${pct(v / tot)}`, go.breakdown)])));
   box.append(row('GPU utilisation', link(pct(r.gpu_utilization_ratio), go.timeline),
     r.tensor_core_ratio != null ? ` · tensor cores ${pct(r.tensor_core_ratio)} of kernel time` : ''));
+  const cp = r.critical_path;
+  if (cp && cp.length_ns > 0 && go.critical) {
+    const names = { gpu_compute_bound_ns: 'GPU compute', gpu_communication_bound_ns: 'GPU communication', cpu_bound_ns: 'CPU',
+      data_loading_ns: 'data loading', gpu_kernel_launch_overhead_ns: 'launch delays', gpu_kernel_kernel_overhead_ns: 'gaps between kernels' };
+    const parts = Object.entries(cp.bound_by || {}).filter(([, v]) => v > 0).sort((x, y) => y[1] - x[1]).slice(0, 2);
+    const top = (cp.items || [])[0];
+    box.append(row('Critical path', link(parts.map(([k, v]) => `${names[k] || k} ${pct(v / cp.length_ns)}`).join(' · ') || dur(cp.length_ns), go.critical, { 'data-testid': 'answer-critical' }),
+      top ? [' · most critical: ', el('span', { class: 'code' }, top.name.length > 60 ? top.name.slice(0, 57) + '…' : top.name), ` ${dur(top.critical_ns)}`] : ''));
+  }
   const f = (r.findings || []).find((x) => x.severity !== 'info') || (r.findings || [])[0];
   box.append(row('Top finding', f ? [sev(f), ' ', link(f.message, () => go.finding(f))] : 'none'));
   return box;

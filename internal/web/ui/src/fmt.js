@@ -63,12 +63,15 @@ export function byteLabel(v, hi) {
 }
 
 // timeTicks are round durations in ns (1, 2, 5 x 10^k) within [lo, hi],
-// labelled in one unit.
+// labelled in one unit: that of the largest value, with as many decimals as
+// the step needs (zoomed in at 146 ms: 146.1 ms, 146.2 ms, not 146100 us).
 export function timeTicks(lo, hi, n) {
   const vs = ticks(lo, hi, n);
-  const span = hi - lo;
-  const [d, u] = span >= 5e9 ? [1e9, 's'] : span >= 5e6 ? [1e6, 'ms'] : span >= 5e3 ? [1e3, 'us'] : [1, 'ns'];
-  return vs.map((v) => ({ v, label: +(v / d).toFixed(6) + ' ' + u }));
+  const m = Math.max(Math.abs(lo), Math.abs(hi));
+  const [d, u] = m >= 1e9 ? [1e9, 's'] : m >= 1e6 ? [1e6, 'ms'] : m >= 1e3 ? [1e3, 'us'] : [1, 'ns'];
+  const step = vs.length > 1 ? vs[1] - vs[0] : Math.max(1, hi - lo);
+  const dec = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / d) - 1e-9)));
+  return vs.map((v) => ({ v, label: (v / d).toFixed(dec) + ' ' + u }));
 }
 
 export function esc(s) {
@@ -92,12 +95,13 @@ export function el(tag, attrs, ...kids) {
 }
 
 // mid shows text cut in the middle when it does not fit its box: the
-// start shrinks behind an ellipsis, the end (a file:line, a function)
-// stays; the full text is the hover title.
+// start shrinks behind an ellipsis, the end (up to tail characters: a
+// file:line, a function, a step's number) stays; the full text is the
+// hover title.
 export function mid(text, tail = 20) {
   const s = String(text ?? '');
-  const k = Math.min(tail, Math.floor(s.length / 2));
-  return el('span', { class: 'mid', title: s }, el('span', { class: 'mid-a' }, s.slice(0, s.length - k)), el('span', { class: 'mid-b' }, s.slice(s.length - k)));
+  const k = Math.min(tail, Math.max(0, s.length - 2));
+  return el('span', { class: 'mid', title: s }, el('span', { class: 'mid-a' }, s.slice(0, s.length - k)), el('span', { class: 'mid-b' }, el('span', {}, s.slice(s.length - k))));
 }
 
 // link is an <a> that runs f instead of navigating.
@@ -130,4 +134,37 @@ export function swatch(color, label, attrs = {}) {
 export function fill(node, ...kids) {
   node.replaceChildren(...kids.flat(Infinity).filter((k) => k != null && k !== false).map((k) => k instanceof Node ? k : document.createTextNode(String(k))));
   return node;
+}
+
+// rate formats bytes per second in decimal units (GB/s, as HTA and
+// nvidia-smi give bandwidth).
+export function rate(bps) {
+  if (bps == null || !isFinite(bps)) return '';
+  const a = Math.abs(bps);
+  const [d, u] = a >= 1e9 ? [1e9, 'GB/s'] : a >= 1e6 ? [1e6, 'MB/s'] : a >= 1e3 ? [1e3, 'KB/s'] : [1, 'B/s'];
+  const v = bps / d;
+  return (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)) + ' ' + u;
+}
+
+// rateTicks are round rates within [0, hi], labelled in the unit of hi.
+export function rateTicks(hi, n) {
+  const [d, u] = hi >= 1e9 ? [1e9, 'GB/s'] : hi >= 1e6 ? [1e6, 'MB/s'] : hi >= 1e3 ? [1e3, 'KB/s'] : [1, 'B/s'];
+  return ticks(0, hi / d, n).map((v) => ({ v: v * d, label: +v.toFixed(6) + ' ' + u }));
+}
+
+// at formats an instant (ns since the trace start) to the microsecond.
+export function at(ns) {
+  if (ns == null || !isFinite(ns)) return '';
+  const a = Math.abs(ns);
+  if (a >= 1e9) return (ns / 1e9).toFixed(6) + ' s';
+  if (a >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
+  if (a >= 1e3) return (ns / 1e3).toFixed(1) + ' us';
+  return Math.round(ns) + ' ns';
+}
+
+// durRound formats a round duration without trailing zeros (1 us, 500 us, 10 ms).
+export function durRound(ns) {
+  const a = Math.abs(ns);
+  const [d, u] = a >= 1e9 ? [1e9, 's'] : a >= 1e6 ? [1e6, 'ms'] : a >= 1e3 ? [1e3, 'us'] : [1, 'ns'];
+  return +(ns / d).toFixed(3) + ' ' + u;
 }

@@ -9,7 +9,12 @@ import { memoryAnswers } from './answers.js';
 import { table } from './table.js';
 import { stateView } from './state.js';
 import { findingsList } from './findings.js';
-import { traceOverview, traceTimeline, operatorTable, kernelTable, distributedView } from './trace.js';
+import { traceOverview, traceTimeline } from './trace.js';
+import { operatorView, kernelView } from './optables.js';
+import { distributedView } from './distributed.js';
+import { criticalView } from './critical.js';
+import { gpuView } from './gpu.js';
+import { memoryOpsView } from './opmemory.js';
 
 window.__ptscope = { timings: { start: performance.now(), dataParsed: parsedAt }, errors: [] };
 
@@ -41,7 +46,7 @@ async function main() {
     renderNav(inputs, null, view);
     return showDiff(inputs);
   }
-  const traceViews = ['trace', 'operators', 'kernels', 'distributed'];
+  const traceViews = TRACE_TABS.map(([v]) => v);
   let id = params.has('input') ? +params.get('input') : NaN;
   if (isNaN(id)) {
     const want = traceViews.includes(view) ? 'trace' : 'snapshot';
@@ -75,6 +80,10 @@ async function waitReady(it, body) {
   note.remove();
 }
 
+// the profiler views, by ?view=
+const TRACE_TABS = [['trace', 'Overview & timeline'], ['operators', 'Operators'], ['kernels', 'Kernels'], ['opmemory', 'Memory'],
+  ['gpu', 'GPU'], ['critical', 'Critical path'], ['distributed', 'Distributed']];
+
 function renderNav(inputs, cur, view) {
   const sel = el('select', { 'data-testid': 'input-select', onchange: (e) => { location.search = '?input=' + e.target.value; } });
   const runs = new Map();
@@ -92,7 +101,7 @@ function renderNav(inputs, cur, view) {
     if (run) sel.append(parent);
   }
   const tabs = cur && cur.kind === 'trace'
-    ? [['trace', 'Overview & timeline'], ['operators', 'Operators'], ['kernels', 'Kernels'], ['distributed', 'Distributed']]
+    ? TRACE_TABS
     : [['memory', 'Memory timeline'], ['state', 'Allocator state']];
   const nav = el('nav', {}, el('b', {}, 'ptscope'), sel,
     cur || view !== 'diff' ? tabs.map(([v, label]) => el('a', { href: `?input=${cur ? cur.id : 0}&view=${v}`, class: (view || tabs[0][0]) === v ? 'on' : null }, label)) : null,
@@ -308,9 +317,12 @@ async function breakdowns(input, device, highlight) {
 async function showTrace(it, view, body) {
   const s = await get('trace/summary', { input: it.id });
   window.__ptscope.trace = s;
-  if (view === 'distributed') return distributedView(body, await get('inputs'), it);
-  if (view === 'operators') return body.append(operatorTable(s.result));
-  if (view === 'kernels') return body.append(kernelTable(s.result));
+  if (view === 'distributed') return distributedView(body, it);
+  if (view === 'operators') return body.append(operatorView(s.result));
+  if (view === 'kernels') return body.append(kernelView(s.result));
+  if (view === 'opmemory') return memoryOpsView(body, it.id, s);
+  if (view === 'gpu') return gpuView(body, it.id, s);
+  if (view === 'critical') return criticalView(body, it.id, s);
   body.append(traceOverview(s.result, it.id, s));
   traceTimeline(body, it.id, s);
 }

@@ -73,5 +73,5 @@ export function table(rows, cols, opts = {}) {
 function numWidth(c, rows) {
   let n = 0;
   for (const r of rows) n = Math.max(n, String(c.fmt ? c.fmt(r[c.key], r) : r[c.key] ?? '').length);
-  return Math.max(3, 0.62 * c.label.length + 2, 0.6 * n + 1.4, c.wide ? 7.5 : 0).toFixed(1) + 'em';
+  return Math.max(3, 0.66 * c.label.length + 2.2, 0.6 * n + 1.4, c.wide ? 7.5 : 0).toFixed(1) + 'em';
 }

@@ -3,7 +3,7 @@
 // (lanes per stream and thread, every nesting level, a time axis and step
 // bands, a details panel for the clicked event).
 import { get } from './data.js';
-import { el, bytes, exact, dur, pct, link, swatch, keyColor, byteTicks, byteLabel, timeTicks, reservedColor, fill } from './fmt.js';
+import { el, bytes, exact, dur, pct, link, swatch, keyColor, byteTicks, byteLabel, timeTicks, reservedColor, fill, at } from './fmt.js';
 import { table } from './table.js';
 import { findingsList } from './findings.js';
 import { traceAnswers } from './answers.js';
@@ -17,6 +17,7 @@ export function traceOverview(r, input, s) {
   const scroll = (id) => document.querySelector(`[data-testid=${id}]`)?.scrollIntoView({ behavior: 'smooth', block: 'start' });
   node.append(traceAnswers(r, {
     steps: () => scroll('step-table'), breakdown: () => scroll('breakdown'), timeline: () => scroll('trace-timeline'),
+    critical: () => { const q = new URLSearchParams(location.search); q.set('view', 'critical'); location.search = '?' + q; },
     finding: (f) => openFinding(f),
   }));
   const row = (k, v) => el('tr', {}, el('th', {}, k), el('td', { class: 'num' }, v));
@@ -70,7 +71,7 @@ function openFinding(f) {
 // memoryCurve draws each GPU's allocated and reserved bytes over the trace
 // from the profiler's memory events (min/max per pixel column, from the
 // server), with a bytes axis and a time axis.
-function memoryCurve(input, s) {
+export function memoryCurve(input, s) {
   const box = el('div', { class: 'memcurve', 'data-testid': 'trace-memory', 'data-state': 'loading' }, el('h4', {}, 'GPU memory (profiler memory events)'));
   const L = 66, B = 30, T = 8, H = 170;
   const draw = (m) => {
@@ -127,38 +128,25 @@ function memoryCurve(input, s) {
   return box;
 }
 
-export function operatorTable(r) {
-  const rows = (r.operators || []).map((o) => ({ ...o, input_shapes: o.input_shapes || '' }));
-  return el('div', {}, el('h3', {}, `Operators (${rows.length})`), table(rows, [
-    { key: 'name', label: 'operator' }, { key: 'calls', label: 'calls', num: true, fmt: exact },
-    { key: 'device_self_ns', label: 'device self', num: true, fmt: dur, bar: true }, { key: 'device_total_ns', label: 'device total', num: true, fmt: dur },
-    { key: 'host_self_ns', label: 'host self', num: true, fmt: dur }, { key: 'host_total_ns', label: 'host total', num: true, fmt: dur },
-    { key: 'tensor_core_eligible', label: 'TC eligible', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true, title: 'launches matrix products that can run on tensor cores' },
-    { key: 'tensor_core_self_ns', label: 'on tensor cores', num: true, fmt: dur },
-    { key: 'input_shapes', label: 'input shapes', width: '26%' }], { sort: 'device_self_ns', testid: 'operator-table', filter: true, tall: true }));
-}
-
-export function kernelTable(r) {
-  const rows = (r.kernels || []).map((k) => ({ ...k, top_operator: k.top_operator || '' }));
-  return el('div', {}, el('h3', {}, `Kernels (${rows.length})`), table(rows, [
-    { key: 'name', label: 'kernel', tail: 28 }, { key: 'calls', label: 'calls', num: true, fmt: exact },
-    { key: 'total_ns', label: 'total', num: true, fmt: dur, bar: true }, { key: 'mean_ns', label: 'mean', num: true, fmt: dur },
-    { key: 'max_ns', label: 'max', num: true, fmt: dur },
-    { key: 'mean_blocks_per_sm', label: 'blocks/SM', num: true, fmt: (v) => v ? v.toFixed(2) : '' },
-    { key: 'mean_occupancy_ratio', label: 'occupancy', num: true, fmt: pct },
-    { key: 'tensor_core', label: 'tensor cores', fmt: (v) => v ? 'yes' : 'no', plain: true, keep: true },
-    { key: 'top_operator', label: 'launched by', width: '24%' }], { sort: 'total_ns', testid: 'kernel-table', filter: true, tall: true }));
-}
-
 // traceTimeline draws lanes (GPU streams first) with every nesting level,
 // every event a pixel wide on its own and the rest as merged busy runs, a
 // time axis and step bands; wheel zooms, drag pans, a click opens the
 // event's details.
-export function traceTimeline(body, input, s) {
-  const ROW = 12, LABEL = 180, AXIS = 34;
+//
+// opts: overlay, a row under the axis of segments [{t0, t1, kind, event}]
+// (timeline ns) coloured by overlayColors[kind] (the critical path), whose
+// events are outlined where the lanes draw them; range, the first
+// viewport [t0, t1]; height, the scroll box's CSS max-height. It returns
+// {zoomTo(t0, t1), open(event), mark(segment), node}.
+export const overlayColors = { cpu: '#e15759', kernel: '#4e79a7', launch_delay: '#f28e2b', kernel_gap: '#bab0ac', sync: '#7a4b94' };
+export function traceTimeline(body, input, s, opts = {}) {
+  const ROW = 12, LABEL = 180, AXIS = 34, OVER = opts.overlay ? 18 : 0;
   const lanes = s.lanes || [];
   const offs = [];
-  let y = AXIS + 4;
+  const path = opts.overlay || [];
+  const onPath = new Set(path.filter((x) => x.event >= 0).map((x) => x.event));
+  let marked = null;
+  let y = AXIS + 4 + OVER;
   for (const l of lanes) { offs.push(y); y += Math.max(1, l.depth) * ROW + 8; }
   const H = y + 4;
   const canvas = el('canvas', { class: 'plot' });
@@ -167,10 +155,11 @@ export function traceTimeline(body, input, s) {
   const reset = el('button', { onclick: () => { vp.t0 = s.start_ns; vp.t1 = Math.max(s.end_ns, s.start_ns + 1); refresh(); } }, 'whole trace');
   const node = el('div', { class: 'tracetl', 'data-testid': 'trace-timeline', 'data-state': 'loading' },
     el('div', { class: 'toolbar' }, el('h4', {}, 'Trace timeline'), reset, el('span', { class: 'muted hint' }, 'wheel: zoom · drag: pan · click: an event\'s details · shaded: the steps as measured (GPU time)')),
-    el('div', { class: 'tlscroll' }, canvas), info, panel);
+    el('div', { class: 'tlscroll', style: opts.height ? `max-height:${opts.height}` : null }, canvas), info, panel);
   body.append(node);
   const vp = { t0: s.start_ns, t1: Math.max(s.end_ns, s.start_ns + 1) };
-  const steps = (s.result.steps || []).map((x) => ({ name: x.name, t0: x.start_ns - s.base_ns, t1: x.start_ns - s.base_ns + x.duration_ns }));
+  if (opts.range) { vp.t0 = Math.max(s.start_ns, opts.range[0]); vp.t1 = Math.min(s.end_ns, Math.max(vp.t0 + 100, opts.range[1])); }
+  const steps = (s.result.steps || []).map((x, k) => ({ name: x.name, t0: s.step_bands[k][0], t1: s.step_bands[k][1] }));
   let data = null, seq = 0, sel = null;
   // the width is measured once per draw (X runs for every event drawn)
   let width = 0;
@@ -224,10 +213,14 @@ export function traceTimeline(body, input, s) {
       const xa = X(ts), xb = X(ts + d);
       c.fillStyle = keyColor(name);
       c.fillRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1);
+      if (onPath.has(idx)) { c.strokeStyle = overlayColors.cpu; c.lineWidth = 1.5; c.strokeRect(xa, offs[lane] + depth * ROW + 0.5, Math.max(1, xb - xa), ROW - 2); }
       if (sel === idx) { c.strokeStyle = '#000'; c.lineWidth = 2; c.strokeRect(xa, offs[lane] + depth * ROW, Math.max(1, xb - xa), ROW - 1); }
-      if (xb - xa > 40) { c.fillStyle = '#000'; c.fillText(String(data.names[name]).slice(0, Math.floor((xb - xa) / 6)), Math.max(LABEL, xa) + 2, offs[lane] + depth * ROW + 9); }
+      // the name in the box's visible part (cut at about 6.5 px a character, so it stays in the box)
+      const vis = xb - Math.max(LABEL, xa);
+      if (vis > 40) { c.fillStyle = '#000'; c.fillText(String(data.names[name]).slice(0, Math.floor((vis - 4) / 6.5)), Math.max(LABEL, xa) + 2, offs[lane] + depth * ROW + 9); }
     }
     c.restore();
+    if (OVER) drawOverlay(c, w);
     // the time axis: since the trace start
     c.fillStyle = '#fff'; c.fillRect(LABEL, 0, w - LABEL, AXIS);
     c.strokeStyle = '#888'; c.fillStyle = '#333'; c.textAlign = 'center'; c.lineWidth = 1;
@@ -251,6 +244,25 @@ export function traceTimeline(body, input, s) {
     });
     c.restore();
     info.textContent = `${dur(vp.t1 - vp.t0)} shown · ${exact(data.slices.length)} events drawn on their own, ${exact(data.merged.length)} merged runs`;
+  }
+  // the overlay row: each segment at least a pixel wide, the marked one
+  // outlined; a sync (no duration) is a tick
+  function drawOverlay(c, w) {
+    const y0 = AXIS + 3;
+    c.fillStyle = '#333'; c.textAlign = 'left'; c.fillText(opts.overlayLabel || 'critical path', 2, y0 + 10);
+    c.save(); c.beginPath(); c.rect(LABEL, y0, w - LABEL, OVER); c.clip();
+    c.fillStyle = '#f4f5f7'; c.fillRect(LABEL, y0, w - LABEL, OVER - 4);
+    for (const sg of path) {
+      const xa = X(sg.t0), xb = X(sg.t1);
+      if (xb < LABEL || xa > w) continue;
+      c.fillStyle = overlayColors[sg.kind] || '#999';
+      c.fillRect(xa, y0, Math.max(1, xb - xa), OVER - 4);
+    }
+    if (marked) {
+      const xa = X(marked.t0), xb = X(marked.t1);
+      c.strokeStyle = '#000'; c.lineWidth = 2; c.strokeRect(xa - 1, y0, Math.max(2, xb - xa + 2), OVER - 4);
+    }
+    c.restore();
   }
   canvas.addEventListener('wheel', (ev) => {
     ev.preventDefault();
@@ -278,6 +290,11 @@ export function traceTimeline(body, input, s) {
     const px = ev.clientX - r.left, py = ev.clientY - r.top;
     const t = vp.t0 + (px - LABEL) / (W() - LABEL) * (vp.t1 - vp.t0);
     const slack = 3 / (W() - LABEL) * (vp.t1 - vp.t0);
+    if (OVER && py >= AXIS + 3 && py < AXIS + OVER) {
+      let best = null;
+      for (const sg of path) if (t >= sg.t0 - slack && t <= sg.t1 + slack && (!best || Math.abs((sg.t0 + sg.t1) / 2 - t) < Math.abs((best.t0 + best.t1) / 2 - t))) best = sg;
+      if (best) { mark(best); if (opts.onOverlay) opts.onOverlay(best); if (best.event >= 0) open(best.event); return; }
+    }
     for (const [lane, depth, ts, du, , idx] of data.slices) {
       const y0 = offs[lane] + depth * ROW;
       if (py >= y0 && py < y0 + ROW && t >= ts - slack && t <= ts + du + slack) { open(idx); return; }
@@ -298,10 +315,10 @@ export function traceTimeline(body, input, s) {
     fill(panel,
       el('h3', {}, e.name),
       el('table', { class: 'kv' },
-        row('kind', `${e.kind} (${e.category})`), row('duration', dur(e.duration_ns)), row('start', `${dur(e.start_ns - s.start_ns)} since the trace start`),
+        row('kind', `${e.kind} (${e.category})`), row('duration', dur(e.duration_ns)), row('start', `${at(e.start_ns - s.start_ns)} since the trace start`),
         row('thread / stream', e.thread), row('input shapes', e.input_shapes), row('input types', e.input_types),
         row('grid, block', e.grid ? `${e.grid}, ${e.block}` : null), row('registers / thread', e.registers_per_thread), row('shared memory', e.shared_memory_bytes ? bytes(e.shared_memory_bytes) : null),
-        row('occupancy (est.)', e.occupancy_percent ? e.occupancy_percent + '%' : null), row('blocks per SM', e.blocks_per_sm),
+        row('occupancy (est.)', e.occupancy_percent ? e.occupancy_percent + '%' : null), row('blocks per SM', e.blocks_per_sm ? String(+e.blocks_per_sm.toPrecision(3)) : null),
         row('bytes', e.bytes ? bytes(e.bytes) : null), row('correlation / external id', [e.correlation, e.external_id].filter((x) => x).join(' / '))),
       el('h4', {}, `Runs in (${e.stack.length}, outermost first)`),
       e.stack.length ? el('ol', { class: 'stack' }, e.stack.map(ref)) : el('p', { class: 'muted' }, 'a top-level event'),
@@ -317,8 +334,18 @@ export function traceTimeline(body, input, s) {
     vp.t0 = Math.max(s.start_ns, x.start_ns - pad); vp.t1 = Math.min(s.end_ns, x.start_ns + x.duration_ns + pad);
     refresh();
   }
-  window.__ptscope.traceTimeline = { open, vp, offs, ROW, LABEL };
+  // zoomTo shows [t0, t1] (timeline ns) with a margin, and the timeline
+  function zoomTo(t0, t1) {
+    const pad = Math.max((t1 - t0) * 0.5, 2000);
+    vp.t0 = Math.max(s.start_ns, t0 - pad); vp.t1 = Math.min(s.end_ns, Math.max(vp.t0 + 100, t1 + pad));
+    node.scrollIntoView({ block: 'nearest' });
+    return refresh();
+  }
+  function mark(sg) { marked = sg; if (data) draw(); }
+  const api = { open, vp, offs, ROW, LABEL, AXIS, OVER, zoomTo, mark, node };
+  window.__ptscope.traceTimeline = api;
   refresh();
+  return api;
 }
 
 // distributedView puts the ranks (every trace input of the current input's
