@@ -379,17 +379,29 @@ func crossFindings(c *CrossRank) []finding.Finding {
 		msg := fmt.Sprintf("Rank %d is the rank the others wait for: their GPUs wait %s in collectives for it with no compute to run (%s), %s of their steps' time on average; it joins last in %d of the %d matched collectives.",
 			c.Straggler, units.Duration(waitNS), strings.Join(waiting, ", "), pct(c.StragglerWaitRatio), s.LateArrivals, len(c.Collectives))
 		sev := costSeverity(c.StragglerWaitRatio)
+		act := fmt.Sprintf("ake rank %d faster before tuning communication: compare its steps' breakdown (host work, DataLoader, CPU exec) with the others' and look at its host; balance its work.", c.Straggler)
+		rec := "M" + act
 		if waitNS == 0 {
-			// found by late arrivals: the kernels' durations show no waiting
-			msg = fmt.Sprintf("Rank %d is the last to join %d of the %d matched collectives, late enough to count; the other ranks wait for it.",
-				c.Straggler, s.LateArrivals, len(c.Collectives))
-			sev = finding.Warning
+			// Found by late arrivals alone: no collective kernel ran long
+			// waiting for it. An NCCL kernel spins until its peers join, so
+			// a rank that is really late shows as waiting on the others;
+			// starts apart without any waiting point at the ranks' clocks
+			// (traces of different hosts), which no one should act on
+			// before checking.
+			var skew int64
+			for _, x := range c.Collectives {
+				skew = max(skew, x.StartSkewNS)
+			}
+			msg = fmt.Sprintf("Rank %d starts last in %d of the %d matched collectives (up to %s after the first rank, on the traces' clocks), yet no rank's collective kernels wait for it: the ranks' clocks may be offset rather than rank %d slow.",
+				c.Straggler, s.LateArrivals, len(c.Collectives), units.Duration(skew), c.Straggler)
+			rec = "Check that the ranks' traces share a clock (one host, or hosts kept in sync); if they do, m" + act
+			sev = finding.Info
 		}
 		out = append(out, finding.Finding{ID: "straggler", Severity: sev,
 			Numbers: finding.Numbers{"rank": float64(c.Straggler), "wait_ratio": c.StragglerWaitRatio, "caused_wait_ns": float64(s.CausedWaitNS),
 				"late_arrivals": float64(s.LateArrivals), "collectives": float64(len(c.Collectives))},
 			Message:        msg,
-			Recommendation: fmt.Sprintf("Make rank %d faster before tuning communication: compare its steps' breakdown (host work, DataLoader, CPU exec) with the others' and look at its host; balance its work.", c.Straggler),
+			Recommendation: rec,
 			At:             &finding.Ref{View: "comm", Rank: finding.Int(c.Straggler)}})
 	}
 	var lo, hi int64 = -1, -1
