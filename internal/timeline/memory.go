@@ -21,6 +21,7 @@ package timeline
 import (
 	"cmp"
 	"slices"
+	"sync"
 
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -75,9 +76,18 @@ func (m *Memory) Len() int { return m.n }
 // phases (nil when unknown).
 func NewMemory(s *snapshot.Snapshot, d int, r *memory.Replay, ph *memory.Phases) *Memory {
 	n := r.Timeline.Len()
-	m := &Memory{Snap: s, Device: d, Replay: r, Phases: ph, n: n, Stacks: memory.NewStackInfo(s)}
-	m.Allocated = NewPyramid(r.Timeline.Allocated)
-	m.Reserved = NewPyramid(r.Timeline.Reserved)
+	m := &Memory{Snap: s, Device: d, Replay: r, Phases: ph, n: n}
+	// The parts below depend only on the replay and the blocks: they are
+	// built at once (serve answers nothing about an input before its
+	// timeline exists).
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		m.Stacks = memory.NewStackInfo(s)
+		m.Allocated = NewPyramid(r.Timeline.Allocated)
+		m.Reserved = NewPyramid(r.Timeline.Reserved)
+		m.segEvents = segmentEvents(s.Trace(d))
+	})
+	defer wg.Wait()
 
 	// Stacking order: blocks alive before the recording at the bottom (in
 	// the replay's order), then by allocation entry. The replay appends
@@ -108,17 +118,19 @@ func NewMemory(s *snapshot.Snapshot, d int, r *memory.Replay, ph *memory.Phases)
 			m.Blocks = append(m.Blocks, b)
 		}
 	}
-	m.bySize = make([]sized, len(m.Blocks))
-	m.cats = make([]memory.Category, len(m.Blocks))
-	for i, b := range m.Blocks {
-		m.bySize[i] = sized{b.Size, b.Start, b.End, int32(i)}
-		m.cats[i] = r.Allocs[b.Alloc].Category
-	}
-	slices.SortFunc(m.bySize, func(a, b sized) int {
-		if a.size != b.size {
-			return cmp.Compare(b.size, a.size)
+	wg.Go(func() {
+		m.bySize = make([]sized, len(m.Blocks))
+		m.cats = make([]memory.Category, len(m.Blocks))
+		for i, b := range m.Blocks {
+			m.bySize[i] = sized{b.Size, b.Start, b.End, int32(i)}
+			m.cats[i] = r.Allocs[b.Alloc].Category
 		}
-		return cmp.Compare(a.id, b.id)
+		slices.SortFunc(m.bySize, func(a, b sized) int {
+			if a.size != b.size {
+				return cmp.Compare(b.size, a.size)
+			}
+			return cmp.Compare(a.id, b.id)
+		})
 	})
 	m.freeAt = make([]int32, n)
 	for i := range m.freeAt {
@@ -130,7 +142,6 @@ func NewMemory(s *snapshot.Snapshot, d int, r *memory.Replay, ph *memory.Phases)
 		}
 	}
 	m.ckpt = buildCheckpoints(m)
-	m.segEvents = segmentEvents(s.Trace(d))
 	return m
 }
 
