@@ -121,19 +121,11 @@ func htaLaunch(g *graph, names *cpNames, l int32) bool {
 	return false
 }
 
-// stepOfHost is the index of the step whose host span holds t, or -1.
+// stepOfHost is the index of the step whose host span holds t, its end
+// excluded (searchStep's, with the end), or -1.
 func stepOfHost(steps []stepSpan, t int64) int {
-	lo, hi := 0, len(steps)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if steps[m].hostS <= t {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo > 0 && t < steps[lo-1].hostE {
-		return lo - 1
+	if k := searchStep(steps, t); k >= 0 && t < steps[k].hostE {
+		return k
 	}
 	return -1
 }
