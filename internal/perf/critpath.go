@@ -201,6 +201,15 @@ type cpNames struct {
 	c []cpName
 }
 
+// fill classifies every string at once, so that of only reads: the
+// critical path's steps are solved in parallel and share their cpNames.
+func (n *cpNames) fill() {
+	n.c = make([]cpName, len(n.t.Strings))
+	for id, s := range n.t.Strings {
+		n.c[id] = classifyCP(s)
+	}
+}
+
 func (n *cpNames) of(id uint32) cpName {
 	if n.c == nil {
 		n.c = make([]cpName, len(n.t.Strings))
@@ -276,6 +285,7 @@ func newCPPrep(g *graph) *cpPrep {
 	p := &cpPrep{g: g, names: cpNames{t: g.t}, qLaunch: make([]int32, n), qGPU: make([]int32, n),
 		series: map[streamKey]*queueSeries{}, syncRT: map[int32]int32{}, waitPairs: map[int32]int32{},
 		eventSrc: map[int32]int32{}, free: make(chan []int32, runtime.GOMAXPROCS(0)+1)}
+	p.names.fill()
 	for i := range p.qLaunch {
 		p.qLaunch[i], p.qGPU[i] = -1, -1
 	}

@@ -176,7 +176,7 @@ var htmlBreakdowns = []timeline.By{timeline.ByCategory, timeline.ByGroup, timeli
 // by category.
 func recordMemory(r *recorder, it *Input, o HTMLOptions) error {
 	md := it.mem[0]
-	m := md.tl
+	m := md.timeline()
 	dev := int(m.Device)
 	if _, err := r.ask(it, "mem/summary", query("device", dev)); err != nil {
 		return err
@@ -264,7 +264,7 @@ func recordMemory(r *recorder, it *Input, o HTMLOptions) error {
 // halves, quarters, ... overlapping by half, while the levels fit the
 // budget (each level's tiles and the details of the blocks it adds).
 func recordTiles(r *recorder, it *Input, md *memDevice, o HTMLOptions, addBlock func(int32)) error {
-	m := md.tl
+	m := md.timeline()
 	n := m.Len()
 	used := 0
 	seen := map[int32]bool{}

@@ -63,8 +63,25 @@ type DeviceInfo struct {
 
 type memDevice struct {
 	result *memory.Result
-	tl     *timeline.Memory
+	device int
 	phases []memory.PhaseRow // from the bundle the snapshot came from
+
+	// The timeline index is built after the input is ready (its analysis
+	// is what the first page shows), on a goroutine of its own or by the
+	// first view that needs it, whichever comes first.
+	once  sync.Once
+	build func() *timeline.Memory
+	tl    *timeline.Memory
+}
+
+// timeline is the device's timeline index, built on first use.
+func (md *memDevice) timeline() *timeline.Memory {
+	md.once.Do(func() {
+		if md.build != nil { // nil: made with its index (--html)
+			md.tl, md.build = md.build(), nil
+		}
+	})
+	return md.tl
 }
 
 type traceInput struct {
@@ -275,13 +292,18 @@ func (in *inputs) setSnapshot(it *Input, set *load.SnapshotSet, k int) error {
 	var devs []*memDevice
 	var infos []DeviceInfo
 	for _, a := range m.Devices {
-		md := &memDevice{result: a.Result, tl: timeline.NewMemory(m.Snapshot, a.Result.Device, a.Replay, a.Phases),
+		snap, dev, replay, ph := m.Snapshot, a.Result.Device, a.Replay, a.Phases
+		md := &memDevice{result: a.Result, device: dev,
+			build:  func() *timeline.Memory { return timeline.NewMemory(snap, dev, replay, ph) },
 			phases: set.Report.Inputs[k].Phases} // a bundle's (of every window of a run); none for a bare snapshot
 		devs = append(devs, md)
 		infos = append(infos, DeviceInfo{Device: a.Result.Device, Entries: a.Result.Entries, Peak: a.Result.Peak.AllocatedBytes})
 	}
 	if len(devs) == 0 {
 		return fmt.Errorf("%s: the snapshot holds no device with segments or trace entries", it.Path)
+	}
+	for _, md := range devs {
+		go md.timeline()
 	}
 	in.mu.Lock()
 	it.mem, it.Devices, it.Bytes, it.memReport = devs, infos, m.Snapshot.InputBytes, set.Report

@@ -15,12 +15,12 @@ func memDeviceOf(it *Input, p params) (*memDevice, error) {
 	if len(it.mem) == 0 {
 		return nil, notFound("input %d holds no snapshot device", it.ID)
 	}
-	d, err := p.int("device", int64(it.mem[0].tl.Device), false)
+	d, err := p.int("device", int64(it.mem[0].device), false)
 	if err != nil {
 		return nil, err
 	}
 	for _, md := range it.mem {
-		if int64(md.tl.Device) == d {
+		if int64(md.device) == d {
 			return md, nil
 		}
 	}
@@ -64,7 +64,7 @@ func phaseNames() []string {
 }
 
 func summaryOf(md *memDevice) *MemSummary {
-	m := md.tl
+	m := md.timeline()
 	return &MemSummary{Result: md.result, Entries: m.Len(), StartNS: m.Time(0), EndNS: m.Time(m.Len() - 1),
 		Categories: categoryNames(), Phases: phaseNames(), CheckpointEvery: m.CheckpointEvery(), Blocks: len(m.Blocks),
 		PhaseRows: md.phases}
@@ -146,16 +146,16 @@ func memView(it *Input, p params) (any, error) {
 // adds each block's key in every colouring (--html files, whose page
 // colours offline).
 func memViewOf(md *memDevice, p params) (*timeline.View, rawBody, error) {
-	q, color, err := viewQuery(p, md.tl)
+	q, color, err := viewQuery(p, md.timeline())
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := md.tl.View(q)
+	v, err := md.timeline().View(q)
 	if err != nil {
 		return nil, nil, badRequest("%v", err)
 	}
 	enc := ViewEncoding{Color: color, Height: q.Height, IDs: true, AllKeys: p.get("keys") == "all"}
-	return v, rawBody(EncodeView(md.tl, v, enc)), nil
+	return v, rawBody(EncodeView(md.timeline(), v, enc)), nil
 }
 
 // Frame is a stack frame with whether it is the user's own (the first
@@ -250,10 +250,10 @@ func memBlock(it *Input, p params) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id < 0 || id >= int64(len(md.tl.Blocks)) {
-		return nil, notFound("no block %d (the device has %d)", id, len(md.tl.Blocks))
+	if id < 0 || id >= int64(len(md.timeline().Blocks)) {
+		return nil, notFound("no block %d (the device has %d)", id, len(md.timeline().Blocks))
 	}
-	return blockDetails(md.tl, int(id)), nil
+	return blockDetails(md.timeline(), int(id)), nil
 }
 
 // eventParam reads the "event" parameter (an entry index in range) or,
@@ -286,7 +286,7 @@ func memHit(it *Input, p params) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := eventParam(p, md.tl)
+	i, err := eventParam(p, md.timeline())
 	if err != nil {
 		return nil, err
 	}
@@ -294,11 +294,11 @@ func memHit(it *Input, p params) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := md.tl.Hit(i, y)
+	id := md.timeline().Hit(i, y)
 	if id < 0 {
 		return map[string]any{"id": -1}, nil
 	}
-	return map[string]any{"id": id, "block": blockDetails(md.tl, id)}, nil
+	return map[string]any{"id": id, "block": blockDetails(md.timeline(), id)}, nil
 }
 
 func memState(it *Input, p params) (any, error) {
@@ -306,11 +306,11 @@ func memState(it *Input, p params) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, err := eventParam(p, md.tl)
+	i, err := eventParam(p, md.timeline())
 	if err != nil {
 		return nil, err
 	}
-	return md.tl.State(i), nil
+	return md.timeline().State(i), nil
 }
 
 // Event is one trace entry.
@@ -332,7 +332,7 @@ func memEvent(it *Input, p params) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := md.tl
+	m := md.timeline()
 	i, err := eventParam(p, m)
 	if err != nil {
 		return nil, err
@@ -361,11 +361,11 @@ func memBreakdown(it *Input, p params) (any, error) {
 	}
 	i := md.result.Peak.EventIndex
 	if p.has("event") {
-		if i, err = eventParam(p, md.tl); err != nil {
+		if i, err = eventParam(p, md.timeline()); err != nil {
 			return nil, err
 		}
 	}
-	return &Breakdown{By: by.String(), EventIndex: i, Rows: md.tl.Breakdown(i, by)}, nil
+	return &Breakdown{By: by.String(), EventIndex: i, Rows: md.timeline().Breakdown(i, by)}, nil
 }
 
 // Breakdown is the blocks allocated after an entry grouped by a key,
@@ -409,7 +409,7 @@ func memNames(it *Input, p params) (any, error) {
 	if len(keys) > maxNames {
 		return nil, badRequest("keys: %d keys, at most %d", len(keys), maxNames)
 	}
-	return namesOf(md.tl, by, keys)
+	return namesOf(md.timeline(), by, keys)
 }
 
 // namesOf names the keys of breakdown by; a key no block has is a 404.

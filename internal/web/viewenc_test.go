@@ -247,7 +247,7 @@ func checkDecoded(t *testing.T, m *timeline.Memory, v *timeline.View, d *decoded
 func TestViewEncoding(t *testing.T) {
 	s, ts, _ := testServer(t)
 	it, _ := s.inputs.get(0)
-	m := it.mem[0].tl
+	m := it.mem[0].timeline()
 	for _, c := range []struct {
 		path  string
 		q     timeline.ViewQuery
