@@ -145,7 +145,9 @@ func bombs() []Case {
 				head := []byte(`{"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1, "name": "`)
 				return Bomb(Zstd, head, 'a', 2<<30, []byte(`"}]}`))
 			},
-			Exit: 2, Want: "no readable event",
+			// a 2 GiB name in a few hundred KB: refused by its ratio at
+			// 128 MiB (input.BombRatio)
+			Exit: 2, Want: "refused as a decompression bomb",
 		},
 		Case{
 			// Pickle text after a valid start: the first opcodes pass, the

@@ -251,23 +251,19 @@ func issue28Absurd() []Case {
 			Exit: 0, Want: "the peak of 1.00 TiB allocated is more than the 2.00 MiB ever reserved", Small: true,
 		},
 		{
-			// 10M in the issue (a 4.77 GiB peak, an end of 0 B); 1M here,
-			// which is refused the same way in a second.
+			// 1M allocations at one address (78 MB of pickle): the
+			// entries are judged and refused.
 			Name: "absurd/same-address", Class: "absurd", Command: "analyze", File: "same.pickle.gz",
-			Make: func() []byte {
-				p := newPK()
-				p.op(opEmptyDict)
-				p.memo()
-				p.op(opMark).str("segments").op(opEmptyList).str("device_traces").op(opEmptyList, opEmptyList)
-				e := &pk{slot: p.slot}
-				e.op(opMark)
-				for i := 0; i < 1000; i++ {
-					e.entry("alloc", 1<<30, 512, nil)
-				}
-				e.op(opAppends)
-				return Repeat(Gzip, p.b, e.b, 1000, []byte{'a', opSetitems, opStop})
-			},
+			Make: func() []byte { return sameAddress(1000) },
 			Exit: 2, Want: "999999 of 1000000 trace entries are invalid (first: device_traces[0][1]: alloc at 0x40000000, which the trace allocated before",
+		},
+		{
+			// The issue's 10M (a 4.77 GiB peak, an end of 0 B; a 270 KB
+			// gzip of a 780 MB pickle): refused as the bomb it is before
+			// the decode of all of it.
+			Name: "absurd/same-address-10m", Class: "absurd", Command: "analyze", File: "same10m.pickle.gz",
+			Make: func() []byte { return sameAddress(10000) },
+			Exit: 2, Want: "refused as a decompression bomb",
 		},
 		{
 			Name: "absurd/blocks-past-segment", Class: "absurd", Command: "analyze", File: "blocks.json",
@@ -285,4 +281,20 @@ func issue28Absurd() []Case {
 			Exit: 2, Want: "1 of 1 trace entries are invalid (first: device_traces[0][0] is a int, expected a dict)", Small: true,
 		},
 	}
+}
+
+// sameAddress is a gzipped snapshot pickle of blocks x 1000 allocations of
+// 512 bytes at one address.
+func sameAddress(blocks int) []byte {
+	p := newPK()
+	p.op(opEmptyDict)
+	p.memo()
+	p.op(opMark).str("segments").op(opEmptyList).str("device_traces").op(opEmptyList, opEmptyList)
+	e := &pk{slot: p.slot}
+	e.op(opMark)
+	for i := 0; i < 1000; i++ {
+		e.entry("alloc", 1<<30, 512, nil)
+	}
+	e.op(opAppends)
+	return Repeat(Gzip, p.b, e.b, blocks, []byte{'a', opSetitems, opStop})
 }
