@@ -582,13 +582,16 @@ func Name(p string) string {
 	return strconv.Quote(p)
 }
 
-// Escape returns s with control characters and invalid UTF-8 written as
-// escapes (\x1b, \n, \u0085): text from inputs or file names may then go
-// into a one-line message safely.
+// Escape returns s with control characters, Unicode bidirectional
+// controls and invalid UTF-8 written as escapes (\x1b, \n, \u0085,
+// \u202e): text from inputs or file names may then go into a one-line
+// message safely (a name holding U+202E would print the rest of the line
+// reversed).
 func Escape(s string) string {
 	clean := true
 	for _, r := range s {
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) ||
+			r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c {
 			clean = false
 			break
 		}

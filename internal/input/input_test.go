@@ -261,3 +261,21 @@ func TestFindSkipsUnreadable(t *testing.T) {
 		t.Fatalf("warnings: %q", w)
 	}
 }
+
+// Escape leaves no control that would drive a terminal or reorder the
+// line: C0, C1, DEL, bidirectional controls and bytes that are not UTF-8.
+func TestEscapeBidi(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain name.pickle":     "plain name.pickle",
+		"a\u202eelkcip.b":       `a\u202eelkcip.b`,
+		"x\u2066y\u2069":        `x\u2066y\u2069`,
+		"\x1b]0;title\x07":      `\x1b]0;title\a`,
+		"caf\u00e9 \u00b5s":     "caf\u00e9 \u00b5s",
+		"bad \xff byte":         `bad \xff byte`,
+		"mark\u200fright\u061c": `mark\u200fright\u061c`,
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
