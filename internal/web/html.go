@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"io"
 	"sort"
 	"strconv"
@@ -162,8 +161,7 @@ func WriteHTML(w io.Writer, title string, mems []HTMLMemory, traces []HTMLTrace,
 	if err != nil {
 		return err
 	}
-	return page.Execute(w, pageData{Title: title, Inline: true, CSS: template.CSS(asset("app.css")),
-		JS: template.JS(asset("app.js")), Data: template.JS(js)})
+	return writePage(w, pageData{Title: title, Inline: true, CSS: asset("app.css"), JS: asset("app.js"), Data: js})
 }
 
 // htmlBreakdowns are the breakdowns an --html file holds at the peak.
