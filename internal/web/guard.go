@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -83,16 +84,16 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 			w.Header().Set(k, v)
 		}
 		if !g.hostAllowed(r.Host) {
-			guardError(w, http.StatusForbidden, "this Host is not served (a page of another site reaching the server by DNS rebinding?); see --allow-host")
+			httpError(w, http.StatusForbidden, errors.New("this Host is not served (a page of another site reaching the server by DNS rebinding?); see --allow-host"))
 			return
 		}
 		api := strings.HasPrefix(r.URL.Path, "/api/")
 		if api && crossSite(r) {
-			guardError(w, http.StatusForbidden, "cross-site request refused: the API answers the page of this server only")
+			httpError(w, http.StatusForbidden, errors.New("cross-site request refused: the API answers the page of this server only"))
 			return
 		}
 		if api && !g.viewSizeOK(r) {
-			guardError(w, http.StatusBadRequest, "viewport too large: at most "+strconv.Itoa(maxViewPixels)+" pixels")
+			httpError(w, http.StatusBadRequest, errors.New("viewport too large: at most "+strconv.Itoa(maxViewPixels)+" pixels"))
 			return
 		}
 		ew := &errorWriter{ResponseWriter: w, req: r}
@@ -103,13 +104,13 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 		}
 		if g.overBudget() {
 			w.Header().Set("Retry-After", "2")
-			guardError(w, http.StatusServiceUnavailable, "the server is over its memory budget (--max-memory); try again later")
+			httpError(w, http.StatusServiceUnavailable, errors.New("the server is over its memory budget (--max-memory); try again later"))
 			return
 		}
 		release, ok := g.acquire(r)
 		if !ok {
 			w.Header().Set("Retry-After", "1")
-			guardError(w, http.StatusServiceUnavailable, "the server is busy; try again")
+			httpError(w, http.StatusServiceUnavailable, errors.New("the server is busy; try again"))
 			return
 		}
 		defer release()
@@ -196,10 +197,7 @@ func (g *guard) overBudget() bool {
 // that the views of a slow input never hold every slot; it waits up to
 // slotWait, and gives up at once when maxQueued requests already wait.
 func (g *guard) acquire(r *http.Request) (release func(), ok bool) {
-	key := r.URL.Query().Get("input")
-	if strings.HasPrefix(r.URL.Path, "/api/v1/diff") {
-		key = "diff"
-	}
+	key := inputKey(r)
 	select {
 	case g.queued <- struct{}{}:
 	default:
@@ -235,12 +233,22 @@ func (g *guard) acquire(r *http.Request) (release func(), ok bool) {
 	}
 }
 
-// guardError answers with a fixed message (nothing from the request).
-func guardError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+// inputKey names the input a request's view reads, as the handler reads
+// it (params.int, default 0): "0", "00", "+0" and no input are one input,
+// so none of them gets more than perInput slots. A value the handler would
+// refuse is its own key (it is answered 400 at once); diff views share one.
+func inputKey(r *http.Request) string {
+	if strings.HasPrefix(r.URL.Path, "/api/v1/diff") {
+		return "diff"
+	}
+	v := r.URL.Query().Get("input")
+	if v == "" {
+		return "0"
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return strconv.FormatInt(n, 10)
+	}
+	return "bad"
 }
 
 // errorWriter passes answers through, but holds an error answer (status

@@ -136,4 +136,16 @@ func TestGuardSlots(t *testing.T) {
 	}
 	rel0b()
 	rel1()
+	// the handler reads "00", "+0" (%2B0), "-0" and no input as input 0: so does
+	// the slot count (one slow input never takes every slot)
+	rel0, ok = g.acquire(req("0"))
+	if !ok {
+		t.Fatal("input 0 got no slot")
+	}
+	for _, alias := range []string{"00", "%2B0", "-0", ""} {
+		if _, ok := g.acquire(req(alias)); ok {
+			t.Errorf("input=%q took a second slot of input 0", alias)
+		}
+	}
+	rel0()
 }
