@@ -27,6 +27,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/pickle"
+	"github.com/ptscope/ptscope/internal/term"
 )
 
 // Compression names a container format detected by magic bytes.
@@ -590,8 +591,7 @@ func Name(p string) string {
 func Escape(s string) string {
 	clean := true
 	for _, r := range s {
-		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) ||
-			r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c {
+		if r == utf8.RuneError || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || term.Bidi(r) {
 			clean = false
 			break
 		}

@@ -49,8 +49,7 @@ func deepAnalyses(g *graph, w *window, opt Options) deepPart {
 	p.comm = commOps(g)
 	p.mem = memoryOps(g)
 	p.memCalls = memoryOpCalls(g)
-	names := cpNames{t: g.t}
-	p.launch = launchStatsOf(g, w.steps, &names)
+	p.launch = launchStatsOf(g, w.steps, &prep.names) // filled by newCPPrep
 	if p.whole {
 		p.streams = streamStats(prep)
 		p.bw = copyBandwidth(g)

@@ -110,7 +110,7 @@ func (s *SafeWriter) Write(p []byte) (int, error) {
 				p = p[1:]
 				continue
 			}
-			if r >= 0x80 && r <= 0x9f || bidi(r) {
+			if r >= 0x80 && r <= 0x9f || Bidi(r) {
 				out = append(out, '\\', 'u', hexDigit[r>>12], hexDigit[r>>8&15], hexDigit[r>>4&15], hexDigit[r&15])
 			} else {
 				out = append(out, p[:size]...)
@@ -146,8 +146,10 @@ func (s *SafeWriter) Flush() error {
 
 const hexDigit = "0123456789abcdef"
 
-// bidi reports whether r is a Unicode bidirectional control.
-func bidi(r rune) bool {
+// Bidi reports whether r is a Unicode bidirectional control (U+202A-U+202E,
+// U+2066-U+2069, LRM, RLM, ALM): a name holding one prints the rest of
+// its line reordered. Every escaper of text from inputs uses it.
+func Bidi(r rune) bool {
 	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
 }
 
