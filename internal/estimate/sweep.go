@@ -172,30 +172,42 @@ func ParseSweepAxis(spec string) (SweepAxis, error) {
 	return ax, nil
 }
 
+// CheckAxes checks a sweep's axes (each named once, each with values, at
+// most maxPoints combinations) and returns how many combinations they make.
+func CheckAxes(axes []SweepAxis, maxPoints int) (int, error) {
+	n := 1
+	seen := map[string]bool{}
+	for _, a := range axes {
+		if seen[a.Name] {
+			return 0, fmt.Errorf("sweep: axis %s given twice", a.Name)
+		}
+		seen[a.Name] = true
+		if len(a.Values) == 0 {
+			return 0, fmt.Errorf("sweep: axis %s has no values", a.Name)
+		}
+		n *= len(a.Values)
+		if n > maxPoints {
+			return 0, fmt.Errorf("sweep has more than %d points", maxPoints)
+		}
+	}
+	return n, nil
+}
+
 // Sweep estimates every combination of the axes (last axis fastest). With
 // a "model" axis, models holds one model per value, in order; otherwise
 // exactly one model.
 func Sweep(models []Model, base Setup, dev Device, axes []SweepAxis) (*SweepResult, error) {
-	n := 1
+	n, err := CheckAxes(axes, maxSweepPoints)
+	if err != nil {
+		return nil, err
+	}
 	modelAxis := -1
-	seen := map[string]bool{}
 	for i, a := range axes {
-		if seen[a.Name] {
-			return nil, fmt.Errorf("sweep: axis %s given twice", a.Name)
-		}
-		seen[a.Name] = true
 		if a.Name == "model" {
 			modelAxis = i
 			if len(a.Values) != len(models) {
 				return nil, fmt.Errorf("sweep: %d models for %d model values", len(models), len(a.Values))
 			}
-		}
-		if len(a.Values) == 0 {
-			return nil, fmt.Errorf("sweep: axis %s has no values", a.Name)
-		}
-		n *= len(a.Values)
-		if n > maxSweepPoints {
-			return nil, fmt.Errorf("sweep has more than %d points", maxSweepPoints)
 		}
 	}
 	if modelAxis < 0 && len(models) != 1 {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/envelope"
 	"github.com/ptscope/ptscope/internal/estimate"
 	"github.com/ptscope/ptscope/internal/units"
@@ -261,7 +262,7 @@ func (p *Predictor) deviceRows(res *Result, bt, nt *estimate.Rank, peak, runPeak
 	ctxB := termOf(bt.Terms, "cuda_context") + termOf(bt.Terms, "nccl_buffers")
 	ctxN := termOf(nt.Terms, "cuda_context") + termOf(nt.Terms, "nccl_buffers")
 	outside, outsideOK := ctxB, false
-	if u := r.MaxDeviceUsedBytes - r.MaxReservedBytes; r.MaxDeviceUsedBytes > 0 && r.MaxReservedBytes > 0 && u > 0 && r.Mode != modeFake {
+	if u := r.MaxDeviceUsedBytes - r.MaxReservedBytes; r.MaxDeviceUsedBytes > 0 && r.MaxReservedBytes > 0 && u > 0 && r.Mode != bundle.ModeFake {
 		outside, outsideOK = u, true
 	}
 	outsideN := outside + ctxN - ctxB
@@ -305,7 +306,7 @@ func (p *Predictor) fragmentation(expandable bool, dynB, dynN int64) (int64, str
 	runFrag := r.MaxReservedBytes - r.MaxAllocatedBytes
 	// a run that ran out of memory (or completed no step) never reached
 	// the steady state's fragmentation
-	ok := r.MaxReservedBytes > 0 && runFrag >= 0 && r.Mode != modeFake && p.meas.complete && r.OOM == nil
+	ok := r.MaxReservedBytes > 0 && runFrag >= 0 && r.Mode != bundle.ModeFake && p.meas.complete && r.OOM == nil
 	switch {
 	case expandable && !r.ExpandableSegments:
 		// one mapped range grown in 2 MiB pages: what is left is the
@@ -341,8 +342,6 @@ func ifStr(b bool, t, f string) string {
 	}
 	return f
 }
-
-const modeFake = "fake"
 
 func howCarried(how string, measured bool, base, now int64) string {
 	if !measured {

@@ -36,18 +36,14 @@ func DefaultAxes(s estimate.Setup) []estimate.SweepAxis {
 // Sweep predicts every combination of the axes (last axis fastest) for the
 // run's job changed by s, as a sweep result whose rows are predictions.
 func (p *Predictor) Sweep(s estimate.Setup, axes []estimate.SweepAxis) (*estimate.SweepResult, error) {
-	n := 1
 	for _, a := range axes {
 		if a.Name == "model" {
 			return nil, fmt.Errorf("sweep: a run's job keeps its model (no model axis with --from)")
 		}
-		if len(a.Values) == 0 {
-			return nil, fmt.Errorf("sweep: axis %s has no values", a.Name)
-		}
-		n *= len(a.Values)
-		if n > maxSweepPoints {
-			return nil, fmt.Errorf("sweep from a run has more than %d points", maxSweepPoints)
-		}
+	}
+	n, err := estimate.CheckAxes(axes, maxSweepPoints)
+	if err != nil {
+		return nil, err
 	}
 	res := &estimate.SweepResult{Header: envelope.NewHeader("estimate"), Device: p.dev, Axes: axes, Best: []int{}}
 	idx := make([]int, len(axes))

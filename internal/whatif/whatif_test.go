@@ -270,6 +270,12 @@ func TestSweepFromRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// --sweep auto --sweep micro-batch=4,8: an axis given twice is refused,
+	// as the plain sweep refuses it (it overwrote the first axis's values)
+	twice := append(DefaultAxes(s), estimate.SweepAxis{Name: "micro-batch", Values: []string{"4", "8"}})
+	if _, err := p.Sweep(s, twice); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("micro-batch twice: %v", err)
+	}
 	if len(res.Rows) != 3*2*10 { // bf16, bf16-true, fp32 x none, full x 1, 2, 3, 4, 6, 8, 12, 16, 24, 32
 		t.Fatalf("%d rows", len(res.Rows))
 	}
