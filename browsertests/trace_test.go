@@ -30,6 +30,10 @@ func TestTraceViews(t *testing.T) {
 	withUnits(t, "memory curve bytes", ticks(t, b, "trace-memory", "y"), "B", "KiB", "MiB", "GiB")
 	withUnits(t, "memory curve time", ticks(t, b, "trace-memory", "x"), "ns", "us", "ms", "s")
 	withUnits(t, "trace timeline time", ticks(t, b, "trace-timeline", "x"), "ns", "us", "ms", "s")
+	withUnits(t, "per-step bars", ticks(t, b, "step-bars", "x"), "ns", "us", "ms", "s")
+	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=step-bars] .hbar:not(.axis)').length`); n != 3 {
+		t.Errorf("per-step bars: %d rows, want the trace's 3 steps", n)
+	}
 	// a click on an event: its details, the events it runs in, the GPU work it launched
 	eval[any](t, b, `document.querySelector('[data-testid=trace-timeline] canvas').scrollIntoView()`)
 	xy := eval[[]float64](t, b, `(() => { const d = window.__ptscope.trace, tl = window.__ptscope.traceTimeline, c = document.querySelector('[data-testid=trace-timeline] canvas').getBoundingClientRect();

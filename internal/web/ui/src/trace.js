@@ -6,6 +6,7 @@ import { get } from './data.js';
 import { el, bytes, exact, dur, pct, link, swatch, keyColor, byteTicks, byteLabel, timeTicks, reservedColor, fill, at } from './fmt.js';
 import { table } from './table.js';
 import { findingsList } from './findings.js';
+import { stackedBars } from './chart.js';
 import { traceAnswers } from './answers.js';
 
 const breakdownColors = { kernel: '#4e79a7', memcpy: '#f28e2b', memset: '#edc948', runtime: '#e15759', dataloader: '#b07aa1',
@@ -35,18 +36,13 @@ export function traceOverview(r, input, s) {
   const bd = el('div', { 'data-testid': 'breakdown' }, el('h4', {}, `Average step time breakdown (${dur(tot)})`),
     el('div', { class: 'stackbar' }, parts.map(([k, v]) => el('span', { style: `width:${100 * v / tot}%;background:${bdColor(k)}`, title: `${k}: ${dur(v)} (${pct(v / tot)})` }, v / tot > 0.1 ? `${k} ${pct(v / tot)}` : ''))),
     el('div', { class: 'legend' }, parts.map(([k, v]) => swatch(bdColor(k), `${k} ${dur(v)} (${pct(v / tot)})`))));
-  // per step, the same breakdown as bars on one scale (the plugin's step
-  // time breakdown chart); at most 60 steps
+  // per step, the same breakdown as bars on one duration scale with its
+  // axis (the plugin's step time breakdown chart); at most 60 steps
   const steps = (r.steps || []).slice(0, 60);
-  const longest = Math.max(1, ...steps.map((x) => x.duration_ns || 0));
   if (steps.length > 1) {
-    bd.append(el('h4', {}, 'Per step'), el('div', { class: 'stepbars' }, steps.map((x) => {
-      const b = Object.entries(x.breakdown || {}).filter(([, v]) => typeof v === 'number' && v > 0).map(([k, v]) => [k.replace(/_ns$/, ''), v]);
-      return el('div', { class: 'stepbar' }, el('span', { class: 'name', title: x.name }, x.name),
-        el('span', { class: 'bar' }, el('span', { class: 'stackbar', style: `width:${(100 * (x.duration_ns || 0) / longest).toFixed(1)}%` },
-          b.map(([k, v]) => el('span', { style: `width:${(100 * v / Math.max(1, b.reduce((a, [, y]) => a + y, 0))).toFixed(2)}%;background:${bdColor(k)}`, title: `${k}: ${dur(v)}` })))),
-        el('span', { class: 'num' }, dur(x.duration_ns)));
-    })));
+    const part = (x) => Object.entries(x.breakdown || {}).filter(([, v]) => typeof v === 'number' && v > 0).map(([k, v]) => ({ key: k.replace(/_ns$/, ''), value: v }));
+    const keys = [...new Set(steps.flatMap((x) => part(x).map((p) => p.key)))].map((k) => ({ key: k, name: k, color: bdColor(k) }));
+    bd.append(el('h4', {}, 'Per step'), stackedBars({ testid: 'step-bars', keys, rows: steps.map((x) => ({ label: x.name, title: x.name, parts: part(x) })) }));
   }
   node.append(el('h3', {}, `Rank ${r.rank}${r.world_size ? ' of ' + r.world_size : ''}: ${exact(r.events)} events, ${(r.steps || []).length} steps`),
     el('div', { class: 'twocol' }, kv, bd));
@@ -346,65 +342,4 @@ export function traceTimeline(body, input, s, opts = {}) {
   window.__ptscope.traceTimeline = api;
   refresh();
   return api;
-}
-
-// distributedView puts the ranks (every trace input of the current input's
-// run, or every trace outside runs) side by side: step time and its
-// spread, the slowest rank, GPU utilisation, communication and how much of
-// it compute hides, and per step the spread across ranks. Traces that
-// claim the same rank are separate runs, not ranks of one job: they are
-// listed with a warning and not compared.
-export async function distributedView(body, list, cur) {
-  const traces = list.inputs.filter((i) => i.kind === 'trace' && i.status === 'ready' && (i.run || '') === (cur.run || ''));
-  const ranks = [];
-  for (const i of traces) {
-    const s = await get('trace/summary', { input: i.id });
-    ranks.push({ input: i.id, path: i.path, ...s.result });
-  }
-  const node = el('div', { 'data-testid': 'distributed', 'data-state': 'ready' });
-  const seen = new Map();
-  for (const r of ranks) seen.set(r.rank, (seen.get(r.rank) || 0) + 1);
-  const dup = [...seen.entries()].filter(([, n]) => n > 1);
-  if (dup.length) {
-    node.append(el('p', { class: 'warn', 'data-testid': 'rank-warning' },
-      `${dup.map(([r, n]) => `${n} traces claim rank ${r}`).join(', ')}: these are separate runs, not the ranks of one job, so they are listed but not compared (no skew, no straggler). Serve one trace per rank of a run (a folder or a bundle) to compare ranks.`));
-  } else if (ranks.length < 2) {
-    node.append(el('p', { class: 'muted' }, `${ranks.length} trace loaded: give one trace per rank (a folder or a bundle) to compare ranks.`));
-  }
-  const steps = ranks.map((r) => r.average_step_ns || 0);
-  const med = steps.slice().sort((a, b) => a - b)[Math.floor(steps.length / 2)] || 1;
-  const job = !dup.length && ranks.length > 1;
-  const rows = ranks.map((r) => ({
-    rank: r.rank, path: r.path.split('/').slice(-2).join('/'), step: r.average_step_ns, vs: job ? (r.average_step_ns || 0) / med - 1 : null,
-    util: r.gpu_utilization_ratio, comm: r.communication ? r.communication.total_ns : 0,
-    overlap: r.communication ? r.communication.overlap_ratio : 0, exposed: r.communication ? r.communication.exposed_ns : 0,
-    data: r.dataloader_ratio, straggler: job && (r.average_step_ns || 0) > med * 1.05 ? 'straggler' : '',
-  }));
-  node.append(el('h3', {}, job ? `Ranks (${ranks.length})` : `Traces (${ranks.length})`), table(rows, [
-    { key: 'rank', label: 'rank', num: true }, { key: 'path', label: 'trace' }, { key: 'step', label: 'avg step', num: true, fmt: dur, bar: true },
-    { key: 'vs', label: 'vs median', num: true, fmt: pct }, { key: 'util', label: 'GPU util', num: true, fmt: pct },
-    { key: 'comm', label: 'communication', num: true, fmt: dur }, { key: 'overlap', label: 'overlapped', num: true, fmt: pct },
-    { key: 'exposed', label: 'exposed comm', num: true, fmt: dur }, { key: 'data', label: 'dataloader', num: true, fmt: pct },
-    { key: 'straggler', label: '', plain: true, width: '6em' }], { sort: 'rank', desc: false, testid: 'rank-table' }));
-  // per step number: the spread across ranks
-  const byStep = new Map();
-  if (job) {
-    for (const r of ranks) {
-      for (const s of r.steps || []) {
-        if (!byStep.has(s.number)) byStep.set(s.number, []);
-        byStep.get(s.number).push({ rank: r.rank, d: s.duration_ns });
-      }
-    }
-  }
-  const skew = [...byStep.entries()].filter(([, v]) => v.length > 1).map(([n, v]) => {
-    const ds = v.map((x) => x.d), mx = Math.max(...ds), mn = Math.min(...ds);
-    return { step: n, ranks: v.length, min: mn, max: mx, skew: mx - mn, slowest: v.find((x) => x.d === mx).rank };
-  });
-  if (skew.length) {
-    node.append(el('h3', {}, 'Step time across ranks'), table(skew, [
-      { key: 'step', label: 'step', num: true }, { key: 'ranks', label: 'ranks', num: true }, { key: 'min', label: 'fastest', num: true, fmt: dur },
-      { key: 'max', label: 'slowest', num: true, fmt: dur }, { key: 'skew', label: 'skew', num: true, fmt: dur, bar: true }, { key: 'slowest', label: 'slowest rank', num: true, wide: true }],
-    { sort: 'skew', testid: 'skew-table' }));
-  }
-  body.append(node);
 }
