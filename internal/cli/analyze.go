@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/report"
@@ -163,7 +162,7 @@ func analyzeCommand() command {
 		if set == nil {
 			return loadErr
 		}
-		adviseBundles(set.Report)
+		adviseBundles(set)
 		out.writeHTML = func(w io.Writer) error { return htmlSnapshots(w, set) }
 		if err := e.emit(memreport.New(set.Report), &out, t); err != nil {
 			return err
@@ -189,33 +188,34 @@ func loadSnapshots(e *env, paths []string, o load.SnapshotOptions) (*load.Snapsh
 
 // adviseBundles adds, to each bundle rank that ran out of memory or came
 // near its device's limit, the peak its job needs and the cheapest changes
-// that fit (internal/whatif), predicted from the run's own measurements.
-func adviseBundles(rep *memory.Report) {
-	bundles := map[string]*bundle.Bundle{}
-	for _, in := range rep.Inputs {
-		if in.Bundle == nil || in.Error != "" {
+// that fit (internal/whatif), predicted from the run's own measurements:
+// from the bundle load already read, once per rank however many of its
+// snapshots are inputs.
+func adviseBundles(set *load.SnapshotSet) {
+	type rankKey struct {
+		dir  string
+		rank int
+	}
+	advice := map[rankKey]*whatif.Advice{}
+	for k, in := range set.Report.Inputs {
+		if k >= len(set.Inputs) || in.Error != "" {
 			continue
 		}
-		b, ok := bundles[in.Bundle.Dir]
+		si := set.Inputs[k]
+		if si.Bundle == nil || si.Rank == nil {
+			continue
+		}
+		key := rankKey{si.Bundle.Dir, si.Rank.Rank}
+		a, ok := advice[key]
 		if !ok {
-			var err error
-			if b, err = bundle.ReadBundle(in.Bundle.Dir); err != nil {
-				b = nil
+			run := whatif.FromBundle(si.Bundle, si.Rank)
+			if _, want := whatif.WantsAdvice(run); want {
+				a = whatif.Advise(run, whatif.Given{})
 			}
-			bundles[in.Bundle.Dir] = b
+			advice[key] = a
 		}
-		if b == nil {
-			continue
-		}
-		for i := range b.Ranks {
-			if b.Ranks[i].Rank != in.Bundle.Rank {
-				continue
-			}
-			run := whatif.FromBundle(b, &b.Ranks[i])
-			if _, ok := whatif.WantsAdvice(run); ok {
-				in.Advice = whatif.Advise(run, whatif.Given{})
-			}
-			break
+		if a != nil {
+			in.Advice = a
 		}
 	}
 }
