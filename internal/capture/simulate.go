@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -208,6 +209,9 @@ func finishSimulation(dir string, m *bundle.Manifest, s Simulate) {
 	if s.Mode() == ModeCapture {
 		return
 	}
+	// what the ranks sent each other (the companion's Mailbox) served its
+	// purpose once the last rank ran
+	_ = os.RemoveAll(filepath.Join(dir, ".ptscope", "simulate"))
 	cfg := s.config()
 	sim := &bundle.Simulation{Mode: cfg.Mode, WorldSize: cfg.WorldSize, Rank: cfg.Rank, Ranks: cfg.Ranks, Imbalance: cfg.Imbalance, NotCounted: s.NotCounted()}
 	seen := map[string]bool{}

@@ -4,7 +4,11 @@ package capture
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -201,6 +205,9 @@ func TestFakeTorchSimulateAllRanksPassShapesOn(t *testing.T) {
 		if rk.Rank != i || rk.Info.MaxAllocatedBytes != 16<<20 {
 			t.Errorf("rank %d: %+v", i, rk.Info)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(r.res.Dir, ".ptscope", "simulate")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the ranks' mailbox is left in the bundle (%v)", err)
 	}
 	if got := m.Simulation.Collectives["send_object_list"]; got != 3 {
 		t.Errorf("send_object_list called %d times over the ranks, want 3", got)

@@ -46,6 +46,15 @@ class Simulation:
         # PTSCOPE_SIM_DEBUG: how often each collective was called from where (simulate_debug.json)
         self.call_sites = {} if os.environ.get("PTSCOPE_SIM_DEBUG") else None
 
+    def keep_broadcast(self):
+        """Whether one more broadcast tensor may be kept (BROADCAST_KEPT_MAX)."""
+        with self.lock:
+            n = self.facts.get("broadcasts_kept", 0)
+            if n >= BROADCAST_KEPT_MAX:
+                return False
+            self.facts["broadcasts_kept"] = n + 1
+            return True
+
     # ------------------------------------------------------------ bookkeeping
     def problem(self, key, msg):
         log_once("simulate " + key, msg)
@@ -167,7 +176,11 @@ def _replace_everywhere(orig, new, name=None, prefix="torch.distributed"):
 def install(torch, cfg, bundle=None):
     """Redirect torch.distributed to the fake backend as rank R of world W.
     Returns the Simulation, or None when torch.distributed cannot simulate."""
-    box = Mailbox(os.path.join(bundle, ".ptscope", "simulate") if bundle else None)
+    # What one simulated rank sends another is kept only where a later
+    # rank of the same bundle can read it (--simulate-rank all or a list):
+    # a rank simulated alone writes nothing.
+    keep = bundle and len(cfg.get("ranks") or []) > 1
+    box = Mailbox(os.path.join(bundle, ".ptscope", "simulate") if keep else None)
     sim = Simulation(cfg.get("world_size", 1), cfg.get("rank", 0), cfg.get("imbalance") or 0.0, box)
     try:
         import torch.distributed as dist
@@ -305,9 +318,7 @@ def _post_broadcast(sim, dist, torch, a):
     kept = t.numel() * t.element_size() <= BROADCAST_KEPT_BYTES
     me = dist.get_rank()
     if src is None or src == me:
-        if kept and src is not None and sim.facts.get("broadcasts_kept", 0) < BROADCAST_KEPT_MAX:
-            with sim.lock:
-                sim.facts["broadcasts_kept"] = sim.facts.get("broadcasts_kept", 0) + 1
+        if kept and src is not None and sim.mailbox.root and sim.keep_broadcast():
             sim.mailbox.put("tensor", me, _group_key(dist, a.get("group")),
                             (str(t.dtype), tuple(t.shape), t.detach().cpu().reshape(-1).tolist()))
         return
