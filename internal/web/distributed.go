@@ -18,7 +18,7 @@ import (
 type peerSet struct {
 	ready func() []*Input // the inputs loaded so far
 	mu    sync.Mutex
-	dist  map[string]*Distributed
+	dist  map[string]*comparedSet // by the ids of the traces compared
 }
 
 // Distributed is the distributed view of one trace: the traces of its run
@@ -68,13 +68,14 @@ func traceDistributed(it *Input, _ params) (any, error) {
 		return nil, err
 	}
 	if it.peers == nil {
-		return distributedOf([]*Input{it}, it), nil
+		return compareSet([]*Input{it}).view(it), nil
 	}
 	return it.peers.distributed(it), nil
 }
 
 // distributed answers the view for input it from the traces of its run
-// that have loaded, once per set of traces.
+// that have loaded. The jobs of a set of traces are compared once, for
+// every trace of the set.
 func (ps *peerSet) distributed(it *Input) *Distributed {
 	var traces []*Input
 	var key strings.Builder
@@ -84,45 +85,65 @@ func (ps *peerSet) distributed(it *Input) *Distributed {
 			key.WriteString(strconv.Itoa(p.ID) + ",")
 		}
 	}
-	k := strconv.Itoa(it.ID) + ":" + key.String()
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if d, ok := ps.dist[k]; ok {
-		return d
+	c, ok := ps.dist[key.String()]
+	if !ok {
+		c = compareSet(traces)
+		if ps.dist == nil {
+			ps.dist = map[string]*comparedSet{}
+		}
+		ps.dist[key.String()] = c
 	}
-	d := distributedOf(traces, it)
-	if ps.dist == nil {
-		ps.dist = map[string]*Distributed{}
-	}
-	ps.dist[k] = d
-	return d
+	ps.mu.Unlock()
+	return c.view(it)
 }
 
-// distributedOf groups traces into jobs and compares the ranks of it's
-// job. The results are copied first: Compare numbers ranks and adds to
-// their findings, warnings and communication ops, and the served results
-// must stay as they were analysed.
-func distributedOf(traces []*Input, it *Input) *Distributed {
-	ranks := make([]*perf.Rank, len(traces))
+// comparedSet is a set of traces grouped into jobs, each job's ranks
+// compared (perf.Compare).
+type comparedSet struct {
+	traces  []*Input
+	ranks   []*perf.Rank
+	jobs    [][]int
+	reports []*perf.Report // by job
+	warning string
+}
+
+// compareSet groups traces into jobs and compares the ranks of each. The
+// results are copied first: Compare numbers ranks and adds to their
+// findings, warnings and communication ops, and the served results must
+// stay as they were analysed.
+func compareSet(traces []*Input) *comparedSet {
+	c := &comparedSet{traces: traces, ranks: make([]*perf.Rank, len(traces))}
 	for i, t := range traces {
-		ranks[i] = compareCopy(t.trace.result)
+		c.ranks[i] = compareCopy(t.trace.result)
 	}
-	jobs, warning := perf.GroupJobs(ranks)
-	d := &Distributed{Warning: warning, Jobs: len(jobs), Ranks: []DistRank{}, Others: []DistRank{}, Findings: []finding.Finding{}}
-	for j, job := range jobs {
-		if !slices.ContainsFunc(job, func(i int) bool { return traces[i] == it }) {
+	c.jobs, c.warning = perf.GroupJobs(c.ranks)
+	for _, job := range c.jobs {
+		in := make([]*perf.Rank, len(job))
+		for k, i := range job {
+			in[k] = c.ranks[i]
+		}
+		c.reports = append(c.reports, perf.Compare(in))
+	}
+	return c
+}
+
+// view is the Distributed view of input it: its job's ranks compared, the
+// other jobs' ranks listed.
+func (c *comparedSet) view(it *Input) *Distributed {
+	d := &Distributed{Warning: c.warning, Jobs: len(c.jobs), Ranks: []DistRank{}, Others: []DistRank{}, Findings: []finding.Finding{}}
+	for j, job := range c.jobs {
+		if !slices.ContainsFunc(job, func(i int) bool { return c.traces[i] == it }) {
 			for _, i := range job {
-				d.Others = append(d.Others, distRank(ranks[i], traces[i].ID, j))
+				d.Others = append(d.Others, distRank(c.ranks[i], c.traces[i].ID, j))
 			}
 			continue
 		}
-		in := make([]*perf.Rank, len(job))
 		byPath := map[string]int{}
-		for k, i := range job {
-			in[k] = ranks[i]
-			byPath[ranks[i].Path] = traces[i].ID
+		for _, i := range job {
+			byPath[c.ranks[i].Path] = c.traces[i].ID
 		}
-		rep := perf.Compare(in)
+		rep := c.reports[j]
 		for k := range rep.Ranks {
 			d.Ranks = append(d.Ranks, distRank(&rep.Ranks[k], byPath[rep.Ranks[k].Path], j))
 		}
