@@ -33,8 +33,10 @@ type Case struct {
 	// Make returns the input's bytes (compressed where the case says so).
 	Make func() []byte
 	// Args are flags given before the input (e.g. --max-memory); "{tmp}"
-	// in one is a temporary folder of the test's.
-	Args []string
+	// in one is a temporary folder of the test's, "{second}" the file
+	// Second makes (diff's other side).
+	Args   []string
+	Second func() []byte
 	// Stdin: the input is piped to the command's standard input and named
 	// "-" (the harness writes it to the pipe).
 	Stdin bool

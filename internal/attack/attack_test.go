@@ -184,6 +184,13 @@ func TestCases(t *testing.T) {
 			args := []string{c.Command}
 			tmp := t.TempDir()
 			for _, a := range c.Args {
+				if strings.Contains(a, "{second}") {
+					second := filepath.Join(tmp, "second_"+c.File)
+					if err := os.WriteFile(second, c.Second(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					a = strings.ReplaceAll(a, "{second}", second)
+				}
 				args = append(args, strings.ReplaceAll(a, "{tmp}", tmp))
 			}
 			args = append(args, path)

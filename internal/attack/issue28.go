@@ -190,6 +190,16 @@ func issue28Escapes() []Case {
 			Exit: 0, Want: `train\x1b]0;owned\x07\x1b[2J\u009b31m.py`, NotWant: "\x1b",
 		},
 		{
+			// diff against the same snapshot with plain frames: the stack
+			// with the hostile names is listed as gone
+			Name: "escape/diff-frames", Class: "escape", Command: "diff", File: "frames.json", Args: []string{"{second}"},
+			Make: func() []byte {
+				return snapshotJSONFrames(`[{"filename": "train` + escJSON + `.py", "line": 7, "name": "step` + escJSON + `"}]`)
+			},
+			Second: func() []byte { return jsonSnapshot(20, func(int, string) string { return "" }) },
+			Exit:   0, Want: `train\x1b]0;owned\x07\x1b[2J\u009b31m.py`, NotWant: "\x1b",
+		},
+		{
 			Name: "escape/trace-names", Class: "escape", Command: "trace", File: "names.pt.trace.json",
 			Make: func() []byte {
 				return traceEvents(100, func(i int) string {
