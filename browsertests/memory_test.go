@@ -51,6 +51,13 @@ func TestMemoryTimeline(t *testing.T) {
 			t.Errorf("answers lack %q: %s", want, ans)
 		}
 	}
+	// the phase strip has its legend: the phases the run went through
+	phases := eval[string](t, b, `document.querySelector('[data-testid=phase-legend]').innerText`)
+	for _, want := range []string{"forward", "backward", "optimizer"} {
+		if !strings.Contains(phases, want) {
+			t.Errorf("phase legend lacks %q: %q", want, phases)
+		}
+	}
 	// unit tick labels: bytes up, entries or time across
 	withUnits(t, "bytes axis", ticks(t, b, "memory-timeline", "y"), "B", "KiB", "MiB", "GiB")
 	eval[bool](t, b, `(() => { const s = document.querySelector('[data-testid=x-axis]'); s.value = 'time'; s.dispatchEvent(new Event('change')); return true; })()`)

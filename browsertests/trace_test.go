@@ -31,8 +31,11 @@ func TestTraceViews(t *testing.T) {
 	withUnits(t, "memory curve time", ticks(t, b, "trace-memory", "x"), "ns", "us", "ms", "s")
 	withUnits(t, "trace timeline time", ticks(t, b, "trace-timeline", "x"), "ns", "us", "ms", "s")
 	withUnits(t, "per-step bars", ticks(t, b, "step-bars", "x"), "ns", "us", "ms", "s")
-	if n := eval[int](t, b, `document.querySelectorAll('[data-testid=step-bars] .hbar:not(.axis)').length`); n != 3 {
-		t.Errorf("per-step bars: %d rows, want the trace's 3 steps", n)
+	// the timeline's step bands: one per step of the trace, in order, on
+	// the timeline's clock (inside its start and end)
+	bad := eval[[]float64](t, b, `(async () => { const s = await fetch('/api/v1/trace/summary?input=0').then((r) => r.json()); const n = s.step_bands.length; return [n, s.result.steps.length, s.step_bands.filter((x, k) => !(x[0] >= s.start_ns && x[1] <= s.end_ns && x[0] < x[1] && (k === 0 || x[0] >= s.step_bands[k - 1][1]))).length]; })()`)
+	if len(bad) != 3 || bad[0] != 3 || bad[1] != 3 || bad[2] != 0 {
+		t.Errorf("step bands: %v (bands, steps, bands off the clock or out of order), want 3, 3, 0", bad)
 	}
 	// a click on an event: its details, the events it runs in, the GPU work it launched
 	eval[any](t, b, `document.querySelector('[data-testid=trace-timeline] canvas').scrollIntoView()`)
