@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/ptscope/ptscope/internal/load"
-	"github.com/ptscope/ptscope/internal/web"
+	"github.com/ptscope/ptscope/internal/web/view"
 )
 
 // writeHTMLFile writes the --html page to path through a temporary file,
@@ -46,22 +46,22 @@ func (e *env) writeHTMLFile(path string, write func(io.Writer) error) error {
 
 // htmlSnapshots writes the page of analyze's inputs (one view per device).
 func htmlSnapshots(w io.Writer, set *load.SnapshotSet) error {
-	var mems []web.HTMLMemory
+	var mems []view.HTMLMemory
 	for k, in := range set.Inputs {
 		for _, a := range in.Devices {
-			mems = append(mems, web.HTMLMemory{Path: in.Path, Analysis: a, PhaseRows: set.Report.Inputs[k].Phases})
+			mems = append(mems, view.HTMLMemory{Path: in.Path, Analysis: a, PhaseRows: set.Report.Inputs[k].Phases})
 		}
 	}
-	return web.WriteHTML(w, "ptscope analyze", mems, nil, web.HTMLOptions{})
+	return view.WriteHTML(w, "ptscope analyze", mems, nil, view.HTMLOptions{})
 }
 
 // htmlTraces writes the page of trace's inputs (their models were kept).
 func htmlTraces(w io.Writer, set *load.TraceSet) error {
-	var ts []web.HTMLTrace
+	var ts []view.HTMLTrace
 	for k := range set.Report.Ranks {
 		if k < len(set.Models) && set.Models[k] != nil {
-			ts = append(ts, web.HTMLTrace{Path: set.Report.Ranks[k].Path, Model: set.Models[k], Result: &set.Report.Ranks[k]})
+			ts = append(ts, view.HTMLTrace{Path: set.Report.Ranks[k].Path, Model: set.Models[k], Result: &set.Report.Ranks[k]})
 		}
 	}
-	return web.WriteHTML(w, "ptscope trace", nil, ts, web.HTMLOptions{})
+	return view.WriteHTML(w, "ptscope trace", nil, ts, view.HTMLOptions{})
 }

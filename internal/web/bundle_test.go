@@ -38,7 +38,7 @@ func TestServeBundleSnapshot(t *testing.T) {
 	s, ts := serveDir(t, dir)
 	oom := filepath.Join(dir, "rank0", "snapshot_oom.pickle")
 	checked := false
-	for _, in := range s.inputs.snapshot() {
+	for _, in := range s.set.List() {
 		if in.Path != oom {
 			continue
 		}

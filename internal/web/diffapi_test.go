@@ -16,6 +16,7 @@ import (
 	"github.com/ptscope/ptscope/internal/report/diffreport"
 	"github.com/ptscope/ptscope/internal/testfixture"
 	"github.com/ptscope/ptscope/internal/units"
+	"github.com/ptscope/ptscope/internal/web/view"
 )
 
 // diffServer serves two committed real snapshots (inputs 0 and 1) and a
@@ -68,7 +69,7 @@ func TestDiffRoute(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("diff: %d %s", code, body)
 	}
-	var d DiffOut
+	var d view.DiffOut
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatal(err)
 	}

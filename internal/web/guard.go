@@ -121,7 +121,7 @@ func (g *guard) wrap(next http.Handler) http.Handler {
 // Loading reports whether an input is queued or being loaded (serve
 // collects garbage more eagerly once none is: the server then holds its
 // models, and answers make only garbage).
-func (s *Server) Loading() bool { return s.inputs.busy() }
+func (s *Server) Loading() bool { return s.set.Loading() }
 
 // costly reports whether answering path computes a view (the inputs list,
 // the page and its assets are cheap).

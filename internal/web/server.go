@@ -1,14 +1,14 @@
-// Package web is ptscope's browser front end: `ptscope serve` (a net/http
-// server answering the views of internal/timeline from models kept in
-// memory, with the page's assets embedded by go:embed) and the --html
-// writer (the same page with the data of a few levels of detail inlined,
-// one offline file). The page lives in ui/ (plain JavaScript, Canvas2D),
-// built by esbuild into ui/dist, which is committed so that `go build`
-// needs no Node.
+// Package web is `ptscope serve`'s HTTP server: it routes every view of
+// internal/web/view (the inputs, the views computed from them and the
+// comparison of two, none of which needs HTTP), serves the page and its
+// assets (internal/web/ui), gzips the answers, and guards every request
+// (guard.go). The --html writer is view.WriteHTML: the same page with the
+// data of a few levels of detail inlined, one offline file. The page lives
+// in ui/ (plain JavaScript, Canvas2D), built by esbuild into ui/dist, which
+// is committed so that `go build` needs no Node.
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,17 +17,16 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/klauspost/compress/gzip"
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/memory"
+	"github.com/ptscope/ptscope/internal/web/view"
 )
 
 // Options configure a server.
@@ -54,28 +53,24 @@ type Options struct {
 
 // Server serves the inputs under Options.Roots.
 type Server struct {
-	diffs  diffCache
 	opts   Options
-	inputs *inputs
+	set    *view.Set
 	mux    *http.ServeMux
 	logger *log.Logger
-	seen   map[string]int64
 }
 
 // New finds the inputs (an error when there are none) and starts loading
 // them in the background when Start is called.
 func New(opts Options) (*Server, error) {
-	s := &Server{opts: opts, inputs: newInputs(), mux: http.NewServeMux(), seen: map[string]int64{}}
-	s.inputs.opts = opts.Memory
-	s.inputs.afterRead = opts.AfterRead
-	s.inputs.src = input.Or(opts.Source)
+	s := &Server{opts: opts, mux: http.NewServeMux(),
+		set: view.NewSet(view.SetOptions{Memory: opts.Memory, AfterRead: opts.AfterRead, Source: opts.Source})}
 	if opts.Log != nil {
 		s.logger = log.New(opts.Log, "ptscope serve: ", 0)
 	}
-	if err := s.inputs.scan(opts.Roots, s.seen, true); err != nil {
+	if err := s.set.Scan(opts.Roots, true); err != nil {
 		return nil, err
 	}
-	if len(s.inputs.snapshot()) == 0 && !(opts.Rescan > 0 && anyDir(opts.Roots)) {
+	if len(s.set.List()) == 0 && !(opts.Rescan > 0 && anyDir(opts.Roots)) {
 		return nil, fmt.Errorf("no snapshots or traces found in %s", strings.Join(opts.Roots, ", "))
 	}
 	s.routes()
@@ -85,7 +80,7 @@ func New(opts Options) (*Server, error) {
 // anyDir reports whether a root is a folder (a capture may still fill it).
 func anyDir(roots []string) bool {
 	for _, r := range roots {
-		if isDir(r) {
+		if st, err := os.Stat(r); err == nil && st.IsDir() {
 			return true
 		}
 	}
@@ -94,7 +89,7 @@ func anyDir(roots []string) bool {
 
 // Start loads the inputs and rescans the folders until ctx ends.
 func (s *Server) Start(ctx context.Context) {
-	go s.inputs.loadLoop(ctx)
+	go s.set.Load(ctx)
 	if s.opts.Rescan <= 0 {
 		return
 	}
@@ -106,7 +101,7 @@ func (s *Server) Start(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := s.inputs.scan(s.opts.Roots, s.seen, false); err != nil {
+				if err := s.set.Scan(s.opts.Roots, false); err != nil {
 					s.logf("rescan: %v", err)
 				}
 			}
@@ -130,7 +125,7 @@ func (s *Server) Handler(local bool) http.Handler {
 	if slots <= 0 {
 		slots = runtime.GOMAXPROCS(0)
 	}
-	g := newGuard(local, s.opts.AllowHosts, s.inputs.src.Budget(), slots)
+	g := newGuard(local, s.opts.AllowHosts, s.set.Budget(), slots)
 	return g.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -169,22 +164,6 @@ func IsLoopbackAddr(addr string) bool {
 	return h == "localhost" || (net.ParseIP(h) != nil && net.ParseIP(h).IsLoopback())
 }
 
-// apiError is a request the server refuses, with its status.
-type apiError struct {
-	status int
-	err    error
-}
-
-func (e *apiError) Error() string { return e.err.Error() }
-
-func badRequest(format string, a ...any) error {
-	return &apiError{http.StatusBadRequest, fmt.Errorf(format, a...)}
-}
-
-func notFound(format string, a ...any) error {
-	return &apiError{http.StatusNotFound, fmt.Errorf(format, a...)}
-}
-
 func httpError(w http.ResponseWriter, status int, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -206,7 +185,7 @@ func (s *Server) api(f func(r *http.Request) (any, error)) http.HandlerFunc {
 		var body []byte
 		ctype := "application/octet-stream"
 		if err == nil {
-			if b, ok := v.(rawBody); ok {
+			if b, ok := v.(view.RawBody); ok {
 				body = b
 			} else if body, err = json.Marshal(v); err == nil {
 				body = append(body, '\n')
@@ -215,9 +194,9 @@ func (s *Server) api(f func(r *http.Request) (any, error)) http.HandlerFunc {
 		}
 		if err != nil {
 			timing()
-			var ae *apiError
-			if errors.As(err, &ae) {
-				httpError(w, ae.status, ae.err)
+			var ve *view.Error
+			if errors.As(err, &ve) {
+				httpError(w, ve.Status, ve.Err)
 				return
 			}
 			httpError(w, http.StatusInternalServerError, err)
@@ -225,7 +204,7 @@ func (s *Server) api(f func(r *http.Request) (any, error)) http.HandlerFunc {
 		}
 		w.Header().Set("Vary", "Accept-Encoding")
 		if len(body) >= 1024 && acceptsGzip(r) {
-			body = gzipped(body)
+			body = view.Gzip(body)
 			w.Header().Set("Content-Encoding", "gzip")
 		}
 		timing()
@@ -235,9 +214,6 @@ func (s *Server) api(f func(r *http.Request) (any, error)) http.HandlerFunc {
 		w.Write(body)
 	}
 }
-
-// rawBody is a response body sent as application/octet-stream.
-type rawBody []byte
 
 // acceptsGzip reports whether the request's Accept-Encoding takes gzip
 // (and does not refuse it with q=0).
@@ -259,54 +235,21 @@ func acceptsGzip(r *http.Request) bool {
 	return false
 }
 
-var gzipPool = sync.Pool{New: func() any {
-	w, _ := gzip.NewWriterLevel(io.Discard, 5) // measured: a fifth of level 9's time for 10-20% more bytes
-	return w
-}}
-
-// gzipped compresses b.
-func gzipped(b []byte) []byte {
-	var out bytes.Buffer
-	out.Grow(len(b)/4 + 64)
-	w := gzipPool.Get().(*gzip.Writer)
-	w.Reset(&out)
-	w.Write(b)
-	w.Close()
-	gzipPool.Put(w)
-	return out.Bytes()
-}
-
 func (s *Server) routes() {
 	s.mux.HandleFunc("/", s.index)
 	s.mux.HandleFunc("/ui/", s.asset)
 	s.mux.HandleFunc("/api/v1/inputs", s.api(func(r *http.Request) (any, error) {
-		return map[string]any{"inputs": s.inputs.snapshot()}, nil
+		return map[string]any{"inputs": s.set.List()}, nil
 	}))
-	for _, name := range viewNames() {
-		s.mux.HandleFunc("/api/v1/"+name, s.viewRoute(views[name]))
+	for _, name := range view.Paths() {
+		s.mux.HandleFunc("/api/v1/"+name, s.api(func(r *http.Request) (any, error) {
+			return s.set.Answer(name, r.URL.Query())
+		}))
 	}
-	s.mux.HandleFunc("/api/v1/diff", s.api(s.diffView))
+	s.mux.HandleFunc("/api/v1/diff", s.api(func(r *http.Request) (any, error) {
+		return s.set.Diff(r.URL.Query())
+	}))
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, fmt.Errorf("no such endpoint %s", r.URL.Path))
 	})
-}
-
-// readyID returns input id once loaded; kind "" takes any kind.
-func (s *Server) readyID(id int64, kind string) (*Input, error) {
-	it, ok := s.inputs.get(int(id))
-	if !ok {
-		return nil, notFound("no input %d", id)
-	}
-	s.inputs.mu.RLock()
-	status, msg, k := it.Status, it.Error, it.Kind
-	s.inputs.mu.RUnlock()
-	switch {
-	case status == statusError:
-		return nil, &apiError{http.StatusUnprocessableEntity, errors.New(msg)}
-	case status != statusReady:
-		return nil, &apiError{http.StatusServiceUnavailable, fmt.Errorf("input %d is %s", id, status)}
-	case kind != "" && k != kind:
-		return nil, badRequest("input %d is a %s, not a %s", id, k, kind)
-	}
-	return it, nil
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -16,9 +17,17 @@ import (
 
 	"github.com/ptscope/ptscope/internal/input"
 	"github.com/ptscope/ptscope/internal/testfixture"
+	"github.com/ptscope/ptscope/internal/web/view"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
+
+// The statuses of a view.Input.
+const (
+	statusQueued  = "queued"
+	statusLoading = "loading"
+	statusReady   = "ready"
+)
 
 // testServer serves a committed real snapshot, a generated trace and a
 // file that is not an input, and waits until all are loaded.
@@ -52,7 +61,7 @@ func serveDir(t testing.TB, dir string) (*Server, *httptest.Server) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		done := true
-		for _, in := range s.inputs.snapshot() {
+		for _, in := range s.set.List() {
 			if in.Status == statusQueued || in.Status == statusLoading {
 				done = false
 			}
@@ -194,7 +203,7 @@ func TestEndpointsGolden(t *testing.T) {
 	}
 	// summaries are the analyses' JSON: check what the page reads
 	code, body := get(t, ts, "/api/v1/mem/summary?input=0")
-	var ms MemSummary
+	var ms view.MemSummary
 	if code != 200 || json.Unmarshal(body, &ms) != nil || ms.Entries == 0 || ms.Result.Peak.AllocatedBytes == 0 || len(ms.Categories) < 8 {
 		t.Fatalf("mem summary %d: %.300s", code, body)
 	}
@@ -289,6 +298,54 @@ func TestLoopbackAddr(t *testing.T) {
 	}
 }
 
+// Views (and large JSON) are gzipped for clients that accept it, and the
+// compressed body is the same view.
+func TestViewGzip(t *testing.T) {
+	_, ts, _ := testServer(t)
+	fetch := func(enc string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/mem/view?input=0&w=1200&h=500", nil)
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc) // set by hand: the client then leaves the body as sent
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	_, plain := fetch("")
+	for _, c := range []struct {
+		enc  string
+		gzip bool
+	}{{"", false}, {"gzip", true}, {"gzip, deflate, br, zstd", true}, {"deflate", false}, {"gzip;q=0", false}, {"GZIP;q=0.5", true}} {
+		resp, body := fetch(c.enc)
+		if got := resp.Header.Get("Content-Encoding") == "gzip"; got != c.gzip {
+			t.Fatalf("Accept-Encoding %q: gzipped %v", c.enc, got)
+		}
+		if c.gzip {
+			sent := len(body)
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+			if sent >= len(body) {
+				t.Fatalf("gzip sent %d bytes for %d", sent, len(body))
+			}
+		}
+		if !bytes.Equal(body, plain) {
+			t.Fatalf("Accept-Encoding %q: the body differs", c.enc)
+		}
+		if resp.Header.Get("Server-Timing") == "" || resp.Header.Get("Vary") != "Accept-Encoding" {
+			t.Fatalf("headers %v", resp.Header)
+		}
+	}
+}
+
 // A folder is searched again: a file written later is added once its size
 // has settled, and loads.
 func TestRescanFindsNewFiles(t *testing.T) {
@@ -303,7 +360,7 @@ func TestRescanFindsNewFiles(t *testing.T) {
 	link(t, src, filepath.Join(dir, "run2", "later.pickle.xz"))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		list := s.inputs.snapshot()
+		list := s.set.List()
 		if len(list) == 2 && list[1].Status == statusReady {
 			if !strings.HasSuffix(list[1].Path, "later.pickle.xz") {
 				t.Fatalf("second input %s", list[1].Path)
@@ -349,7 +406,7 @@ func TestEmptyFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(s.inputs.snapshot()); n != 0 {
+	if n := len(s.set.List()); n != 0 {
 		t.Fatalf("%d inputs", n)
 	}
 }
@@ -381,7 +438,7 @@ func TestRootsInOrder(t *testing.T) {
 	for {
 		got = got[:0]
 		busy := false
-		for _, in := range s.inputs.snapshot() {
+		for _, in := range s.set.List() {
 			got = append(got, fmt.Sprintf("%d %s %s %s", in.ID, filepath.Base(in.Path), in.Kind, in.Status))
 			busy = busy || in.Status == statusQueued || in.Status == statusLoading
 			if in.Path == missing && !strings.Contains(in.Error, "nope.pickle") {
@@ -402,10 +459,10 @@ func TestRootsInOrder(t *testing.T) {
 	}
 	// a rescan searches the folder only: "-" is not read again, and the
 	// missing path is not an error each time
-	if err := s.inputs.scan(s.opts.Roots, s.seen, false); err != nil {
+	if err := s.set.Scan(s.opts.Roots, false); err != nil {
 		t.Errorf("rescan: %v", err)
 	}
-	if n := len(s.inputs.snapshot()); n != len(want) {
+	if n := len(s.set.List()); n != len(want) {
 		t.Errorf("after a rescan: %d inputs", n)
 	}
 	if _, err := New(Options{Roots: []string{missing, filepath.Join(dir, "nope2")}}); err == nil || !strings.Contains(err.Error(), "nope.pickle") {

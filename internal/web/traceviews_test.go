@@ -10,6 +10,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/load"
 	"github.com/ptscope/ptscope/internal/testfixture"
+	"github.com/ptscope/ptscope/internal/web/view"
 )
 
 func traceFile(t testing.TB, parts ...string) string {
@@ -24,7 +25,7 @@ func TestDistributedUnrelated(t *testing.T) {
 	link(t, traceFile(t, "real", "gpt2tiny_with_stack.pt.trace.json.xz"), filepath.Join(dir, "b.pt.trace.json.xz"))
 	_, ts := serveDir(t, dir)
 	code, body := get(t, ts, "/api/v1/trace/distributed?input=0")
-	var d Distributed
+	var d view.Distributed
 	if code != 200 || json.Unmarshal(body, &d) != nil {
 		t.Fatalf("%d %.300s", code, body)
 	}
@@ -44,7 +45,7 @@ func TestDistributedJob(t *testing.T) {
 	_, ts := serveDir(t, dir)
 	_, before := get(t, ts, "/api/v1/trace/summary?input=1")
 	code, body := get(t, ts, "/api/v1/trace/distributed?input=1")
-	var d Distributed
+	var d view.Distributed
 	if code != 200 || json.Unmarshal(body, &d) != nil {
 		t.Fatalf("%d %.300s", code, body)
 	}
@@ -72,47 +73,5 @@ func TestDistributedJob(t *testing.T) {
 	}
 	if _, after := get(t, ts, "/api/v1/trace/summary?input=1"); !bytes.Equal(before, after) {
 		t.Error("comparing the ranks changed the served result")
-	}
-}
-
-// TestCriticalView: the summary leaves the critical path's chain out;
-// trace/critical has it, each piece naming its event in the model.
-func TestCriticalView(t *testing.T) {
-	dir := t.TempDir()
-	link(t, traceFile(t, "real", "gpt2_6l_dataloader_bottleneck.pt.trace.json.gz"), filepath.Join(dir, "a.pt.trace.json.gz"))
-	s, ts := serveDir(t, dir)
-	_, sum := get(t, ts, "/api/v1/trace/summary?input=0")
-	full, err := json.Marshal(s.inputs.list[0].trace.result)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(sum, []byte(`"kind":"kernel_gap"`)) || len(sum) > len(full)*3/4 {
-		t.Errorf("the summary (%d bytes, the result %d) holds the critical path's chain", len(sum), len(full))
-	}
-	code, body := get(t, ts, "/api/v1/trace/critical?input=0")
-	var cp TraceCritical
-	if code != 200 || json.Unmarshal(body, &cp) != nil {
-		t.Fatalf("%d %.300s", code, body)
-	}
-	if len(cp.Path) == 0 || cp.LongestStep == "" || len(cp.Steps) != 3 {
-		t.Fatalf("critical path: %d pieces, longest %q, %d steps", len(cp.Path), cp.LongestStep, len(cp.Steps))
-	}
-	m := s.inputs.list[0].trace.model
-	var sumNS int64
-	for _, sg := range cp.Path {
-		sumNS += sg.DurationNS
-		if sg.Event >= 0 && (sg.Event >= int64(m.Events.Len()) || m.Name(int(sg.Event)) != sg.Name) {
-			t.Fatalf("piece %+v does not name its event", sg)
-		}
-	}
-	for _, st := range cp.Steps {
-		if st.Step == cp.LongestStep && st.LengthNS != sumNS {
-			t.Errorf("the chain of %s sums to %d ns, its length is %d", st.Step, sumNS, st.LengthNS)
-		}
-	}
-	code, body = get(t, ts, "/api/v1/trace/gpu?input=0")
-	var g TraceGPU
-	if code != 200 || json.Unmarshal(body, &g) != nil || len(g.Streams) == 0 || len(g.Streams[0].Queue.Series) == 0 || g.Launch.Launches == 0 {
-		t.Fatalf("gpu view %d: %.300s", code, body)
 	}
 }

@@ -19,7 +19,7 @@ func TestServeWindowedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, ts := serveDir(t, dir)
-	list := s.inputs.snapshot()
+	list := s.set.List()
 	if len(list) != 1 || list[0].Path != filepath.Join(dir, "rank0") || list[0].Status != statusReady || len(list[0].Devices) != 1 {
 		t.Fatalf("inputs %+v", list)
 	}
@@ -86,7 +86,7 @@ func TestServeLiveWindowedRun(t *testing.T) {
 		testfixture.EditJSON(t, filepath.Join(dir, "manifest.json"), func(m map[string]any) { m["status"] = tc.status })
 		s, _ := serveDir(t, dir)
 		var got []string
-		for _, in := range s.inputs.snapshot() {
+		for _, in := range s.set.List() {
 			rel, _ := filepath.Rel(dir, in.Path)
 			got = append(got, filepath.ToSlash(rel))
 		}

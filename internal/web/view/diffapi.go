@@ -1,9 +1,8 @@
-package web
+package view
 
 import (
 	"bytes"
 	"fmt"
-	"net/http"
 	"sync"
 
 	"github.com/ptscope/ptscope/internal/diff"
@@ -63,16 +62,16 @@ func (c *diffCache) put(k [3]int, d *DiffOut) {
 // diffView compares inputs a and b (?a=&b=, required; &top=N rows of each
 // changed table, default 10). Both must be loaded and of the same kind:
 // a snapshot against a trace is a 400 with the CLI's one-line error.
-func (s *Server) diffView(r *http.Request) (any, error) {
-	a, err := intParam(r, "a", 0, true)
+func (s *Set) diffView(p params) (any, error) {
+	a, err := p.int("a", 0, true)
 	if err != nil {
 		return nil, err
 	}
-	b, err := intParam(r, "b", 0, true)
+	b, err := p.int("b", 0, true)
 	if err != nil {
 		return nil, err
 	}
-	top, err := intParam(r, "top", 10, false)
+	top, err := p.int("top", 10, false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
-package web
+package view
 
 import (
 	"bytes"
 	"html/template"
 	"testing"
+
+	"github.com/ptscope/ptscope/internal/web/ui"
 )
 
 // The page as the html/template it replaced wrote it, to the byte: the
@@ -27,7 +29,7 @@ func TestPageAsTemplate(t *testing.T) {
 		JS     template.JS
 		Data   template.JS
 	}
-	css, js := asset("app.css"), asset("app.js")
+	css, js := ui.Asset("app.css"), ui.Asset("app.js")
 	data := []byte(`{"inputs":[{"path":"a\u003cb\u0026c.pickle"}]}`)
 	for _, title := range []string{"ptscope", "ptscope · run/rank0/snapshot_end.pickle",
 		`<script>alert("x")</script> & 'quotes' + plus`, "nul\x00byte", "bad \xff utf-8 \xc3", "tab\tnew\nline\u202e"} {

@@ -1,4 +1,4 @@
-package web
+package view
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func BenchmarkMemView(b *testing.B) {
 					b.Fatal(err)
 				}
 				raw = EncodeView(m, v, ViewEncoding{Color: timeline.ByCategory, Height: 600})
-				sent = gzipped(raw)
+				sent = Gzip(raw)
 			}
 			b.ReportMetric(float64(len(sent)), "sent_B")
 			b.ReportMetric(float64(len(raw)), "raw_B")

@@ -1,4 +1,4 @@
-package web
+package view
 
 import (
 	"encoding/base64"
@@ -13,6 +13,7 @@ import (
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/perf"
 	"github.com/ptscope/ptscope/internal/timeline"
+	"github.com/ptscope/ptscope/internal/web/ui"
 )
 
 // HTMLMemory is one snapshot device of an --html file.
@@ -107,8 +108,8 @@ func (r *recorder) put(name string, p params, v any, unkeyed ...string) int {
 	rec := recorded{Q: q}
 	size := 0
 	switch b := v.(type) {
-	case rawBody:
-		rec.GZ = base64.StdEncoding.EncodeToString(gzipped(b))
+	case RawBody:
+		rec.GZ = base64.StdEncoding.EncodeToString(Gzip(b))
 		size = len(rec.GZ)
 	case gzBody:
 		rec.GZ, size = string(b), len(b)
@@ -161,7 +162,7 @@ func WriteHTML(w io.Writer, title string, mems []HTMLMemory, traces []HTMLTrace,
 	if err != nil {
 		return err
 	}
-	return writePage(w, pageData{Title: title, Inline: true, CSS: asset("app.css"), JS: asset("app.js"), Data: js})
+	return writePage(w, pageData{Title: title, Inline: true, CSS: ui.Asset("app.css"), JS: ui.Asset("app.js"), Data: js})
 }
 
 // htmlBreakdowns are the breakdowns an --html file holds at the peak.
@@ -286,7 +287,7 @@ func recordTiles(r *recorder, it *Input, md *memDevice, o HTMLOptions, addBlock 
 			if err != nil {
 				return err
 			}
-			gz := gzBody(base64.StdEncoding.EncodeToString(gzipped(enc)))
+			gz := gzBody(base64.StdEncoding.EncodeToString(Gzip(enc)))
 			size += len(gz)
 			tiles = append(tiles, tile{p, gz})
 			for _, bl := range v.Blocks {

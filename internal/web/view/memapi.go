@@ -1,4 +1,4 @@
-package web
+package view
 
 import (
 	"strconv"
@@ -145,7 +145,7 @@ func memView(it *Input, p params) (any, error) {
 // the block by id: measured, ids add 1-3% to a gzipped view); keys=all
 // adds each block's key in every colouring (--html files, whose page
 // colours offline).
-func memViewOf(md *memDevice, p params) (*timeline.View, rawBody, error) {
+func memViewOf(md *memDevice, p params) (*timeline.View, RawBody, error) {
 	q, color, err := viewQuery(p, md.timeline())
 	if err != nil {
 		return nil, nil, err
@@ -155,7 +155,7 @@ func memViewOf(md *memDevice, p params) (*timeline.View, rawBody, error) {
 		return nil, nil, badRequest("%v", err)
 	}
 	enc := ViewEncoding{Color: color, Height: q.Height, IDs: true, AllKeys: p.get("keys") == "all"}
-	return v, rawBody(EncodeView(md.timeline(), v, enc)), nil
+	return v, RawBody(EncodeView(md.timeline(), v, enc)), nil
 }
 
 // Frame is a stack frame with whether it is the user's own (the first

@@ -1,7 +1,6 @@
-package web
+package view
 
 import (
-	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -9,7 +8,8 @@ import (
 
 // A view is one answer the page asks for, named by its API path under
 // /api/v1/. Its build function is the only code that makes that answer:
-// the server's route calls it with the request's query, and the --html
+// the server's route calls it with the request's query (Set.Answer;
+// internal/web routes every entry of views), and the --html
 // writer calls it with the queries it records (html.go), so that the page
 // draws the same data from a server and from a file. docs/serve.md lists
 // which view feeds which part of the page.
@@ -18,9 +18,10 @@ type view struct {
 	build func(it *Input, p params) (any, error)
 }
 
-// views are the page's data, by API path. (The input list and diff are
-// the server's own routes: an --html file carries its inputs, and has no
-// second input to compare with.)
+// views are the page's data, by API path: adding one here adds its
+// route. (The input list and diff are routes of their own, Set.List and
+// Set.Diff: an --html file carries its inputs, and has no second input to
+// compare with.)
 var views = map[string]view{
 	"mem/summary":       {"snapshot", memSummary},
 	"mem/view":          {"snapshot", memView},
@@ -89,31 +90,9 @@ func query(kv ...any) params {
 		case int64:
 			s = strconv.FormatInt(v, 10)
 		default:
-			panic("web: query value of an unexpected type")
+			panic("view: query value of an unexpected type")
 		}
 		p[kv[i].(string)] = []string{s}
 	}
 	return p
-}
-
-// intParam reads an integer query parameter of a request.
-func intParam(r *http.Request, name string, def int64, required bool) (int64, error) {
-	return params(r.URL.Query()).int(name, def, required)
-}
-
-// viewRoute answers a view's API route: the input named by "input" (0 by
-// default), once loaded and of the view's kind.
-func (s *Server) viewRoute(v view) http.HandlerFunc {
-	return s.api(func(r *http.Request) (any, error) {
-		p := params(r.URL.Query())
-		id, err := p.int("input", 0, false)
-		if err != nil {
-			return nil, err
-		}
-		it, err := s.readyID(id, v.kind)
-		if err != nil {
-			return nil, err
-		}
-		return v.build(it, p)
-	})
 }

@@ -1,4 +1,4 @@
-package web
+package view
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,7 +244,7 @@ func checkDecoded(t *testing.T, m *timeline.Memory, v *timeline.View, d *decoded
 
 // The binary view decodes to the timeline's view, as the page reads it.
 func TestViewEncoding(t *testing.T) {
-	s, ts, _ := testServer(t)
+	s := loadSet(t, testSnapshot(t))
 	it, _ := s.inputs.get(0)
 	m := it.mem[0].timeline()
 	for _, c := range []struct {
@@ -260,10 +259,7 @@ func TestViewEncoding(t *testing.T) {
 		// zoomed in bytes far below the curves
 		{"x0=700&x1=900&w=900&h=300&y0=1000&y1=2000", timeline.ViewQuery{X0: 700, X1: 900, Width: 900, Height: 300, Y0: 1000, Y1: 2000}, timeline.ByCategory},
 	} {
-		code, body := get(t, ts, "/api/v1/mem/view?input=0&"+c.path)
-		if code != 200 {
-			t.Fatalf("%d %s", code, body)
-		}
+		body := ask(t, s, "mem/view?input=0&"+c.path)
 		v, err := m.View(c.q)
 		if err != nil {
 			t.Fatal(err)
@@ -288,54 +284,6 @@ func TestViewEncoding(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkDecoded(t, m, v, d, c.color, true)
-	}
-}
-
-// Views (and large JSON) are gzipped for clients that accept it, and the
-// compressed body is the same view.
-func TestViewGzip(t *testing.T) {
-	_, ts, _ := testServer(t)
-	fetch := func(enc string) (*http.Response, []byte) {
-		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/mem/view?input=0&w=1200&h=500", nil)
-		if enc != "" {
-			req.Header.Set("Accept-Encoding", enc) // set by hand: the client then leaves the body as sent
-		}
-		resp, err := http.DefaultTransport.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
-	}
-	_, plain := fetch("")
-	for _, c := range []struct {
-		enc  string
-		gzip bool
-	}{{"", false}, {"gzip", true}, {"gzip, deflate, br, zstd", true}, {"deflate", false}, {"gzip;q=0", false}, {"GZIP;q=0.5", true}} {
-		resp, body := fetch(c.enc)
-		if got := resp.Header.Get("Content-Encoding") == "gzip"; got != c.gzip {
-			t.Fatalf("Accept-Encoding %q: gzipped %v", c.enc, got)
-		}
-		if c.gzip {
-			sent := len(body)
-			zr, err := gzip.NewReader(bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if body, err = io.ReadAll(zr); err != nil {
-				t.Fatal(err)
-			}
-			if sent >= len(body) {
-				t.Fatalf("gzip sent %d bytes for %d", sent, len(body))
-			}
-		}
-		if !bytes.Equal(body, plain) {
-			t.Fatalf("Accept-Encoding %q: the body differs", c.enc)
-		}
-		if resp.Header.Get("Server-Timing") == "" || resp.Header.Get("Vary") != "Accept-Encoding" {
-			t.Fatalf("headers %v", resp.Header)
-		}
 	}
 }
 
