@@ -8,6 +8,7 @@ import (
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/cli"
+	"github.com/ptscope/ptscope/internal/web"
 )
 
 func main() {
@@ -34,5 +35,17 @@ func run() cli.Status {
 	}
 	ctx, stop := cli.SignalContext() // Ctrl-C: exit 130 within a second
 	defer stop()
-	return cli.MainStatus(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	return cli.Options{NewServer: newServer}.MainStatus(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+}
+
+// newServer is serve's HTTP server (internal/web), handed to the CLI so
+// that the CLI compiles without net/http: in an empty-cache build, net/http
+// and the CLI's packages then compile side by side, and only web and this
+// package wait for net/http.
+func newServer(c cli.ServeConfig) (cli.Server, error) {
+	s, err := web.New(web.Options{Roots: c.Roots, Rescan: c.Rescan, Log: c.Log, AfterRead: c.AfterRead, Source: c.Source, AllowHosts: c.AllowHosts})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

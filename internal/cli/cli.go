@@ -1,5 +1,7 @@
 // Package cli implements ptscope's subcommands. Each subcommand lives in its
-// own file and has the signature of command.run; main only calls Main.
+// own file and has the signature of command.run; main only calls
+// Options.MainStatus, with the pieces the CLI is kept free of (the HTTP
+// server of serve: Options).
 package cli
 
 import (
@@ -48,6 +50,7 @@ type env struct {
 	over   chan error     // the budget watchdog's error (invoke)
 	temps  *tempFiles     // output being written, removed if interrupted
 	signal syscall.Signal // the signal that killed run's command (Status)
+	opts   Options        // what the program supplies (serve's server)
 }
 
 type command struct {
@@ -81,7 +84,25 @@ var Version = "0.1.0-dev"
 
 // Main runs ptscope with args (without the program name) and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return MainStatus(ctx, args, stdin, stdout, stderr).Code
+	return Options{}.Main(ctx, args, stdin, stdout, stderr)
+}
+
+// Options are what the program gives the commands besides their
+// arguments and streams: the pieces whose packages the CLI is kept free of,
+// as google/pprof's driver.Options hands its driver an HTTP server. With
+// the zero Options every command runs but serve, which fails saying so.
+type Options struct {
+	// NewServer makes serve's server over its inputs (serve.go); it fails
+	// when it finds none. cmd/ptscope supplies internal/web's, so that
+	// this package, and the --html pages it writes, compile without
+	// net/http.
+	NewServer func(ServeConfig) (Server, error)
+}
+
+// Main runs ptscope with args (without the program name) and returns its
+// exit code, with the pieces o supplies.
+func (o Options) Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return o.MainStatus(ctx, args, stdin, stdout, stderr).Code
 }
 
 // Status is how ptscope ends: with Code, or, where Signal is set (`run`
@@ -109,9 +130,14 @@ func (c *CommandExit) Error() string {
 // MainStatus is Main with the whole status: cmd/ptscope ends the process
 // with it.
 func MainStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) Status {
+	return Options{}.MainStatus(ctx, args, stdin, stdout, stderr)
+}
+
+// MainStatus is Main with the whole status, with the pieces o supplies.
+func (o Options) MainStatus(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) Status {
 	safe := term.NewSafeWriter(stdout) // no input's escape bytes reach the terminal
 	defer safe.Flush()
-	e := &env{ctx: ctx, stdin: stdin, stdout: safe, rawStdout: stdout, stderr: stderr, temps: &tempFiles{}}
+	e := &env{ctx: ctx, stdin: stdin, stdout: safe, rawStdout: stdout, stderr: stderr, temps: &tempFiles{}, opts: o}
 	code := mainEnv(e, args)
 	return Status{Code: code, Signal: e.signal}
 }

@@ -23,8 +23,8 @@ import (
 )
 
 // TestInterruptHelperProcess is not a test: it is ptscope's main (with its
-// signal handling) when TestInterrupt re-executes the test binary with
-// PTSCOPE_TEST_INTERRUPT=1.
+// signal handling and its server) when TestInterrupt re-executes the test
+// binary with PTSCOPE_TEST_INTERRUPT=1.
 func TestInterruptHelperProcess(t *testing.T) {
 	if os.Getenv("PTSCOPE_TEST_INTERRUPT") != "1" {
 		return
@@ -37,7 +37,7 @@ func TestInterruptHelperProcess(t *testing.T) {
 		}
 	}
 	ctx, stop := SignalContext()
-	code := Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	code := serveOptions.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -1,10 +1,11 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -12,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ptscope/ptscope/internal/web"
+	"github.com/ptscope/ptscope/internal/input"
 )
 
 const serveUsage = `Usage: ptscope serve [flags] FILE|DIR...
@@ -41,6 +42,37 @@ Examples:
   ptscope serve rank0.pickle rank0.pt.trace.json.gz
 `
 
+// ServeConfig is what serve gives its server: the inputs and the flags
+// that shape the answers.
+type ServeConfig struct {
+	Roots []string // files and folders to serve (folders are rescanned)
+	// Rescan is how often folders are searched for new files (0: never).
+	Rescan time.Duration
+	// Log receives one line per failed request and per scan error.
+	Log io.Writer
+	// AfterRead runs after each snapshot is decoded and before it is
+	// analysed (serve collects the decoder's garbage there).
+	AfterRead func()
+	// Source finds and opens the inputs, within the server's memory
+	// budget (--max-memory).
+	Source *input.Source
+	// AllowHosts are Host names answered besides loopback ones (and, when
+	// not local, IP address literals): --allow-host.
+	AllowHosts []string
+}
+
+// Server is serve's server, made by Options.NewServer once its inputs are
+// found (internal/web's *Server).
+type Server interface {
+	// Start loads the inputs and rescans the folders until ctx ends.
+	Start(ctx context.Context)
+	// Loading reports whether an input is queued or being loaded.
+	Loading() bool
+	// Serve answers HTTP requests on ln until ctx ends (then nil); local:
+	// ln is loopback only, and only loopback Host names are answered.
+	Serve(ctx context.Context, ln net.Listener, local bool) error
+}
+
 func serveCommand() command {
 	c := command{name: "serve", summary: "interactive memory and profiler views in the browser", usage: serveUsage}
 	c.run = func(e *env, args []string) error {
@@ -66,12 +98,15 @@ func serveCommand() command {
 		if len(paths) == 0 {
 			return usagef("serve: no input (give snapshot or trace files, bundles or folders; see ptscope help serve)")
 		}
-		local := web.IsLoopbackAddr(*addr)
+		local := isLoopbackAddr(*addr)
 		if !local && !*allowRemote {
 			return usagef("serve: --addr %s is not a loopback address; add --allow-remote to serve it to the network", *addr)
 		}
+		if e.opts.NewServer == nil {
+			return errors.New("serve: this build of ptscope has no web server (cli.Options.NewServer is not set)")
+		}
 		tuneGC()
-		s, err := web.New(web.Options{Roots: paths, Rescan: *rescan, Log: e.stderr, AfterRead: runtime.GC, Source: e.serveSource(), AllowHosts: allowHosts})
+		s, err := e.opts.NewServer(ServeConfig{Roots: paths, Rescan: *rescan, Log: e.stderr, AfterRead: runtime.GC, Source: e.serveSource(), AllowHosts: allowHosts})
 		if err != nil {
 			return err
 		}
@@ -86,17 +121,21 @@ func serveCommand() command {
 		if *open {
 			openBrowser(url)
 		}
-		srv := &http.Server{Handler: s.Handler(local), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			<-e.ctx.Done()
-			srv.Close()
-		}()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.Serve(e.ctx, ln, local); err != nil {
 			return fmt.Errorf("serve: %v", err)
 		}
 		return nil
 	}
 	return c
+}
+
+// isLoopbackAddr reports whether a listen address binds loopback only.
+func isLoopbackAddr(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	return h == "localhost" || (net.ParseIP(h) != nil && net.ParseIP(h).IsLoopback())
 }
 
 // openBrowser opens url in the desktop's browser, if there is one.
@@ -118,7 +157,7 @@ func openBrowser(url string) {
 // answers make garbage only, and at 400 the heap would grow to five times
 // the models: 1.3 GB instead of 0.5 GB for a 1M-entry snapshot and a
 // 350 MB trace under 50 clients).
-func collectOnceLoaded(e *env, s *web.Server) {
+func collectOnceLoaded(e *env, s Server) {
 	if os.Getenv("GOGC") != "" {
 		return
 	}

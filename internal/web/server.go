@@ -141,6 +141,20 @@ func (s *Server) Handler(local bool) http.Handler {
 	}))
 }
 
+// Serve answers requests on ln with Handler(local) until ctx ends (then it
+// returns nil): `ptscope serve`'s server, which cmd/ptscope hands the CLI.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, local bool) error {
+	srv := &http.Server{Handler: s.Handler(local), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
 // loopbackHost reports whether a Host header names this machine's loopback.
 func loopbackHost(host string) bool {
 	h, _, err := net.SplitHostPort(host)
@@ -153,15 +167,6 @@ func loopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
-}
-
-// IsLoopbackAddr reports whether a listen address binds loopback only.
-func IsLoopbackAddr(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	return h == "localhost" || (net.ParseIP(h) != nil && net.ParseIP(h).IsLoopback())
 }
 
 func httpError(w http.ResponseWriter, status int, err error) {
