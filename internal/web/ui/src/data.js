@@ -1,7 +1,7 @@
 // The page's one data path: get(view, params) asks the server's API
 // (/api/v1/VIEW), or, in an --html file, finds the answer the file
 // recorded for that query (the JSON of <script id="ptscope-data">, written
-// by internal/web html.go from the same Go functions the server calls).
+// by internal/web/view html.go from the same Go functions the server calls).
 const inline = (() => {
   const e = typeof document !== 'undefined' && document.getElementById('ptscope-data');
   return e ? JSON.parse(e.textContent) : null;
@@ -99,7 +99,7 @@ async function recorded(path, p) {
 }
 
 // blockRow rebuilds a mem/block answer from the --html file's columns (one
-// row per block, in id order: internal/web htmlBlocks).
+// row per block, in id order: internal/web/view htmlBlocks).
 function blockRow(p) {
   const t = inline.blocks && inline.blocks[p.input ?? 0];
   if (!t) throw new ApiError('this input has no block details in this file');
@@ -120,10 +120,10 @@ function blockRow(p) {
 }
 
 // KEY_ORDER is the order of the keys of a view's palette entry when it
-// carries every colouring's key (internal/web keyOrder), after category.
+// carries every colouring's key (internal/web/view keyOrder), after category.
 export const KEY_ORDER = ['category', 'stack', 'source', 'module', 'module_group', 'group'];
 
-// decodeView reads the binary memory view (internal/web EncodeView, whose
+// decodeView reads the binary memory view (internal/web/view EncodeView, whose
 // comment is the layout): positions come quantised to the view's columns
 // and eighths of its pixel rows, and are turned back into entries (by
 // column) and bytes here, so that drawing needs no other units. color
