@@ -5,7 +5,6 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
-	"image/png"
 	"io"
 	"math"
 
@@ -23,9 +22,21 @@ const pngScale = 2
 // accumulates exactly, then composites over the image in the item's
 // colour.
 func writePNG(w io.Writer, s *scene) error {
-	f, err := loadFaces()
+	img, err := paintScene(s)
 	if err != nil {
 		return err
+	}
+	if err := encodePNG(w, img); err != nil {
+		return fmt.Errorf("chart: writing png: %w", err)
+	}
+	return nil
+}
+
+// paintScene paints s, scaled by pngScale, on a new white image.
+func paintScene(s *scene) (*image.RGBA, error) {
+	f, err := loadFaces()
+	if err != nil {
+		return nil, err
 	}
 	img := image.NewRGBA(image.Rect(0, 0, int(s.w*pngScale+0.5), int(s.h*pngScale+0.5)))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
@@ -39,10 +50,7 @@ func writePNG(w io.Writer, s *scene) error {
 			p.text(it)
 		}
 	}
-	if err := png.Encode(w, img); err != nil {
-		return fmt.Errorf("chart: writing png: %w", err)
-	}
-	return nil
+	return img, nil
 }
 
 // painter holds what painting one scene reuses from item to item.
