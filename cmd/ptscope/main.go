@@ -4,7 +4,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 
 	"github.com/ptscope/ptscope/internal/capture"
 	"github.com/ptscope/ptscope/internal/cli"
@@ -19,20 +18,14 @@ func main() {
 }
 
 func run() cli.Status {
-	// PTSCOPE_CPUPROFILE=FILE writes a CPU profile of the whole command
-	// (go tool pprof FILE), for performance work on real inputs.
-	if p := os.Getenv("PTSCOPE_CPUPROFILE"); p != "" {
-		f, err := os.Create(p)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "ptscope: PTSCOPE_CPUPROFILE: %v\n", err)
-			return cli.Status{Code: cli.ExitUsage}
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+	// PTSCOPE_CPUPROFILE=FILE writes a CPU profile of the whole command in
+	// a binary built with -tags cpuprofile (cpuprofile.go).
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ptscope: %v\n", err)
+		return cli.Status{Code: cli.ExitUsage}
 	}
+	defer stopProfile()
 	ctx, stop := cli.SignalContext() // Ctrl-C: exit 130 within a second
 	defer stop()
 	return cli.Options{NewServer: newServer}.MainStatus(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
