@@ -64,7 +64,7 @@ func (c *lzmaChunk) read(out []byte) (int, error) {
 		z.pendingLen--
 	}
 	pbMask := uint32(1)<<z.pb - 1
-	for n < limit {
+	for n < limit && !rc.over {
 		posState := uint32(d.total) & pbMask
 		s2 := z.state<<4 | posState
 		if rc.bit(&z.isMatch[s2]) == 0 {
