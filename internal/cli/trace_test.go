@@ -383,3 +383,26 @@ func TestTraceRealFixture(t *testing.T) {
 	}
 	fits(t, out, 100)
 }
+
+// TestTraceOutSameRank: two traces that both say rank 0 (unrelated runs)
+// get a run folder each chart of which has its own name: rank0_ and
+// rank0_2_ (the second's charts used to collide with the first's).
+func TestTraceOutSameRank(t *testing.T) {
+	real := filepath.Join("..", "..", "testdata", "peers", "real")
+	ddp := filepath.Join(real, "ddp", "rank0.1795802743110009081.pt.trace.json.gz")
+	fsdp := filepath.Join(real, "fsdp2_slow0", "rank0.1795802810039621532.pt.trace.json.gz")
+	out := t.TempDir()
+	code, _, errs := traceRun(t, "--out", out, ddp, fsdp)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{"rank0_step_breakdown.png", "rank0_2_step_breakdown.png", "rank0_2_top_kernels.png"} {
+		if st, err := os.Stat(filepath.Join(out, "latest", f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	readme, _ := os.ReadFile(filepath.Join(out, "latest", "README.md"))
+	if !strings.Contains(string(readme), "rank0_2_step_breakdown.png") {
+		t.Errorf("README.md does not list the second trace's charts:\n%s", readme)
+	}
+}

@@ -24,15 +24,23 @@ type namedChart struct {
 }
 
 // RunFiles are the run folder's README.md and PNG charts (per rank, file
-// names prefixed "rankN_" when there are several).
+// names prefixed "rankN_" when there are several, "rankN_2_" for a second
+// trace of rank N).
 func (d *Document) RunFiles(o report.TextOptions) ([]rundir.File, error) {
 	var files []rundir.File
 	var list []string
+	seen := map[int]int{} // traces so far per rank number
 	for i := range d.Report.Ranks {
 		r := &d.Report.Ranks[i]
 		prefix := ""
 		if len(d.Report.Ranks) > 1 {
+			// traces of unrelated runs can share a rank number: the
+			// second rank 0 is rank0_2_, as rundir numbers folders
+			seen[r.Rank]++
 			prefix = fmt.Sprintf("rank%d_", r.Rank)
+			if n := seen[r.Rank]; n > 1 {
+				prefix = fmt.Sprintf("rank%d_%d_", r.Rank, n)
+			}
 		}
 		for _, nc := range Charts(r) {
 			var b bytes.Buffer
