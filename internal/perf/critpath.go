@@ -280,8 +280,7 @@ func (p *cpPrep) scratch() []int32 {
 
 // newCPPrep indexes g for the critical path.
 func newCPPrep(g *graph) *cpPrep {
-	ev := g.ev
-	n := ev.Len()
+	n := g.ev.Len()
 	p := &cpPrep{g: g, names: cpNames{t: g.t}, qLaunch: make([]int32, n), qGPU: make([]int32, n),
 		series: map[streamKey]*queueSeries{}, syncRT: map[int32]int32{}, waitPairs: map[int32]int32{},
 		eventSrc: map[int32]int32{}, free: make(chan []int32, runtime.GOMAXPROCS(0)+1)}
@@ -289,8 +288,23 @@ func newCPPrep(g *graph) *cpPrep {
 	for i := range p.qLaunch {
 		p.qLaunch[i], p.qGPU[i] = -1, -1
 	}
-	corrRT := map[int64]int32{} // correlation -> runtime/driver call, for syncs and records
-	var syncEv []int32
+	syncEv := p.hostEvents()
+	p.markDataLoader()
+	launches := p.gpuLaunches()
+	p.queues(launches)
+	if len(syncEv) == 0 {
+		return p
+	}
+	corrRT, records := p.syncCalls(syncEv)
+	p.syncLinks(syncEv, corrRT, records, launches)
+	return p
+}
+
+// hostEvents fills p.host and p.marks, each by start, and p.hasSync, and
+// returns the synchronisations with a correlation id.
+func (p *cpPrep) hostEvents() (syncEv []int32) {
+	ev := p.g.ev
+	n := ev.Len()
 	var nHost int
 	for _, k := range ev.Kind {
 		if k == kineto.KindCPUOp || k.IsLaunch() {
@@ -319,20 +333,22 @@ func newCPPrep(g *graph) *cpPrep {
 			}
 		}
 	}
-	if len(syncEv) > 0 {
-		for _, s := range syncEv {
-			corrRT[ev.Corr[s]] = -1
-		}
-	}
 	byTS := func(list []int32) {
 		sortRuns(list, func(a, b int32) int { return cmp.Compare(ev.TS[a], ev.TS[b]) }, slices.SortStableFunc)
 	}
 	byTS(p.host)
 	byTS(p.marks)
+	return syncEv
+}
+
+// markDataLoader fills p.inDL: the events inside a DataLoader annotation
+// and the launches they make (nil: none).
+func (p *cpPrep) markDataLoader() {
+	g, ev := p.g, p.g.ev
 	for _, o := range g.order { // parents first
 		if dl := g.class(o)&ncDataLoader != 0; dl || p.inDL != nil && g.parent[o] >= 0 && p.inDL[g.parent[o]] {
 			if p.inDL == nil {
-				p.inDL = make([]bool, n)
+				p.inDL = make([]bool, ev.Len())
 			}
 			p.inDL[o] = true
 		}
@@ -344,7 +360,13 @@ func newCPPrep(g *graph) *cpPrep {
 			}
 		}
 	}
-	// launches (HTA's runtime launch events with a GPU event), by start
+}
+
+// gpuLaunches fills p.gpu (GPU events whose launch has a duration, by the
+// launch's start) and returns the launches (HTA's runtime launch events
+// with a GPU event), by start.
+func (p *cpPrep) gpuLaunches() []cpLaunchRec {
+	g, ev := p.g, p.g.ev
 	launches := make([]cpLaunchRec, 0, len(g.gpu))
 	p.gpu = make([]int32, 0, len(g.gpu))
 	for _, i := range g.gpu {
@@ -366,19 +388,26 @@ func newCPPrep(g *graph) *cpPrep {
 	sortRuns(launches, func(a, b cpLaunchRec) int {
 		return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.launch, b.launch))
 	}, slices.SortStableFunc)
-	p.queues(launches)
-	if len(syncEv) == 0 {
-		return p
+	return launches
+}
+
+// syncCalls finds the runtime calls of the synchronisations syncEv
+// (corrRT: correlation -> runtime/driver call, -1 when none) and those
+// recording the CUDA events they wait on (records, by correlation).
+func (p *cpPrep) syncCalls(syncEv []int32) (corrRT, records map[int64]int32) {
+	g, ev := p.g, p.g.ev
+	corrRT = map[int64]int32{}
+	for _, s := range syncEv {
+		corrRT[ev.Corr[s]] = -1
 	}
-	// runtime calls of the syncs and of the CUDA events they wait on
-	records := map[int64]int32{}
+	records = map[int64]int32{}
 	waitCorr := map[int64]bool{}
 	for _, s := range syncEv {
 		if w := g.t.GPU[ev.Aux[s]].WaitCorr; w >= 0 {
 			waitCorr[w] = true
 		}
 	}
-	for i := 0; i < n; i++ {
+	for i, n := 0, ev.Len(); i < n; i++ {
 		if !ev.Kind[i].IsLaunch() {
 			continue
 		}
@@ -390,8 +419,7 @@ func newCPPrep(g *graph) *cpPrep {
 			records[c] = int32(i)
 		}
 	}
-	p.syncLinks(syncEv, corrRT, records, launches)
-	return p
+	return corrRT, records
 }
 
 // queueSeries is a stream's queue length: q[i] from t[i] on.
