@@ -1,11 +1,8 @@
 package export
 
 import (
-	"fmt"
 	"io"
 	"strconv"
-
-	"github.com/google/pprof/profile"
 
 	"github.com/ptscope/ptscope/internal/memory"
 	"github.com/ptscope/ptscope/internal/snapshot"
@@ -41,50 +38,62 @@ type sampleKey struct {
 	size     int64
 }
 
-// PProf builds the memory of m as a pprof heap profile: inuse_space and
+// pprofOf builds the memory of m as a pprof heap profile: inuse_space and
 // inuse_objects are the allocations alive just after entry `at` (their
 // total is the allocated bytes there: at the peak, the peak), alloc_space
 // and alloc_objects every allocation the replay knows over the recording
 // (those made before it included when they were alive or freed during it).
 // Each Python (or C++) frame is a function and a location, leaf first;
 // category, stream and module are labels, the block size a numeric label.
-func PProf(m *Memory, at int, atDesc string) (*profile.Profile, *PProfSummary) {
+func pprofOf(m *Memory, at int, atDesc string) (*pprofProfile, *PProfSummary) {
 	s := m.Snap
 	sum := &PProfSummary{Event: at, At: atDesc}
-	samples := map[sampleKey]*profile.Sample{}
-	var order []sampleKey
+	samples := map[sampleKey]*pprofSample{}
+	p := &pprofProfile{
+		SampleType: []pprofValueType{{"inuse_objects", "count"}, {"inuse_space", "bytes"},
+			{"alloc_objects", "count"}, {"alloc_space", "bytes"}},
+		DefaultSampleType: "inuse_space",
+		PeriodType:        pprofValueType{"space", "bytes"},
+		Period:            1,
+		Comments: []string{
+			"ptscope export pprof: CUDA caching-allocator memory of " + m.Path + ", device " + strconv.Itoa(m.Device),
+			"inuse_space/inuse_objects: allocations alive just after " + atDesc,
+			"alloc_space/alloc_objects: every allocation known over the recording",
+		},
+	}
 	b := newLocations(s)
-	// Samples share their label maps (pprof only reads them): a snapshot
-	// of many stacks and sizes makes tens of thousands of samples.
-	type labelKey struct {
+	// Samples share their label slices: a snapshot of many stacks and
+	// sizes makes tens of thousands of samples.
+	type labelsKey struct {
 		category     memory.Category
 		stream, meta uint32
 	}
-	labels := map[labelKey]map[string][]string{}
-	sizes := map[int64]map[string][]int64{}
-	units := map[string][]string{"bytes": {"bytes"}}
+	labels := map[labelsKey][]pprofLabel{}
+	sizes := map[int64][]pprofNumLabel{}
 	for k := range m.Replay.Allocs {
 		a := &m.Replay.Allocs[k]
 		key := sampleKey{a.Stack, a.Category, a.Stream, a.Metadata, a.Size}
 		smp := samples[key]
 		if smp == nil {
-			lk := labelKey{a.Category, a.Stream, a.Metadata}
-			lm := labels[lk]
-			if lm == nil {
-				lm = map[string][]string{"category": {a.Category.String()}, "stream": {streamName(s, a.Stream)}}
+			lk := labelsKey{a.Category, a.Stream, a.Metadata}
+			ls, ok := labels[lk]
+			if !ok {
+				// in key order, as the encoder wants them
+				ls = []pprofLabel{{"category", a.Category.String()}}
 				if a.Metadata != 0 {
-					lm["module"] = []string{s.Strings[a.Metadata]}
+					ls = append(ls, pprofLabel{"module", s.Strings[a.Metadata]})
 				}
-				labels[lk] = lm
+				ls = append(ls, pprofLabel{"stream", streamName(s, a.Stream)})
+				labels[lk] = ls
 			}
-			nm := sizes[a.Size]
-			if nm == nil {
-				nm = map[string][]int64{"bytes": {a.Size}}
-				sizes[a.Size] = nm
+			nl, ok := sizes[a.Size]
+			if !ok {
+				nl = []pprofNumLabel{{Key: "bytes", Num: a.Size, Unit: "bytes"}}
+				sizes[a.Size] = nl
 			}
-			smp = &profile.Sample{Location: b.stack(a.Stack), Value: make([]int64, 4), Label: lm, NumLabel: nm, NumUnit: units}
+			smp = &pprofSample{Location: b.stack(a.Stack), Value: make([]int64, 4), Label: ls, NumLabel: nl}
 			samples[key] = smp
-			order = append(order, key)
+			p.Sample = append(p.Sample, smp)
 		}
 		smp.Value[allocObjects]++
 		smp.Value[allocSpace] += a.Size
@@ -97,24 +106,8 @@ func PProf(m *Memory, at int, atDesc string) (*profile.Profile, *PProfSummary) {
 			sum.InuseBytes += a.Size
 		}
 	}
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "inuse_objects", Unit: "count"}, {Type: "inuse_space", Unit: "bytes"},
-			{Type: "alloc_objects", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"}},
-		DefaultSampleType: "inuse_space",
-		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
-		Period:            1,
-		Mapping:           []*profile.Mapping{b.mapping},
-		Location:          b.locs,
-		Function:          b.funcs,
-		Comments: []string{
-			"ptscope export pprof: CUDA caching-allocator memory of " + m.Path + ", device " + strconv.Itoa(m.Device),
-			"inuse_space/inuse_objects: allocations alive just after " + atDesc,
-			"alloc_space/alloc_objects: every allocation known over the recording",
-		},
-	}
-	for _, k := range order {
-		p.Sample = append(p.Sample, samples[k])
-	}
+	p.Mapping = []*pprofMapping{b.mapping}
+	p.Location, p.Function = b.locs, b.funcs
 	sum.Samples = len(p.Sample)
 	tr := s.Trace(m.Device)
 	if tr.HasTime && m.Entries() > 0 {
@@ -129,13 +122,11 @@ func PProf(m *Memory, at int, atDesc string) (*profile.Profile, *PProfSummary) {
 	return p, sum
 }
 
-// WritePProf writes PProf's profile gzip-compressed, as pprof reads it.
+// WritePProf writes the profile of pprofOf gzip-compressed, as pprof reads
+// it (the bytes github.com/google/pprof/profile writes for it).
 func WritePProf(w io.Writer, m *Memory, at int, atDesc string) (*PProfSummary, error) {
-	p, sum := PProf(m, at, atDesc)
-	if err := p.CheckValid(); err != nil {
-		return nil, fmt.Errorf("pprof profile: %w", err)
-	}
-	return sum, p.Write(w)
+	p, sum := pprofOf(m, at, atDesc)
+	return sum, p.writeGzip(w)
 }
 
 func streamName(s *snapshot.Snapshot, i uint32) string {
@@ -149,55 +140,55 @@ func streamName(s *snapshot.Snapshot, i uint32) string {
 // snapshot frame, one function per (name, file).
 type locations struct {
 	s       *snapshot.Snapshot
-	byID    map[snapshot.FrameID]*profile.Location
-	fnKey   map[[2]string]*profile.Function
-	stacks  map[snapshot.StackID][]*profile.Location
-	locs    []*profile.Location
-	funcs   []*profile.Function
-	empty   *profile.Location
-	mapping *profile.Mapping
+	byID    map[snapshot.FrameID]uint64
+	fnKey   map[[2]string]uint64
+	stacks  map[snapshot.StackID][]uint64
+	locs    []*pprofLocation
+	funcs   []*pprofFunction
+	empty   uint64
+	mapping *pprofMapping
 }
 
 func newLocations(s *snapshot.Snapshot) *locations {
 	// One mapping that says the functions are known, so that pprof does not
 	// look for a binary to symbolize.
-	m := &profile.Mapping{ID: 1, File: "python", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
-	return &locations{s: s, mapping: m, byID: map[snapshot.FrameID]*profile.Location{}, fnKey: map[[2]string]*profile.Function{},
-		stacks: map[snapshot.StackID][]*profile.Location{}}
+	m := &pprofMapping{ID: 1, File: "python", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	return &locations{s: s, mapping: m, byID: map[snapshot.FrameID]uint64{}, fnKey: map[[2]string]uint64{},
+		stacks: map[snapshot.StackID][]uint64{}}
 }
 
-// function interns a function. SystemName stays empty: pprof "demangles"
-// a function whose SystemName equals its Name as C++, which strips "<...>"
-// and turns Python's "<module>" into nothing.
-func (b *locations) function(name, file string) *profile.Function {
+// function interns a function and returns its ID. Its system name stays
+// empty: pprof "demangles" a function whose system name equals its name as
+// C++, which strips "<...>" and turns Python's "<module>" into nothing.
+func (b *locations) function(name, file string) uint64 {
 	k := [2]string{name, file}
-	if f := b.fnKey[k]; f != nil {
-		return f
+	if id := b.fnKey[k]; id != 0 {
+		return id
 	}
-	f := &profile.Function{ID: uint64(len(b.funcs) + 1), Name: name, Filename: file}
-	b.funcs = append(b.funcs, f)
-	b.fnKey[k] = f
-	return f
+	id := uint64(len(b.funcs) + 1)
+	b.funcs = append(b.funcs, &pprofFunction{ID: id, Name: name, Filename: file})
+	b.fnKey[k] = id
+	return id
 }
 
-func (b *locations) location(fn *profile.Function, line int) *profile.Location {
-	l := &profile.Location{ID: uint64(len(b.locs) + 1), Mapping: b.mapping, Line: []profile.Line{{Function: fn, Line: int64(line)}}}
-	b.locs = append(b.locs, l)
-	return l
+func (b *locations) location(fn uint64, line int) uint64 {
+	id := uint64(len(b.locs) + 1)
+	b.locs = append(b.locs, &pprofLocation{ID: id, Mapping: b.mapping.ID, Function: fn, Line: int64(line)})
+	return id
 }
 
-// stack returns the locations of a snapshot stack, leaf first (snapshot
-// stacks are innermost first too). A stack without frames gets one
-// location that says so, so that its bytes show in every pprof view.
-func (b *locations) stack(id snapshot.StackID) []*profile.Location {
+// stack returns the location IDs of a snapshot stack, leaf first
+// (snapshot stacks are innermost first too). A stack without frames gets
+// one location that says so, so that its bytes show in every pprof view.
+func (b *locations) stack(id snapshot.StackID) []uint64 {
 	if ls, ok := b.stacks[id]; ok {
 		return ls
 	}
-	var out []*profile.Location
+	var out []uint64
 	if int(id) < len(b.s.Stacks) {
 		for _, fid := range b.s.Stacks[id] {
 			l := b.byID[fid]
-			if l == nil {
+			if l == 0 {
 				f := b.s.Frames[fid]
 				name := f.Name
 				if f.Filename != "" {
@@ -210,10 +201,10 @@ func (b *locations) stack(id snapshot.StackID) []*profile.Location {
 		}
 	}
 	if len(out) == 0 {
-		if b.empty == nil {
+		if b.empty == 0 {
 			b.empty = b.location(b.function(noStack, ""), 0)
 		}
-		out = []*profile.Location{b.empty}
+		out = []uint64{b.empty}
 	}
 	b.stacks[id] = out
 	return out

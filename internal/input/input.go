@@ -23,11 +23,11 @@ import (
 
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
 
 	"github.com/ptscope/ptscope/internal/bundle"
 	"github.com/ptscope/ptscope/internal/pickle"
 	"github.com/ptscope/ptscope/internal/term"
+	"github.com/ptscope/ptscope/internal/xz"
 )
 
 // Compression names a container format detected by magic bytes.

@@ -511,7 +511,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d.push(globalValue(&Global{Module: m, Name: string(name)}))
+		d.push(d.global(m, string(name), len(m)+len(name)))
 	case opStackGlobal:
 		mn, err := d.popN(2)
 		if err != nil {
@@ -523,7 +523,7 @@ func (d *decoder) step(op byte) (bool, error) {
 		if !ok1 || !ok2 {
 			return false, d.errf("STACK_GLOBAL needs two strings, got %s and %s", mod.Kind(), name.Kind())
 		}
-		d.push(globalValue(&Global{Module: ms, Name: ns}))
+		d.push(d.global(ms, ns, 0)) // the strings are the values' own
 	case opReduce, opNewobj: // callable(*args) and cls.__new__(cls, *args): recorded alike
 		ca, err := d.popN(2)
 		if err != nil {
@@ -565,7 +565,8 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		g := globalValue(&Global{Module: m, Name: string(name)})
+		g := d.global(m, string(name), len(m)+len(name))
+		d.held += valueCost * int64(len(items))
 		d.push(d.reduce(g, append([]Value(nil), items...), Value{}))
 	case opObj:
 		items, err := d.popMark()
@@ -575,19 +576,21 @@ func (d *decoder) step(op byte) (bool, error) {
 		if len(items) == 0 {
 			return false, d.errf("OBJ without a class")
 		}
+		d.held += valueCost * int64(len(items)-1)
 		d.push(d.reduce(items[0], append([]Value(nil), items[1:]...), Value{}))
 	case opPersid:
 		b, err := d.line()
 		if err != nil {
 			return false, err
 		}
-		d.push(persistent(Str(string(b))))
+		d.held += int64(len(b))
+		d.push(d.persistent(Str(string(b))))
 	case opBinpersid:
 		v, err := d.pop()
 		if err != nil {
 			return false, err
 		}
-		d.push(persistent(v))
+		d.push(d.persistent(v))
 	case opExt1, opExt2, opExt4:
 		var code int
 		var err error
@@ -604,7 +607,8 @@ func (d *decoder) step(op byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d.push(globalValue(&Global{Module: "copyreg.extension", Name: strconv.Itoa(code)}))
+		n := strconv.Itoa(code)
+		d.push(d.global("copyreg.extension", n, len(n)))
 	case opNextBuffer:
 		return false, d.errf("out-of-band buffers are not supported")
 	case opReadonlyBuffer:
@@ -617,7 +621,18 @@ func (d *decoder) step(op byte) (bool, error) {
 	return false, nil
 }
 
-func persistent(id Value) Value {
+// global makes a Global and charges it to held: its allocation and the
+// newBytes of strings made for it (0 where they are decoded values, charged
+// already).
+func (d *decoder) global(module, name string, newBytes int) Value {
+	d.held += containerCost + int64(newBytes)
+	return globalValue(&Global{Module: module, Name: name})
+}
+
+// persistent is the object a persistent id stands for, charged to held
+// (the object, its callable and its one argument).
+func (d *decoder) persistent(id Value) Value {
+	d.held += 2*containerCost + valueCost
 	return objectValue(&Object{
 		Callable: globalValue(&Global{Module: "pickle", Name: "persistent_load"}),
 		Args:     []Value{id},

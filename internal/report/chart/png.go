@@ -5,12 +5,9 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
-	"image/png"
 	"io"
 	"math"
 
-	"golang.org/x/image/font/sfnt"
-	"golang.org/x/image/math/fixed"
 	"golang.org/x/image/vector"
 )
 
@@ -23,9 +20,21 @@ const pngScale = 2
 // accumulates exactly, then composites over the image in the item's
 // colour.
 func writePNG(w io.Writer, s *scene) error {
-	f, err := loadFaces()
+	img, err := paintScene(s)
 	if err != nil {
 		return err
+	}
+	if err := encodePNG(w, img); err != nil {
+		return fmt.Errorf("chart: writing png: %w", err)
+	}
+	return nil
+}
+
+// paintScene paints s, scaled by pngScale, on a new white image.
+func paintScene(s *scene) (*image.RGBA, error) {
+	f, err := loadFaces()
+	if err != nil {
+		return nil, err
 	}
 	img := image.NewRGBA(image.Rect(0, 0, int(s.w*pngScale+0.5), int(s.h*pngScale+0.5)))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
@@ -39,21 +48,17 @@ func writePNG(w io.Writer, s *scene) error {
 			p.text(it)
 		}
 	}
-	if err := png.Encode(w, img); err != nil {
-		return fmt.Errorf("chart: writing png: %w", err)
-	}
-	return nil
+	return img, nil
 }
 
 // painter holds what painting one scene reuses from item to item.
 type painter struct {
-	img       *image.RGBA
-	f         faces
-	z         vector.Rasterizer
-	src       image.Uniform
-	sh        shape
-	buf, gbuf sfnt.Buffer
-	sub, arc  []pt
+	img      *image.RGBA
+	f        faces
+	z        vector.Rasterizer
+	src      image.Uniform
+	sh       shape
+	sub, arc []pt
 }
 
 // paint rasterises the outline collected in p.sh and composites it over
@@ -278,43 +283,38 @@ func dashes(pts []pt, pattern []float64, fn func([]pt)) {
 // rotated about (x, y).
 func (p *painter) text(it *item) {
 	fnt := p.f.font(it.bold)
-	k := it.size * pngScale / float64(fnt.UnitsPerEm()) // pixels per font unit
+	k := it.size * pngScale / float64(fnt.unitsPerEm) // pixels per font unit
 	dx := 0.0
 	switch it.anchor {
 	case anchorMiddle:
-		dx = -float64(glyphs(fnt, &p.buf, it.text, nil)) * k / 2
+		dx = -float64(fnt.glyphs(it.text, nil)) * k / 2
 	case anchorEnd:
-		dx = -float64(glyphs(fnt, &p.buf, it.text, nil)) * k
+		dx = -float64(fnt.glyphs(it.text, nil)) * k
 	}
 	sin, cos := math.Sincos(it.rotate * math.Pi / 180)
 	ox, oy := it.x*pngScale, it.y*pngScale
 	at := func(x, y float64) pt { return pt{ox + x*cos - y*sin, oy + x*sin + y*cos} }
-	ppem := fixed.Int26_6(fnt.UnitsPerEm()) // glyph coordinates in font units
 	p.sh.reset()
-	glyphs(fnt, &p.buf, it.text, func(g sfnt.GlyphIndex, x int) {
-		segs, err := fnt.LoadGlyph(&p.gbuf, g, ppem, nil)
-		if err != nil {
-			return
-		}
+	fnt.glyphs(it.text, func(g glyphID, x int) {
 		gx := dx + float64(x)*k
-		q := func(v fixed.Point26_6) pt { return at(gx+float64(v.X)*k, float64(v.Y)*k) }
+		q := func(v fpoint) pt { return at(gx+float64(v.x)*k, float64(v.y)*k) }
 		open := false
-		for _, s := range segs {
-			switch s.Op {
-			case sfnt.SegmentOpMoveTo:
+		fnt.outline(g, func(op segOp, a [3]fpoint) {
+			switch op {
+			case segMoveTo:
 				if open {
 					p.sh.close()
 				}
-				p.sh.moveTo(q(s.Args[0]))
+				p.sh.moveTo(q(a[0]))
 				open = true
-			case sfnt.SegmentOpLineTo:
-				p.sh.lineTo(q(s.Args[0]))
-			case sfnt.SegmentOpQuadTo:
-				p.sh.quadTo(q(s.Args[0]), q(s.Args[1]))
-			case sfnt.SegmentOpCubeTo:
-				p.sh.cubeTo(q(s.Args[0]), q(s.Args[1]), q(s.Args[2]))
+			case segLineTo:
+				p.sh.lineTo(q(a[0]))
+			case segQuadTo:
+				p.sh.quadTo(q(a[0]), q(a[1]))
+			case segCubeTo:
+				p.sh.cubeTo(q(a[0]), q(a[1]), q(a[2]))
 			}
-		}
+		})
 		if open {
 			p.sh.close()
 		}

@@ -34,20 +34,13 @@ func NewRunDir(outDir, name string) (string, error) {
 }
 
 func newRunDir(outDir, name string, now time.Time) (string, error) {
-	if outDir == "" {
-		return "", errors.New("rundir: empty output folder")
+	base, err := prepare(outDir, name, now)
+	if err != nil {
+		return "", err
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return "", fmt.Errorf("rundir: creating output folder: %w", err)
-	}
-	base := now.Format("20060102_150405") + "_" + SanitizeName(name)
 	var dir string
 	for n := 1; ; n++ {
-		cand := base
-		if n > 1 {
-			cand = base + "_" + strconv.Itoa(n)
-		}
-		dir = filepath.Join(outDir, cand)
+		dir = filepath.Join(outDir, candidate(base, n))
 		err := os.Mkdir(dir, 0o755)
 		if err == nil {
 			break
@@ -60,6 +53,27 @@ func newRunDir(outDir, name string, now time.Time) (string, error) {
 		return dir, err
 	}
 	return dir, nil
+}
+
+// prepare checks and makes outDir, and returns the run folder's first
+// name: the time and the sanitized name.
+func prepare(outDir, name string, now time.Time) (string, error) {
+	if outDir == "" {
+		return "", errors.New("rundir: empty output folder")
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return "", fmt.Errorf("rundir: creating output folder: %w", err)
+	}
+	return now.Format("20060102_150405") + "_" + SanitizeName(name), nil
+}
+
+// candidate is the n-th name tried for a run folder (from 1): base, then
+// base_2, base_3, ...
+func candidate(base string, n int) string {
+	if n > 1 {
+		return base + "_" + strconv.Itoa(n)
+	}
+	return base
 }
 
 // pointLatest makes outDir/latest refer to the folder named target (a name
@@ -183,10 +197,10 @@ func Write(ctx context.Context, outDir, name string, files []File, temp func(str
 			return "", fmt.Errorf("rundir: invalid file name %q", f.Name)
 		}
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return "", fmt.Errorf("rundir: creating output folder: %w", err)
+	base, err := prepare(outDir, name, time.Now())
+	if err != nil {
+		return "", err
 	}
-	base := time.Now().Format("20060102_150405") + "_" + SanitizeName(name)
 	tmp, err := os.MkdirTemp(outDir, "."+base+".tmp-")
 	if err != nil {
 		return "", fmt.Errorf("rundir: creating run folder: %w", err)
@@ -229,11 +243,7 @@ func Write(ctx context.Context, outDir, name string, files []File, temp func(str
 // files fails; run folders always hold files).
 func renameFree(tmp, outDir, base string) (string, error) {
 	for n := 1; n < 10000; n++ {
-		cand := base
-		if n > 1 {
-			cand = base + "_" + strconv.Itoa(n)
-		}
-		dir := filepath.Join(outDir, cand)
+		dir := filepath.Join(outDir, candidate(base, n))
 		if _, err := os.Lstat(dir); err == nil {
 			continue
 		}
