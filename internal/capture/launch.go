@@ -84,86 +84,149 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		base = os.Environ()
 	}
 	cfg, _ := json.Marshal(opts.config())
-	start := time.Now()
-	m := bundle.Manifest{
-		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: opts.manifestArgv(argv),
-		StartTime: start.UTC(), Status: bundle.StatusRunning, Options: cfg, Ranks: []bundle.RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []bundle.SignalRecord{},
-		PyTorchCUDAAllocConf: envValue(base, "PYTORCH_CUDA_ALLOC_CONF"),
-		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
-	}
-	m.Cwd, _ = os.Getwd()
-	m.Host, _ = os.Hostname()
-	dir, comp, why := prepareCapture(opts, name, &m, status)
+	l := &launch{opts: opts, argv: argv, path: path, base: base, cfg: cfg, start: time.Now(), status: status}
+	l.m = l.newManifest(name)
+	dir, comp, why := prepareCapture(opts, name, &l.m, status)
 	defer comp.Remove()
 	if why != "" {
 		fmt.Fprintf(status, "ptscope: warning: %s; the command runs without capture\n", why)
 	}
+	l.dir, l.comp = dir, comp
+	l.res = &Result{Dir: dir}
+	tail, rl, failed, err := l.runRanks()
+	if err != nil {
+		return failed, err
+	}
+	if err := l.finish(); err != nil {
+		return nil, err
+	}
+	l.report(tail, rl)
+	return l.res, nil
+}
 
-	res := &Result{Dir: dir}
+// launch is one Run: what it starts the command with, the manifest it
+// writes and the result so far.
+type launch struct {
+	opts   Options
+	argv   []string
+	path   string    // the command's executable
+	base   []string  // the environment the children's build on
+	cfg    []byte    // the options as the companion reads them
+	start  time.Time // when the run began
+	status io.Writer
+	dir    string     // the bundle folder ("": no capture)
+	comp   *Companion // the companion on PYTHONPATH (nil: none)
+	m      bundle.Manifest
+	res    *Result
+}
+
+// newManifest is the manifest of a run named name as it starts.
+func (l *launch) newManifest(name string) bundle.Manifest {
+	opts := l.opts
+	m := bundle.Manifest{
+		SchemaVersion: 1, Tool: "ptscope " + opts.Version, Name: name, Command: opts.manifestArgv(l.argv),
+		StartTime: l.start.UTC(), Status: bundle.StatusRunning, Options: l.cfg, Ranks: []bundle.RankInfo{}, Files: []string{}, Warnings: []string{}, Signals: []bundle.SignalRecord{},
+		PyTorchCUDAAllocConf: envValue(l.base, "PYTORCH_CUDA_ALLOC_CONF"),
+		Simulated:            opts.Simulate.Mode() != ModeCapture, Mode: opts.Simulate.Mode(),
+	}
+	m.Cwd, _ = os.Getwd()
+	m.Host, _ = os.Hostname()
+	return m
+}
+
+// runRanks runs the command once, or once per simulated rank until one
+// fails, recording each exit and the signals forwarded. It returns the
+// last child's status tail and stderr relay; when a child cannot start,
+// the result to return (nil for an error other than a StartError) and the
+// error, the manifest written as failed to start.
+func (l *launch) runRanks() (tail *tailer, rl *relay, failed *Result, err error) {
+	opts, dir, res := l.opts, l.dir, l.res
 	ranks := []int{-1} // -1: one child, as the options say
 	if len(opts.Simulate.Ranks) > 1 {
 		ranks = opts.Simulate.Ranks
 	}
-	var tail *tailer
-	var rl *relay
 	for i, r := range ranks {
-		env := base
+		env := l.base
 		if dir != "" {
-			ccfg, extra := cfg, opts.Simulate.env()
+			ccfg, extra := l.cfg, opts.Simulate.env()
 			if r >= 0 {
 				ccfg, extra = opts.childConfig(r), opts.Simulate.forRank(r).env()
 			}
-			env = childEnv(base, comp.Dir, dir, string(ccfg), extra...)
+			env = childEnv(l.base, l.comp.Dir, dir, string(ccfg), extra...)
 		}
-		c, err := runChild(path, argv, env, opts, dir, status)
+		c, err := runChild(l.path, l.argv, env, opts, dir, l.status)
 		if err != nil {
-			var se *StartError
-			if errors.As(err, &se) && dir != "" {
-				end := time.Now()
-				m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(start).Nanoseconds()
-				m.Status, m.ExitCode = bundle.StatusFailedToStart, se.Code
-				m.Warnings = append(m.Warnings, se.Error())
-				if err := bundle.WriteManifest(dir, &m); err != nil {
-					fmt.Fprintf(status, "ptscope: warning: %v\n", err)
-				}
-			}
-			if se != nil {
-				return &Result{Dir: dir, ExitCode: se.Code, Manifest: m}, se
-			}
-			return nil, err
+			failed, err := l.failedStart(err)
+			return nil, nil, failed, err
 		}
 		res.ExitCode, res.Signal, tail, rl = c.exitCode, c.signal, c.tail, c.relay
-		m.Signals = append(m.Signals, c.signals...)
+		l.m.Signals = append(l.m.Signals, c.signals...)
 		if (res.ExitCode != 0 || res.Signal != 0) && i+1 < len(ranks) {
-			m.Warnings = append(m.Warnings, fmt.Sprintf("simulation: rank %d ended with exit status %d; ranks %s were not simulated", r, res.ExitCode, bundle.RankList(ranks[i+1:])))
+			l.m.Warnings = append(l.m.Warnings, fmt.Sprintf("simulation: rank %d ended with exit status %d; ranks %s were not simulated", r, res.ExitCode, bundle.RankList(ranks[i+1:])))
 			break
 		}
 	}
+	return tail, rl, nil, nil
+}
+
+// failedStart handles a child that could not start (err): a StartError
+// is written to the manifest, when there is a bundle, and returned with
+// its exit code; any other error is returned alone.
+func (l *launch) failedStart(err error) (*Result, error) {
+	var se *StartError
+	if errors.As(err, &se) && l.dir != "" {
+		m := &l.m
+		end := time.Now()
+		m.EndTime, m.DurationNs = ptr(end.UTC()), end.Sub(l.start).Nanoseconds()
+		m.Status, m.ExitCode = bundle.StatusFailedToStart, se.Code
+		m.Warnings = append(m.Warnings, se.Error())
+		if err := bundle.WriteManifest(l.dir, m); err != nil {
+			fmt.Fprintf(l.status, "ptscope: warning: %v\n", err)
+		}
+	}
+	if se != nil {
+		return &Result{Dir: l.dir, ExitCode: se.Code, Manifest: l.m}, se
+	}
+	return nil, err
+}
+
+// finish completes the manifest with the end, status and exit, and, with
+// a bundle, its ranks (argv masked unless opts.KeepArgv) and simulation,
+// and writes it.
+func (l *launch) finish() error {
+	opts, dir, res, m := l.opts, l.dir, l.res, &l.m
 	end := time.Now()
 	m.EndTime = ptr(end.UTC())
-	m.DurationNs = end.Sub(start).Nanoseconds()
+	m.DurationNs = end.Sub(l.start).Nanoseconds()
 	m.Status = bundle.StatusFinished
 	m.ExitCode = res.ExitCode
 	if res.Signal != 0 {
 		m.Signal = res.Signal.String()
 	}
 	if dir != "" {
-		bundle.FinishManifest(dir, &m, opts.Ranks)
+		bundle.FinishManifest(dir, m, opts.Ranks)
 		if !opts.KeepArgv {
 			for i := range m.Ranks {
 				m.Ranks[i].Argv = MaskArgv(m.Ranks[i].Argv)
 			}
 			maskArgvFiles(dir)
 		}
-		finishSimulation(dir, &m, opts.Simulate)
-		if err := bundle.WriteManifest(dir, &m); err != nil {
-			return nil, err
+		finishSimulation(dir, m, opts.Simulate)
+		if err := bundle.WriteManifest(dir, m); err != nil {
+			return err
 		}
 	}
-	res.Manifest = m
+	res.Manifest = *m
+	return nil
+}
 
+// report writes the manifest's warnings and the run's summary (quiet:
+// only how a signal killed the command), each on a line of its own after
+// the command's output (tail, rl: the last child's).
+func (l *launch) report(tail *tailer, rl *relay) {
+	opts, res, m := l.opts, l.res, &l.m
 	// ptscope's lines start on a line of their own
-	out := &lineStarter{w: status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
+	out := &lineStarter{w: l.status, prefix: func() string { return lineStart(opts.Status, opts.Stderr, rl) }}
 	for _, warn := range m.Warnings {
 		if opts.Quiet && strings.HasPrefix(warn, bundle.NoCapturePrefix) {
 			continue // asked for quiet: it stays in the manifest
@@ -179,7 +242,6 @@ func Run(ctx context.Context, opts Options, argv []string) (*Result, error) {
 		// tells the shell nothing of the kind
 		fmt.Fprintf(out, "ptscope: the command was killed by signal %d (%s); exit status %d\n", int(res.Signal), res.Signal, res.ExitCode)
 	}
-	return res, nil
 }
 
 // child is how one launched command ended.

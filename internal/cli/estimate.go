@@ -176,41 +176,12 @@ func runEstimate(e *env, c command, args []string) error {
 	fs.BoolVar(&explain, "explain", false, "print every term with its formula, what one layer saves and each phase's terms")
 	fs.StringVar(&calibrate, "calibrate", "", "compare the estimate term by term with a ptscope run bundle (real, --simulate-world-size or --no-gpu)")
 	fs.Var(&sweep, "sweep", "sweep axes: model=A,B dtype=fp32,bf16 seq=1024,2048 micro-batch=1..64 recompute=none,full (repeat --sweep, or give more axes as arguments)")
-	// a bad flag value is one line on stderr (the error returned), not the
-	// flag package's message and the whole usage besides
-	usage := fs.Usage
-	fs.Usage = func() {}
-	fs.SetOutput(io.Discard)
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		usage()
-	}
+	set, specs, err := parseEstimate(fs, args, &sweep)
 	if err != nil {
 		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	specs := append([]string{}, sweep...)
-	for _, p := range pos {
-		if len(sweep) > 0 && (strings.Contains(p, "=") || p == "auto") {
-			specs = append(specs, p)
-			continue
-		}
-		return usagef("estimate: unexpected argument %q (see ptscope estimate -h)", p)
-	}
-	switch trainer {
-	case "":
-	case "hf", "hf-trainer", "transformers":
-		// the Trainer's defaults: optim="adamw_torch_fused", and compute_loss drops
-		// the model output before backward
-		if !set["optimizer"] {
-			s.Optimizer, set["optimizer"] = estimate.AdamWFused, true
-		}
-		if !set["keep-logits"] {
-			keep, set["keep-logits"] = "none", true
-		}
-	default:
-		return usagef("estimate: --trainer %q: want hf", trainer)
+	if err := applyTrainer(trainer, &s, &keep, set); err != nil {
+		return err
 	}
 	s.KeepLogits, s.KeepLogitsStep = keep != "none", keep == "step"
 	s.ExpandableSegments = from.expandable
@@ -242,6 +213,62 @@ func runEstimate(e *env, c command, args []string) error {
 		}
 		return e.emit(doc, &out, t)
 	}
+	return e.estimateOne(f, set, s, dev, calibrate, explain, &out, t)
+}
+
+// parseEstimate parses estimate's args into fs: the names of the flags
+// given, and the sweep's axes (--sweep, registered in fs as sweep, then
+// the arguments that are axes when there is a --sweep). A bad flag value is one line on stderr (the
+// error returned), not the flag package's message and the whole usage
+// besides.
+func parseEstimate(fs *flag.FlagSet, args []string, sweep *stringList) (set map[string]bool, specs []string, err error) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		usage()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	specs = append([]string{}, *sweep...)
+	for _, p := range pos {
+		if len(*sweep) > 0 && (strings.Contains(p, "=") || p == "auto") {
+			specs = append(specs, p)
+			continue
+		}
+		return nil, nil, usagef("estimate: unexpected argument %q (see ptscope estimate -h)", p)
+	}
+	return set, specs, nil
+}
+
+// applyTrainer sets the defaults of the training loop trainer (--trainer)
+// in s and keep, where the flags (set) leave them.
+func applyTrainer(trainer string, s *estimate.Setup, keep *keepLogits, set map[string]bool) error {
+	switch trainer {
+	case "":
+	case "hf", "hf-trainer", "transformers":
+		// the Trainer's defaults: optim="adamw_torch_fused", and compute_loss drops
+		// the model output before backward
+		if !set["optimizer"] {
+			s.Optimizer, set["optimizer"] = estimate.AdamWFused, true
+		}
+		if !set["keep-logits"] {
+			*keep, set["keep-logits"] = "none", true
+		}
+	default:
+		return usagef("estimate: --trainer %q: want hf", trainer)
+	}
+	return nil
+}
+
+// estimateOne estimates model f (set: the flags given) in setup s on dev
+// and writes it, or, with calibrate, its comparison with that bundle.
+func (e *env) estimateOne(f modelFlags, set map[string]bool, s estimate.Setup, dev estimate.Device, calibrate string, explain bool,
+	out *outputFlags, t report.TextOptions) error {
 	m, err := estimateModel(f, set)
 	if err != nil {
 		return err
@@ -259,9 +286,9 @@ func runEstimate(e *env, c command, args []string) error {
 			return usagef("estimate: --calibrate: %v", err)
 		}
 		c := estimate.Calibrate(r, meas)
-		return e.emit(estreport.Calibration{C: &c}, &out, t)
+		return e.emit(estreport.Calibration{C: &c}, out, t)
 	}
-	return e.emit(estreport.Estimate{R: r, Explain: explain}, &out, t)
+	return e.emit(estreport.Estimate{R: r, Explain: explain}, out, t)
 }
 
 // defaultSeq is the model's max positions, at most 2048.

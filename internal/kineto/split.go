@@ -136,14 +136,34 @@ func (s *splitter) fillMapped() error {
 
 // start reads up to the first event of the array, collecting the header.
 func (s *splitter) start() error {
-	// find the first significant byte
+	if err := s.skipSpace(); err != nil {
+		return err
+	}
+	switch s.pending[0] {
+	case '[':
+		s.bareArray = true
+		s.inArray = true
+		s.pending = s.pending[1:]
+		s.pendOff++
+		return nil
+	case '{':
+	default:
+		return fmt.Errorf("offset %d: %w", s.pendOff, errNotTrace)
+	}
+	return s.findEvents()
+}
+
+// skipSpace drops the white space and byte order marks before the
+// document's first value; an empty file, or one of white space only, is
+// an error.
+func (s *splitter) skipSpace() error {
 	for {
 		t := bytes.TrimLeft(s.pending, " \t\r\n\ufeff")
 		t = bytes.TrimPrefix(t, []byte("\ufeff"))
 		if len(t) > 0 {
 			s.pendOff += int64(len(s.pending) - len(t))
 			s.pending = t
-			break
+			return nil
 		}
 		s.pendOff += int64(len(s.pending))
 		s.pending = s.pending[:0]
@@ -157,18 +177,12 @@ func (s *splitter) start() error {
 			return err
 		}
 	}
-	switch s.pending[0] {
-	case '[':
-		s.bareArray = true
-		s.inArray = true
-		s.pending = s.pending[1:]
-		s.pendOff++
-		return nil
-	case '{':
-	default:
-		return fmt.Errorf("offset %d: %w", s.pendOff, errNotTrace)
-	}
-	// scan the top-level object for the key "traceEvents" at depth 1
+}
+
+// findEvents scans the top-level object for the key "traceEvents" at
+// depth 1 and stops inside its array, the bytes before the key kept as
+// the header; an object without it is the whole header (s.done).
+func (s *splitter) findEvents() error {
 	depth, inStr, esc := 0, false, false
 	keyStart := -1
 	lastKey := []byte(nil)
@@ -345,28 +359,17 @@ func (s *splitter) cut() *batch {
 		i = s.scanned
 	}
 	if x := s.ix; x != nil && !x.over {
-		keep, ok := x.take(b, s.pendOff, s.off)
-		if ok {
+		if keep, ok := x.take(b, s.pendOff, s.off); ok {
 			return s.keep(b, buf, keep)
 		}
-		// the index ends here, between events: scan on from there
-		x.over = true
-		close(x.quit)
-		i = int(x.limit - s.pendOff)
+		i = x.leave(s.pendOff)
 	}
 	depth, inStr := s.depth, s.inStr
 	n := len(buf)
 	if s.resync {
-		// The rest of a dropped event: skip to the next event start.
-		k := resyncAt(buf)
-		if k < 0 {
-			keep := max(n-3, 0) // a start may straddle two chunks
-			s.pending = buf[keep:]
-			s.pendOff += int64(keep)
+		if i = s.resyncStart(buf); i < 0 {
 			return nil
 		}
-		s.resync = false
-		i = k
 	}
 scan:
 	for i < n {
@@ -378,16 +381,7 @@ scan:
 				depth = 1
 				evStart = i
 			case ']':
-				s.done = true
-				s.tail = append([]byte(nil), buf[i+1:]...)
-				switch {
-				case s.eof:
-				case s.data != nil:
-					s.tail = append(s.tail, s.data[s.off:min(s.off+int64(s.maxHeader), int64(len(s.data)))]...)
-				default:
-					rest, _ := io.ReadAll(io.LimitReader(s.r, int64(s.maxHeader)))
-					s.tail = append(s.tail, rest...)
-				}
+				s.readTail(buf[i+1:])
 				n = i
 				break scan
 			default:
@@ -402,10 +396,7 @@ scan:
 			if i-evStart > s.maxEvent {
 				s.dropEvent(evStart)
 				depth, inStr, evStart = 0, false, -1
-				if i = resyncFrom(buf, i); i < 0 {
-					i = n
-					s.resync = true
-				}
+				i = s.skipDropped(buf, i, n)
 				continue
 			}
 			if i >= n {
@@ -439,10 +430,7 @@ scan:
 				s.dropped++
 				s.warn(fmt.Sprintf("offset %d: event nested deeper than %d levels dropped", s.pendOff+int64(evStart), maxDepth))
 				depth, inStr, evStart = 0, false, -1
-				if i = resyncFrom(buf, i); i < 0 {
-					i = n
-					s.resync = true
-				}
+				i = s.skipDropped(buf, i, n)
 				continue
 			}
 		case '}', ']':
@@ -457,12 +445,59 @@ scan:
 		if depth > 0 && i-evStart > s.maxEvent {
 			s.dropEvent(evStart)
 			depth, inStr, evStart = 0, false, -1
-			if i = resyncFrom(buf, i); i < 0 {
-				i = n
-				s.resync = true
-			}
+			i = s.skipDropped(buf, i, n)
 		}
 	}
+	return s.endCut(b, buf, n, i, evStart, depth, inStr)
+}
+
+// resyncStart skips the rest of a dropped event in buf to the next event
+// start and returns where the scan goes on; -1 when buf holds none (its
+// last bytes stay pending: a start may straddle two chunks).
+func (s *splitter) resyncStart(buf []byte) int {
+	k := resyncAt(buf)
+	if k < 0 {
+		keep := max(len(buf)-3, 0)
+		s.pending = buf[keep:]
+		s.pendOff += int64(keep)
+		return -1
+	}
+	s.resync = false
+	return k
+}
+
+// skipDropped is where the scan of buf[:n] goes on after dropping the
+// event it was in at i: the next event start, or n, s.resync set, when
+// the event goes on in the next chunk.
+func (s *splitter) skipDropped(buf []byte, i, n int) int {
+	if i = resyncFrom(buf, i); i < 0 {
+		s.resync = true
+		return n
+	}
+	return i
+}
+
+// readTail keeps what follows the events array (rest, and up to
+// maxHeader bytes more of the input) as the document's tail, and ends the
+// split.
+func (s *splitter) readTail(rest []byte) {
+	s.done = true
+	s.tail = append([]byte(nil), rest...)
+	switch {
+	case s.eof:
+	case s.data != nil:
+		s.tail = append(s.tail, s.data[s.off:min(s.off+int64(s.maxHeader), int64(len(s.data)))]...)
+	default:
+		more, _ := io.ReadAll(io.LimitReader(s.r, int64(s.maxHeader)))
+		s.tail = append(s.tail, more...)
+	}
+}
+
+// endCut ends a cut of buf[:n] that stopped at i, in the event that
+// started at evStart (-1: none) at depth (inStr: inside a string): the
+// batch of whole events, the partial one kept pending with the state to
+// resume its scan.
+func (s *splitter) endCut(b *batch, buf []byte, n, i, evStart, depth int, inStr bool) *batch {
 	if s.done {
 		s.pending = nil
 		if len(b.starts) == 0 {

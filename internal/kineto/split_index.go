@@ -293,3 +293,12 @@ func (x *parIndex) take(b *batch, pendOff, off int64) (keep int, ok bool) {
 	}
 	return 0, false
 }
+
+// leave ends the index, which ended before the bytes a cut holds (take
+// returned false), and returns where the sequential scan goes on,
+// between events, relative to pendOff.
+func (x *parIndex) leave(pendOff int64) int {
+	x.over = true
+	close(x.quit)
+	return int(x.limit - pendOff)
+}

@@ -62,13 +62,60 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	opt.Source = input.Or(opt.Source)
+	opt.Reader.Source = opt.Source
+	traces, err := tracePaths(paths, opt)
+	if err != nil {
+		return nil, err
+	}
+	phases := map[string][]perf.Phase{} // by rank folder
+	ranks := make([]*perf.Rank, 0, len(traces))
+	models := map[string]*kineto.Trace{}
+	for i, p := range traces {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if opt.Progress != nil {
+			opt.Progress(p, i, len(traces))
+		}
+		a := opt.Analysis
+		dir := filepath.Dir(p)
+		ph, ok := phases[dir]
+		if !ok {
+			var err error
+			ph, err = bundlePhases(dir)
+			if err != nil {
+				return nil, err
+			}
+			phases[dir] = ph
+		}
+		a.Phases = append(a.Phases, ph...)
+		r, t, err := analyzeTrace(ctx, p, opt, a)
+		if err != nil {
+			return nil, err
+		}
+		ranks = append(ranks, r)
+		if t != nil && opt.KeepModels {
+			models[p] = t
+		}
+	}
+	set := &TraceSet{Report: perf.Compare(ranks)}
+	set.Models = make([]*kineto.Trace, len(set.Report.Ranks))
+	for i, r := range set.Report.Ranks {
+		set.Models[i] = models[r.Path]
+	}
+	return set, nil
+}
+
+// tracePaths is the Kineto traces among paths: files, those found in
+// folders, and the traces of the bundles' ranks (opt.Ranks, when set). An
+// empty file, another kind of input, or no trace at all is an error.
+func tracePaths(paths []string, opt TraceOptions) ([]string, error) {
 	for _, p := range paths {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() == 0 {
 			return nil, fmt.Errorf("%s: offset 0: empty file", p)
 		}
 	}
-	opt.Source = input.Or(opt.Source)
-	opt.Reader.Source = opt.Source
 	files, err := opt.Source.Find(paths, input.Trace, input.Bundle)
 	if err != nil {
 		return nil, err
@@ -106,64 +153,35 @@ func Traces(ctx context.Context, paths []string, opt TraceOptions) (*TraceSet, e
 	if len(traces) == 0 {
 		return nil, fmt.Errorf("%s: no Kineto trace found", strings.Join(paths, ", "))
 	}
-	phases := map[string][]perf.Phase{} // by rank folder
-	ranks := make([]*perf.Rank, 0, len(traces))
-	models := map[string]*kineto.Trace{}
-	for i, p := range traces {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	return traces, nil
+}
+
+// analyzeTrace reads and analyses the trace at p with analysis options a:
+// in windows of steps when it is larger than opt.StreamAbove (then t is
+// nil), else whole, t being its model.
+func analyzeTrace(ctx context.Context, p string, opt TraceOptions, a perf.Options) (r *perf.Rank, t *kineto.Trace, err error) {
+	if above := opt.StreamAbove; !opt.KeepModels && above >= 0 {
+		if above == 0 {
+			above = bigTraceBytes(opt.Source)
 		}
-		if opt.Progress != nil {
-			opt.Progress(p, i, len(traces))
-		}
-		a := opt.Analysis
-		dir := filepath.Dir(p)
-		ph, ok := phases[dir]
-		if !ok {
-			var err error
-			ph, err = bundlePhases(dir)
-			if err != nil {
-				return nil, err
+		if n := traceSize(p); n > above {
+			if opt.Notify != nil {
+				opt.Notify(fmt.Sprintf("%s: about %s of JSON, more than %s: analysed in windows of steps, with bounded memory%s",
+					input.Name(p), units.Bytes(n), thresholdNote(opt.Source, opt.StreamAbove, above), tempNote()))
 			}
-			phases[dir] = ph
-		}
-		a.Phases = append(a.Phases, ph...)
-		if above := opt.StreamAbove; !opt.KeepModels && above >= 0 {
-			if above == 0 {
-				above = bigTraceBytes(opt.Source)
-			}
-			if n := traceSize(p); n > above {
-				if opt.Notify != nil {
-					opt.Notify(fmt.Sprintf("%s: about %s of JSON, more than %s: analysed in windows of steps, with bounded memory%s",
-						input.Name(p), units.Bytes(n), thresholdNote(opt.Source, opt.StreamAbove, above), tempNote()))
-				}
-				r, err := streamTrace(ctx, p, opt.Reader, a, streamOptions{windowEvents: opt.WindowEvents, notify: opt.Notify})
-				if err != nil {
-					return nil, err
-				}
-				ranks = append(ranks, r)
-				continue
-			}
-		}
-		t, err := kineto.ReadFile(ctx, p, opt.Reader)
-		if err != nil {
-			return nil, err
-		}
-		if t.Events.Len() == 0 && len(t.Memory) == 0 && len(t.Flows) == 0 {
-			// nothing to analyse: say so rather than report on 0 events
-			return nil, fmt.Errorf("%s: offset %d: the trace holds no events (expected a non-empty traceEvents array)", input.Name(p), t.Bytes)
-		}
-		ranks = append(ranks, perf.Analyze(t, a))
-		if opt.KeepModels {
-			models[p] = t
+			r, err := streamTrace(ctx, p, opt.Reader, a, streamOptions{windowEvents: opt.WindowEvents, notify: opt.Notify})
+			return r, nil, err
 		}
 	}
-	set := &TraceSet{Report: perf.Compare(ranks)}
-	set.Models = make([]*kineto.Trace, len(set.Report.Ranks))
-	for i, r := range set.Report.Ranks {
-		set.Models[i] = models[r.Path]
+	t, err = kineto.ReadFile(ctx, p, opt.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
-	return set, nil
+	if t.Events.Len() == 0 && len(t.Memory) == 0 && len(t.Flows) == 0 {
+		// nothing to analyse: say so rather than report on 0 events
+		return nil, nil, fmt.Errorf("%s: offset %d: the trace holds no events (expected a non-empty traceEvents array)", input.Name(p), t.Bytes)
+	}
+	return perf.Analyze(t, a), t, nil
 }
 
 // bundlePhases reads the phases of the bundle rank folder dir (none when dir

@@ -31,41 +31,11 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *bundle.Bundle, r
 		oomName = r.OOM.Snapshot
 	}
 	// every snapshot of the run, analysed on its own first
-	sub := &SnapshotSet{Report: memory.NewReport()}
-	defer func() { set.arenas = append(set.arenas, sub.arenas...) }()
-	var errs []error
-	byName := map[string]int{} // file name -> index in sub
-	var bytes int64
-	for _, path := range r.Snapshots {
-		name := filepath.Base(path)
-		if !part[name] {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := sub.addFile(path, o, mo, b, r); err != nil {
-			errs = append(errs, err)
-		}
-		k := len(sub.Inputs) - 1
-		byName[name] = k
-		bytes += sub.Report.Inputs[k].Bytes
-	}
-	dev := func(name string) *memory.Analysis {
-		k, ok := byName[name]
-		if !ok {
-			return nil
-		}
-		in := sub.Inputs[k]
-		for _, a := range in.Devices {
-			if a.Result.Device == r.Info.DeviceIndex {
-				return a
-			}
-		}
-		if len(in.Devices) > 0 {
-			return in.Devices[0]
-		}
-		return nil
+	ws := &windowSnaps{r: r, sub: &SnapshotSet{Report: memory.NewReport()}, byName: map[string]int{}}
+	defer func() { set.arenas = append(set.arenas, ws.sub.arenas...) }()
+	errs, err := ws.read(ctx, b, o, mo, part)
+	if err != nil {
+		return err
 	}
 
 	// the snapshot of the view at the peak, and the windows' rows
@@ -74,31 +44,11 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *bundle.Bundle, r
 	for i, path := range r.Snapshots {
 		names[i] = filepath.Base(path)
 	}
-	base := memory.PeakView(names, dev, oomName, endSnapshot, caught)
-	listed := make([]memory.StackWindow, 0, len(r.Info.StackWindows))
-	for _, w := range r.Info.StackWindows {
-		listed = append(listed, memory.StackWindow{FirstStep: w.FirstStep, LastStep: w.LastStep, Reason: w.Reason, Snapshot: w.Snapshot,
-			StartNS: w.StartTimeUs * 1000, EndNS: w.EndTimeUs * 1000})
-	}
-	for _, name := range names {
-		// a window saved as the process was killed, before process.json
-		// listed it (windowParts): its steps are those its trace holds
-		if part[name] && unlistedWindow(r, name) {
-			if a := dev(name); a != nil {
-				listed = append(listed, memory.UnlistedWindow(a, name))
-			}
-		}
-	}
-	errOf := func(name string) string {
-		if k, ok := byName[name]; ok {
-			return sub.Report.Inputs[k].Error
-		}
-		return ""
-	}
-	rows, windows, steady := memory.WindowRows(listed, base, dev, errOf)
+	base := memory.PeakView(names, ws.dev, oomName, endSnapshot, caught)
+	rows, windows, steady := memory.WindowRows(ws.stackWindows(names, part), base, ws.dev, ws.errOf)
 
 	info.HistoryMode, info.PeakSnapshot = bundle.HistoryWindows, base
-	in := &memory.Input{Path: r.Dir, Bytes: bytes, Devices: []*memory.Result{}, Bundle: info, StackWindows: rows,
+	in := &memory.Input{Path: r.Dir, Bytes: ws.bytes, Devices: []*memory.Result{}, Bundle: info, StackWindows: rows,
 		Format: fmt.Sprintf("ptscope run bundle (allocator history in %s)", units.Plural(len(rows), "stack window", "stack windows"))}
 	m := &SnapshotInput{Path: r.Dir, Bundle: b, Rank: r}
 	set.Report.Inputs = append(set.Report.Inputs, in)
@@ -112,22 +62,8 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *bundle.Bundle, r
 		return errors.Join(errs...)
 	}
 
-	run := memory.RunFromPhases(phaseCounters(r.Phases), r.Info.MaxAllocatedBytes, r.Info.MaxReservedBytes, windows)
-	run.Snapshot = base
-	if x := r.OOM; x != nil {
-		rec := memory.OOMRecord{RequestedBytes: x.RequestedBytes, DeviceFreeBytes: x.DeviceFreeBytes,
-			TimeNS: x.TimeUs * 1000, Phase: x.Phase, Step: x.Step}
-		_, read := byName[oomName]
-		run.OOM, run.OOMElsewhere = memory.RunOOM(rec, x.Count, base, oomName, filepath.Join(r.Dir, oomName), caught, read, errOf(oomName))
-	}
-	end := dev(endSnapshot)
-	if end != nil && base != endSnapshot && base != oomName {
-		e := end.Result
-		run.End, run.EndFragmentation = &e.End, &e.Fragmentation
-	}
-	run.LeakStacks = memory.SteadyLeak(windows, steady, end)
-
-	b0 := dev(base)
+	run := ws.run(windows, steady, base, oomName, caught)
+	b0 := ws.dev(base)
 	bo := mo
 	bo.Run = run
 	if x := r.OOM; x != nil && base == oomName && !b0.Result.HasHistory {
@@ -141,6 +77,109 @@ func (set *SnapshotSet) addWindowedRank(ctx context.Context, b *bundle.Bundle, r
 	in.Devices = []*memory.Result{a.Result}
 	m.Snapshot, m.Devices = a.Snapshot, []*memory.Analysis{a}
 	return errors.Join(errs...)
+}
+
+// windowSnaps is the snapshots of a windowed rank's run (r), each
+// analysed on its own in sub.
+type windowSnaps struct {
+	r      *bundle.Rank
+	sub    *SnapshotSet
+	byName map[string]int // file name -> index in sub
+	bytes  int64          // the snapshots' bytes
+}
+
+// read analyses the snapshots of r named in part, in order. It returns
+// the errors of those that could not be read, and err when ctx ends.
+func (ws *windowSnaps) read(ctx context.Context, b *bundle.Bundle, o SnapshotOptions, mo memory.Options, part map[string]bool) (errs []error, err error) {
+	sub := ws.sub
+	for _, path := range ws.r.Snapshots {
+		name := filepath.Base(path)
+		if !part[name] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return errs, err
+		}
+		if err := sub.addFile(path, o, mo, b, ws.r); err != nil {
+			errs = append(errs, err)
+		}
+		k := len(sub.Inputs) - 1
+		ws.byName[name] = k
+		ws.bytes += sub.Report.Inputs[k].Bytes
+	}
+	return errs, nil
+}
+
+// dev is the analysis of snapshot name for the rank's device (its first
+// device when it has not that one), nil when it was not read.
+func (ws *windowSnaps) dev(name string) *memory.Analysis {
+	k, ok := ws.byName[name]
+	if !ok {
+		return nil
+	}
+	in := ws.sub.Inputs[k]
+	for _, a := range in.Devices {
+		if a.Result.Device == ws.r.Info.DeviceIndex {
+			return a
+		}
+	}
+	if len(in.Devices) > 0 {
+		return in.Devices[0]
+	}
+	return nil
+}
+
+// errOf is why snapshot name could not be read ("" when it was, or was
+// not tried).
+func (ws *windowSnaps) errOf(name string) string {
+	if k, ok := ws.byName[name]; ok {
+		return ws.sub.Report.Inputs[k].Error
+	}
+	return ""
+}
+
+// stackWindows is the rank's stack windows: those process.json lists, then
+// those saved as the process was killed, before it listed them (names:
+// the rank's snapshots; part: those of the run), whose steps are those
+// their trace holds.
+func (ws *windowSnaps) stackWindows(names []string, part map[string]bool) []memory.StackWindow {
+	r := ws.r
+	listed := make([]memory.StackWindow, 0, len(r.Info.StackWindows))
+	for _, w := range r.Info.StackWindows {
+		listed = append(listed, memory.StackWindow{FirstStep: w.FirstStep, LastStep: w.LastStep, Reason: w.Reason, Snapshot: w.Snapshot,
+			StartNS: w.StartTimeUs * 1000, EndNS: w.EndTimeUs * 1000})
+	}
+	for _, name := range names {
+		if part[name] && unlistedWindow(r, name) {
+			if a := ws.dev(name); a != nil {
+				listed = append(listed, memory.UnlistedWindow(a, name))
+			}
+		}
+	}
+	return listed
+}
+
+// run is the rank's run as the phases' counters measured it, viewed at
+// snapshot base: its out-of-memory error (in snapshot oomName; caught
+// when the program went on), the state at the end and the leak stacks
+// the windows left behind.
+func (ws *windowSnaps) run(windows, steady []*memory.Analysis, base, oomName string, caught bool) *memory.Run {
+	r := ws.r
+	run := memory.RunFromPhases(phaseCounters(r.Phases), r.Info.MaxAllocatedBytes, r.Info.MaxReservedBytes, windows)
+	run.Snapshot = base
+	if x := r.OOM; x != nil {
+		rec := memory.OOMRecord{RequestedBytes: x.RequestedBytes, DeviceFreeBytes: x.DeviceFreeBytes,
+			TimeNS: x.TimeUs * 1000, Phase: x.Phase, Step: x.Step}
+		_, read := ws.byName[oomName]
+		run.OOM, run.OOMElsewhere = memory.RunOOM(rec, x.Count, base, oomName, filepath.Join(r.Dir, oomName), caught, read, ws.errOf(oomName))
+	}
+	end := ws.dev(endSnapshot)
+	if end != nil && base != endSnapshot && base != oomName {
+		e := end.Result
+		run.End, run.EndFragmentation = &e.End, &e.Fragmentation
+	}
+	run.LeakStacks = memory.SteadyLeak(windows, steady, end)
+	return run
 }
 
 // ranOn reports whether rank r, which ran out of memory (r.OOM), went on

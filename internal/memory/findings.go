@@ -76,63 +76,100 @@ func (r *Result) bytesAt(c Category) int64 {
 	return 0
 }
 
-func (a *analyzer) findings() []finding.Finding {
-	res := a.res
-	out := []finding.Finding{}
-	B := units.Bytes
-	dev := finding.Int(res.Device)
-	p := res.Peak
-	f := res.Fragmentation
-	atPeak := func() *finding.Ref {
-		ref := &finding.Ref{View: "timeline", Device: dev}
-		if p.EventIndex >= 0 {
-			ref.EventIndex = finding.Int(p.EventIndex)
-			if res.HasTime {
-				ref.TimeNS = finding.Int64(p.TimeNS)
-			}
-		}
-		if p.Step >= 0 {
-			ref.Step = finding.Int(p.Step)
-		}
-		return ref
-	}
-	add := func(fd finding.Finding, at *finding.Ref) {
-		fd.At = at
-		out = append(out, fd)
-	}
+// findingList collects findings in the order the rules run: finding.Sort
+// is stable, so that order breaks ties of severity and id.
+type findingList []finding.Finding
 
-	// when names the instant a finding reads: with no history, peak and
-	// end are both the dump.
-	when := func(history, dump string) string {
-		if res.HasHistory {
-			return history
-		}
-		return dump
+// add appends fd pointing at at.
+func (l *findingList) add(fd finding.Finding, at *finding.Ref) {
+	fd.At = at
+	*l = append(*l, fd)
+}
+
+// findings runs every rule group on the analysis, in a fixed order, and
+// returns what they found, most severe first.
+func (a *analyzer) findings() []finding.Finding {
+	out := findingList{}
+	a.historyFindings(&out)
+	a.oomFindings(&out)
+	a.capacityFindings(&out)
+	a.patternFindings(&out)
+	a.fragmentationFindings(&out)
+	if a.res.Peak.AllocatedBytes > 0 {
+		a.categoryFindings(&out)
+		a.noStackFindings(&out)
 	}
+	a.precisionFindings(&out)
+	a.coverageFindings(&out)
+	finding.Sort(out)
+	return out
+}
+
+// device is the result's device ordinal, for a finding's Ref.
+func (a *analyzer) device() *int { return finding.Int(a.res.Device) }
+
+// peakRef points at the peak in the timeline: its entry, time and step
+// where known.
+func (a *analyzer) peakRef() *finding.Ref {
+	res, p := a.res, a.res.Peak
+	ref := &finding.Ref{View: "timeline", Device: a.device()}
+	if p.EventIndex >= 0 {
+		ref.EventIndex = finding.Int(p.EventIndex)
+		if res.HasTime {
+			ref.TimeNS = finding.Int64(p.TimeNS)
+		}
+	}
+	if p.Step >= 0 {
+		ref.Step = finding.Int(p.Step)
+	}
+	return ref
+}
+
+// when names the instant a finding reads: with no history, peak and end
+// are both the dump.
+func (a *analyzer) when(history, dump string) string {
+	if a.res.HasHistory {
+		return history
+	}
+	return dump
+}
+
+// historyFindings says when the snapshot has no allocation history: a
+// run recorded in windows that ran out of memory between them, or a dump
+// without _record_memory_history.
+func (a *analyzer) historyFindings(out *findingList) {
+	res, B := a.res, units.Bytes
 	if !res.HasHistory && a.o.Run != nil && len(res.OOMs) > 0 && res.OOMs[0].EventIndex < 0 {
 		// a run recorded in windows that ran out of memory between them
 		x := res.OOMs[0]
-		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
+		out.add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
 			"reserved_bytes": float64(res.End.ReservedBytes)},
 			fmt.Sprintf("The out-of-memory error came outside the steps ptscope run recorded: its snapshot holds the blocks alive at the error (%s allocated, %s reserved), with stacks for those allocated inside a window, but no timeline leading to it.",
 				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)), recordOOMStep(res, x.Step)),
-			&finding.Ref{View: "state", Device: dev})
+			&finding.Ref{View: "state", Device: a.device()})
 	} else if !res.HasHistory {
-		add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
+		out.add(finding.New("no-history", finding.Info, finding.Numbers{"allocated_bytes": float64(res.End.AllocatedBytes),
 			"reserved_bytes": float64(res.End.ReservedBytes)},
 			fmt.Sprintf("No allocation history was recorded: the snapshot holds only the segments at dump time (%s allocated, %s reserved), so there is no peak, timeline, steps or leak analysis.",
 				B(res.End.AllocatedBytes), B(res.End.ReservedBytes)),
 			"Call torch.cuda.memory._record_memory_history(max_entries=100000) before the code to study (ptscope run does), then dump the snapshot."),
-			&finding.Ref{View: "state", Device: dev})
+			&finding.Ref{View: "state", Device: a.device()})
 	}
+}
+
+// oomFindings explains the out-of-memory errors: one outside the view (a
+// run recorded in windows), an invalid snapshot, and each OOM in the
+// history as capacity or fragmentation.
+func (a *analyzer) oomFindings(out *findingList) {
+	res, B := a.res, units.Bytes
 	if res.OOMsOutsideView > 0 {
-		add(oomElsewhere(res, a.o.Run, a.o.AllowedBytes))
+		out.add(oomElsewhere(res, a.o.Run, a.o.AllowedBytes))
 	}
 	if fd, ref, ok := invalidFinding(a.s, res); ok {
-		add(fd, ref)
+		out.add(fd, ref)
 	}
 	for _, x := range res.OOMs {
-		ref := &finding.Ref{View: "timeline", Device: dev, EventIndex: finding.Int(x.EventIndex)}
+		ref := &finding.Ref{View: "timeline", Device: a.device(), EventIndex: finding.Int(x.EventIndex)}
 		if res.HasTime {
 			ref.TimeNS = finding.Int64(x.TimeNS)
 		}
@@ -151,46 +188,58 @@ func (a *analyzer) findings() []finding.Finding {
 		}
 		switch {
 		case x.Verdict == VerdictCapacity && x.Limited:
-			add(finding.New("oom-capacity", sev, nums,
+			out.add(finding.New("oom-capacity", sev, nums,
 				fmt.Sprintf("Out of memory asking for %s with %s of tensors in the %s this process may use (its per-process memory fraction; %s was free on the device): it does not fit under that limit.%s",
 					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.AllowedBytes), B(x.DeviceFreeBytes), grew),
 				"Raise torch.cuda.set_per_process_memory_fraction, or cut memory: a smaller batch or sequence, activation checkpointing, mixed precision, sharding (FSDP/ZeRO)."), ref)
 		case x.Verdict == VerdictCapacity:
-			add(finding.New("oom-capacity", sev, nums,
+			out.add(finding.New("oom-capacity", sev, nums,
 				fmt.Sprintf("Out of memory asking for %s with %s of tensors, %s free on the device and %s cached: it does not fit.%s",
 					B(x.RequestedBytes), B(x.AllocatedBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes), grew),
 				"Reduce the batch or sequence length, use activation checkpointing or mixed precision, or shard (FSDP/ZeRO)."), ref)
 		default:
-			add(finding.New("oom-fragmentation", sev, nums,
+			out.add(finding.New("oom-fragmentation", sev, nums,
 				fmt.Sprintf("Out of memory asking for %s although %s was free in total (%s on the device, %s cached): fragmentation.%s",
 					B(x.RequestedBytes), B(x.DeviceFreeBytes+x.CachedFreeBytes), B(x.DeviceFreeBytes), B(x.CachedFreeBytes), grew),
 				"Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or free large tensors earlier."), ref)
 		}
 	}
+}
+
+// capacityFindings compares the peak reserved with the device's size,
+// when known: does-not-fit above it, near-capacity above nearCapacity.
+func (a *analyzer) capacityFindings(out *findingList) {
+	p, B := a.res.Peak, units.Bytes
 	if o := a.o.DeviceMemory; o > 0 && p.ReservedBytes > 0 && float64(p.ReservedBytes) > nearCapacity*float64(o) {
 		share := float64(p.ReservedBytes) / float64(o)
 		nums := finding.Numbers{"reserved_bytes": float64(p.ReservedBytes), "device_bytes": float64(o), "share_ratio": share}
 		if p.ReservedBytes > o {
-			add(finding.New("does-not-fit", finding.Critical, nums,
+			out.add(finding.New("does-not-fit", finding.Critical, nums,
 				fmt.Sprintf("Peak reserved %s is %s of the device's %s: it does not fit.", B(p.ReservedBytes), units.Percent(share), B(o)),
-				"Cut the peak below the device (a smaller micro-batch or sequence, activation checkpointing, bf16, sharding with FSDP/ZeRO) or use a larger GPU."), atPeak())
+				"Cut the peak below the device (a smaller micro-batch or sequence, activation checkpointing, bf16, sharding with FSDP/ZeRO) or use a larger GPU."), a.peakRef())
 		} else {
-			add(finding.New("near-capacity", finding.Warning, nums,
+			out.add(finding.New("near-capacity", finding.Warning, nums,
 				fmt.Sprintf("Peak reserved %s is %s of the device's %s: little headroom.", B(p.ReservedBytes), units.Percent(share), B(o)),
-				"A longer sequence or a larger batch will go out of memory; leave 10% free or cut activations (checkpointing, bf16)."), atPeak())
+				"A longer sequence or a larger batch will go out of memory; leave 10% free or cut activations (checkpointing, bf16)."), a.peakRef())
 		}
 	}
+}
+
+// patternFindings reports the steps' pattern: a leak (growth per step,
+// with its largest source) or a spike (the step that peaks).
+func (a *analyzer) patternFindings(out *findingList) {
+	res, B := a.res, units.Bytes
 	if res.Pattern == PatternLeak && res.Leak != nil {
 		l := res.Leak
 		msg := fmt.Sprintf("Memory grows %s per step (%s over %d steps): tensors outlive their step.", B(l.PerStepBytes), B(l.GrowthBytes), l.Steps)
 		if len(l.Stacks) > 0 {
 			msg += " Largest source: " + l.Stacks[0].Source + "."
 		}
-		ref := &finding.Ref{View: "steps", Device: dev}
+		ref := &finding.Ref{View: "steps", Device: a.device()}
 		if len(l.Stacks) > 0 {
 			ref.Name = l.Stacks[0].Source
 		}
-		add(finding.New("leak", finding.Critical,
+		out.add(finding.New("leak", finding.Critical,
 			finding.Numbers{"per_step_bytes": float64(l.PerStepBytes), "growth_bytes": float64(l.GrowthBytes), "steps": float64(l.Steps)}, msg,
 			"Look for a loss kept with its graph (use loss.item()), a list or cache that grows every step, or tensors stored on self."), ref)
 	}
@@ -201,139 +250,177 @@ func (a *analyzer) findings() []finding.Finding {
 				top = s
 			}
 		}
-		ref := &finding.Ref{View: "steps", Device: dev, Step: finding.Int(top.Index)}
+		ref := &finding.Ref{View: "steps", Device: a.device(), Step: finding.Int(top.Index)}
 		if top.PeakIndex >= 0 {
 			ref.EventIndex = finding.Int(top.PeakIndex)
 		}
-		add(finding.New("spike", finding.Warning, finding.Numbers{"peak_allocated_bytes": float64(top.PeakAllocatedBytes), "step": float64(top.Index)},
+		out.add(finding.New("spike", finding.Warning, finding.Numbers{"peak_allocated_bytes": float64(top.PeakAllocatedBytes), "step": float64(top.Index)},
 			fmt.Sprintf("Step %s peaks at %s, well above the others.", top.Name, B(top.PeakAllocatedBytes)),
 			"A larger batch, a longer sequence or an evaluation step causes this: bound the input size or checkpoint activations for the worst case."),
 			ref)
 	}
+}
+
+// fragmentationFindings reports what the caching allocator holds without
+// tensors: low efficiency at the peak, a large cache at the end, frees
+// pending on other streams, and rounding waste.
+func (a *analyzer) fragmentationFindings(out *findingList) {
+	res, B := a.res, units.Bytes
+	p, f := res.Peak, res.Fragmentation
+	dev := a.device()
 	if p.ReservedAtPeakBytes > 0 && f.EfficiencyAtPeak < minEfficiency && a.significant(f.CachedFreeAtPeakBytes, minCachedAtPeak, minCachedAtPeakShare) {
 		sev := finding.Info
 		if len(res.OOMs) > 0 || res.OOMsOutsideView > 0 || a.o.DeviceMemory > 0 && float64(p.ReservedBytes) > nearCapacity*float64(a.o.DeviceMemory) {
 			sev = finding.Warning
 		}
-		add(finding.New("low-efficiency", sev,
+		out.add(finding.New("low-efficiency", sev,
 			finding.Numbers{"efficiency_at_peak_ratio": f.EfficiencyAtPeak, "allocated_bytes": float64(p.AllocatedBytes),
 				"reserved_at_peak_bytes": float64(p.ReservedAtPeakBytes), "cached_free_at_peak_bytes": float64(f.CachedFreeAtPeakBytes)},
 			fmt.Sprintf("%s only %s of the reserved memory held tensors (%s of %s); %s sat in cached free blocks.",
-				when("At the peak", "At dump time"), units.Percent(f.EfficiencyAtPeak), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedFreeAtPeakBytes)),
-			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually recovers most of it."), atPeak())
+				a.when("At the peak", "At dump time"), units.Percent(f.EfficiencyAtPeak), B(p.AllocatedBytes), B(p.ReservedAtPeakBytes), B(f.CachedFreeAtPeakBytes)),
+			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually recovers most of it."), a.peakRef())
 	}
 	if a.significant(f.CachedFreeBytes, largeCachedFree, largeCachedFreeShare) {
-		add(finding.New("large-cached-free", finding.Info,
+		out.add(finding.New("large-cached-free", finding.Info,
 			finding.Numbers{"cached_free_bytes": float64(f.CachedFreeBytes), "largest_free_bytes": float64(f.LargestFreeBytes)},
 			fmt.Sprintf("%s is cached in free blocks %s (largest %s): the next step reuses it, but other processes on this GPU cannot.",
-				B(f.CachedFreeBytes), when("at the end", "at dump time"), B(f.LargestFreeBytes)),
+				B(f.CachedFreeBytes), a.when("at the end", "at dump time"), B(f.LargestFreeBytes)),
 			"Only if another process needs this GPU (an evaluation or a second job): call torch.cuda.empty_cache() once after the phase that cached it. Inside a training loop it only costs time, the allocator asks CUDA for the memory again."),
 			&finding.Ref{View: "state", Device: dev})
 	}
 	if f.PendingFreeBytes > largePendingFree {
-		add(finding.New("pending-free", finding.Warning, finding.Numbers{"pending_free_bytes": float64(f.PendingFreeBytes)},
+		out.add(finding.New("pending-free", finding.Warning, finding.Numbers{"pending_free_bytes": float64(f.PendingFreeBytes)},
 			fmt.Sprintf("%s is freed but waiting on other streams (record_stream); it cannot be reused until those streams catch up.", B(f.PendingFreeBytes)),
 			"Synchronise the consuming streams sooner, or avoid record_stream on large tensors."), &finding.Ref{View: "state", Device: dev})
 	}
 	if f.AllocatedBytes > 0 && float64(f.RoundingWasteBytes) > roundingWasteShare*float64(f.AllocatedBytes) {
-		add(finding.New("rounding-waste", finding.Info,
+		out.add(finding.New("rounding-waste", finding.Info,
 			finding.Numbers{"rounding_waste_bytes": float64(f.RoundingWasteBytes), "allocated_bytes": float64(f.AllocatedBytes)},
 			fmt.Sprintf("%s of allocated blocks is rounding (blocks larger than requested).", B(f.RoundingWasteBytes)),
 			"Many odd-sized tensors or roundup_power2_divisions cause it; pad shapes to multiples of 512 bytes."), &finding.Ref{View: "state", Device: dev})
 	}
-	if p.AllocatedBytes > 0 {
-		for _, c := range res.Categories {
-			share := float64(c.Bytes) / float64(p.AllocatedBytes)
-			nums := finding.Numbers{"bytes": float64(c.Bytes), "share_ratio": share}
-			switch {
-			case (c.Category == CatActivation || c.Category == CatOptimizerState) && !a.memoryBound():
-				// far below the device: cutting it changes nothing that fits
-			case c.Category == CatActivation && share > dominantShare:
-				add(finding.New("activations-dominate", finding.Info, nums,
-					fmt.Sprintf("Activations are %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
-					"Activation checkpointing, a smaller micro-batch or sequence, or bf16 autocast cut them most."), atPeak())
-			case c.Category == CatOptimizerState && share > dominantShare:
-				add(finding.New("optimizer-dominates", finding.Info, nums,
-					fmt.Sprintf("Optimizer state is %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
-					"Shard it (ZeRO-1/FSDP), use a lighter optimizer (8-bit Adam, Adafactor), or offload it."), atPeak())
-			case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory && a.o.Run != nil:
-				// a window's history begins with the window: what earlier
-				// steps left is alive from before it
-				add(finding.New("before-recording", finding.Info, nums,
-					fmt.Sprintf("%s of the peak (%s) was allocated before this window's history began, in steps ptscope run recorded without history, so its origin is unknown (blocks allocated in an earlier window keep their stacks).", units.Percent(share), B(c.Bytes)),
-					"Rerun with --record-steps naming the steps that allocate it, or --record-steps all (stacks in every step slow a CPU-bound run by up to a quarter)."), atPeak())
-			case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory:
-				add(finding.New("before-recording", finding.Info, nums,
-					fmt.Sprintf("%s of the peak (%s) was allocated before recording started, so its origin is unknown.", units.Percent(share), B(c.Bytes)),
-					"Call _record_memory_history before building the model (ptscope run does)."), atPeak())
-			}
+}
+
+// categoryFindings names a category that dominates the peak (activations,
+// optimizer state, memory allocated before recording). It needs a peak
+// with allocated bytes.
+func (a *analyzer) categoryFindings(out *findingList) {
+	res, B := a.res, units.Bytes
+	p := res.Peak
+	for _, c := range res.Categories {
+		share := float64(c.Bytes) / float64(p.AllocatedBytes)
+		nums := finding.Numbers{"bytes": float64(c.Bytes), "share_ratio": share}
+		switch {
+		case (c.Category == CatActivation || c.Category == CatOptimizerState) && !a.memoryBound():
+			// far below the device: cutting it changes nothing that fits
+		case c.Category == CatActivation && share > dominantShare:
+			out.add(finding.New("activations-dominate", finding.Info, nums,
+				fmt.Sprintf("Activations are %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
+				"Activation checkpointing, a smaller micro-batch or sequence, or bf16 autocast cut them most."), a.peakRef())
+		case c.Category == CatOptimizerState && share > dominantShare:
+			out.add(finding.New("optimizer-dominates", finding.Info, nums,
+				fmt.Sprintf("Optimizer state is %s of the peak (%s).", units.Percent(share), B(c.Bytes)),
+				"Shard it (ZeRO-1/FSDP), use a lighter optimizer (8-bit Adam, Adafactor), or offload it."), a.peakRef())
+		case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory && a.o.Run != nil:
+			// a window's history begins with the window: what earlier
+			// steps left is alive from before it
+			out.add(finding.New("before-recording", finding.Info, nums,
+				fmt.Sprintf("%s of the peak (%s) was allocated before this window's history began, in steps ptscope run recorded without history, so its origin is unknown (blocks allocated in an earlier window keep their stacks).", units.Percent(share), B(c.Bytes)),
+				"Rerun with --record-steps naming the steps that allocate it, or --record-steps all (stacks in every step slow a CPU-bound run by up to a quarter)."), a.peakRef())
+		case c.Category == CatBeforeRecording && share > beforeRecordingHigh && res.HasHistory:
+			out.add(finding.New("before-recording", finding.Info, nums,
+				fmt.Sprintf("%s of the peak (%s) was allocated before recording started, so its origin is unknown.", units.Percent(share), B(c.Bytes)),
+				"Call _record_memory_history before building the model (ptscope run does)."), a.peakRef())
 		}
-		// Without frames: made on autograd's threads (no Python frames), or
-		// in a step ptscope run recorded without stacks (its windows).
-		var noStack, unstacked int64
-		for k, al := range a.live {
-			spillmem.PollSparse(a.r.arena, k)
-			if al.Origin == FromTrace && len(a.s.Stacks[al.Stack]) == 0 {
-				noStack += al.Size
-				if a.o.StackWindows != nil && !a.stacked(al) {
-					unstacked += al.Size
-				}
-			}
-		}
-		if share := float64(noStack) / float64(p.AllocatedBytes); share > noStackShare {
-			nums := finding.Numbers{"bytes": float64(noStack), "share_ratio": share, "unstacked_step_bytes": float64(unstacked)}
-			if 2*unstacked > noStack {
-				step := "the peak's step"
-				rec := "Rerun with --record-steps all, or with --record-steps N for the 0-based step that peaks, to record its stacks."
-				if p.Step >= 0 {
-					step = res.Steps[p.Step].Name
-					if n, ok := res.Steps[p.Step].RunStep(); ok {
-						rec = fmt.Sprintf("Rerun with --record-steps %d (the peak's step) or --record-steps all to record its stacks.", n)
-					}
-				}
-				add(finding.New("no-stacks", finding.Info, nums,
-					fmt.Sprintf("%s of the peak (%s) has no stack: %s of it was allocated in steps that ptscope run recorded without stacks (it records them in windows of steps; the peak is in %s). The module paths say where.",
-						units.Percent(share), B(noStack), B(unstacked), step), rec), atPeak())
-			} else {
-				add(finding.New("no-stacks", finding.Info, nums,
-					fmt.Sprintf("%s of the peak (%s) has no stack: backward-pass allocations run on autograd threads without Python frames.", units.Percent(share), B(noStack)),
-					"Record with stacks=\"all\" (ptscope run --stacks all) to see them."), atPeak())
+	}
+}
+
+// noStackFindings reports a large share of the peak without frames: made
+// on autograd's threads (no Python frames), or in a step ptscope run
+// recorded without stacks (its windows). It needs a peak with allocated
+// bytes.
+func (a *analyzer) noStackFindings(out *findingList) {
+	res, B := a.res, units.Bytes
+	p := res.Peak
+	var noStack, unstacked int64
+	for k, al := range a.live {
+		spillmem.PollSparse(a.r.arena, k)
+		if al.Origin == FromTrace && len(a.s.Stacks[al.Stack]) == 0 {
+			noStack += al.Size
+			if a.o.StackWindows != nil && !a.stacked(al) {
+				unstacked += al.Size
 			}
 		}
 	}
-	if pr := a.o.Precision; pr != nil && !pr.Autocast && !pr.FSDP {
-		var total int64
-		for _, b := range pr.ParameterBytesByDtype {
-			total += b
-		}
-		if fp32 := pr.ParameterBytesByDtype["float32"]; total > 0 && float64(fp32) >= fp32ParamShare*float64(total) {
-			act := res.bytesAt(CatActivation)
-			add(finding.New("fp32-compute", finding.Warning,
-				finding.Numbers{"fp32_parameter_bytes": float64(fp32), "parameter_bytes": float64(total), "activation_bytes": float64(act)},
-				fmt.Sprintf("Parameters are fp32 (%s) and forward ran without autocast, so activations (%s at the peak) and matrix products are fp32 too.", B(fp32), B(act)),
-				"Wrap forward and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16): it about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32)."),
-				atPeak())
-		}
+	share := float64(noStack) / float64(p.AllocatedBytes)
+	if share <= noStackShare {
+		return
 	}
+	nums := finding.Numbers{"bytes": float64(noStack), "share_ratio": share, "unstacked_step_bytes": float64(unstacked)}
+	if 2*unstacked > noStack {
+		step := "the peak's step"
+		rec := "Rerun with --record-steps all, or with --record-steps N for the 0-based step that peaks, to record its stacks."
+		if p.Step >= 0 {
+			step = res.Steps[p.Step].Name
+			if n, ok := res.Steps[p.Step].RunStep(); ok {
+				rec = fmt.Sprintf("Rerun with --record-steps %d (the peak's step) or --record-steps all to record its stacks.", n)
+			}
+		}
+		out.add(finding.New("no-stacks", finding.Info, nums,
+			fmt.Sprintf("%s of the peak (%s) has no stack: %s of it was allocated in steps that ptscope run recorded without stacks (it records them in windows of steps; the peak is in %s). The module paths say where.",
+				units.Percent(share), B(noStack), B(unstacked), step), rec), a.peakRef())
+		return
+	}
+	out.add(finding.New("no-stacks", finding.Info, nums,
+		fmt.Sprintf("%s of the peak (%s) has no stack: backward-pass allocations run on autograd threads without Python frames.", units.Percent(share), B(noStack)),
+		"Record with stacks=\"all\" (ptscope run --stacks all) to see them."), a.peakRef())
+}
+
+// precisionFindings reports fp32 compute: parameters nearly all fp32
+// (fp32ParamShare) and forward without autocast, outside FSDP.
+func (a *analyzer) precisionFindings(out *findingList) {
+	B := units.Bytes
+	pr := a.o.Precision
+	if pr == nil || pr.Autocast || pr.FSDP {
+		return
+	}
+	var total int64
+	for _, b := range pr.ParameterBytesByDtype {
+		total += b
+	}
+	if fp32 := pr.ParameterBytesByDtype["float32"]; total > 0 && float64(fp32) >= fp32ParamShare*float64(total) {
+		act := a.res.bytesAt(CatActivation)
+		out.add(finding.New("fp32-compute", finding.Warning,
+			finding.Numbers{"fp32_parameter_bytes": float64(fp32), "parameter_bytes": float64(total), "activation_bytes": float64(act)},
+			fmt.Sprintf("Parameters are fp32 (%s) and forward ran without autocast, so activations (%s at the peak) and matrix products are fp32 too.", B(fp32), B(act)),
+			"Wrap forward and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16): it about halves activation memory and runs on tensor cores (parameters, gradients and optimizer state stay fp32)."),
+			a.peakRef())
+	}
+}
+
+// coverageFindings says where the history misses what matters: the run's
+// peak outside the recorded windows or before the oldest entry kept, and
+// a truncated trace.
+func (a *analyzer) coverageFindings(out *findingList) {
+	res, B := a.res, units.Bytes
+	p := res.Peak
 	if run := a.o.Run; run != nil {
 		if fd, ok := outsideWindows(res, run); ok {
-			add(fd, atPeak())
+			out.add(fd, a.peakRef())
 		}
 	} else if pm := p.ProcessMaxAllocatedBytes; pm > 0 && res.HasHistory && float64(p.AllocatedBytes) < (1-peakMissedShare)*float64(pm) {
 		short := float64(pm-p.AllocatedBytes) / float64(pm)
-		add(finding.New("peak-not-in-trace", finding.Warning,
+		out.add(finding.New("peak-not-in-trace", finding.Warning,
 			finding.Numbers{"process_max_allocated_bytes": float64(pm), "allocated_bytes": float64(p.AllocatedBytes), "short_ratio": short},
 			fmt.Sprintf("The process's max_memory_allocated was %s by this snapshot's last entry, but its history peaks at %s (%s less): the run's peak happened before the oldest entry it kept, so what was alive then is not here.",
 				B(pm), B(p.AllocatedBytes), units.Percent(short)),
-			"Raise the history ring (ptscope run --max-entries), or take a snapshot after the step that peaks (--snapshot-at step:N)."), atPeak())
+			"Raise the history ring (ptscope run --max-entries), or take a snapshot after the step that peaks (--snapshot-at step:N)."), a.peakRef())
 	}
 	if res.Truncated {
-		add(finding.New("truncated", finding.Warning, finding.Numbers{"unmatched_frees": float64(res.UnmatchedFrees), "entries": float64(res.Entries)},
+		out.add(finding.New("truncated", finding.Warning, finding.Numbers{"unmatched_frees": float64(res.UnmatchedFrees), "entries": float64(res.Entries)},
 			"The trace is incomplete: "+res.TruncationEvidence+".",
-			"Raise max_entries (ptscope run --max-entries) or record a shorter window."), &finding.Ref{View: "timeline", Device: dev})
+			"Raise max_entries (ptscope run --max-entries) or record a shorter window."), &finding.Ref{View: "timeline", Device: a.device()})
 	}
-	finding.Sort(out)
-	return out
 }
 
 // outsideWindows is the finding of a run recorded in stack windows whose

@@ -96,38 +96,61 @@ func RoundSize(n int64) int64 {
 // NewReplay replays device d of s.
 func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 	tr := s.Trace(d)
-	n := tr.Len()
 	r := &Replay{Device: d, arena: s.Arena()}
+	final, end := finalBlocks(s.DeviceSegments(d))
+	live := newAddrTable(1024)    // addr -> index in r.Allocs of the live allocation
+	pending := newAddrTable(1024) // freed by the program, not yet by the allocator
+	r.matchAllocs(tr, len(final), live, pending)
+	r.takeExactSizes(live, pending, final)
+	r.addGhosts(final)
+	r.modelBlockSizes(s, d, tr)
+	r.buildTimeline(tr, end.Reserved)
+	r.End = end
+	r.detectTruncation(s, tr)
+	return r
+}
 
-	// Blocks alive at the end, by address.
-	type liveBlock struct {
-		b   snapshot.Block
-		seg *snapshot.Segment
-	}
+// liveBlock is a block alive at the end with its segment.
+type liveBlock struct {
+	b   snapshot.Block
+	seg *snapshot.Segment
+}
+
+// finalBlocks is the blocks alive at the end in segs (allocated or
+// pending free), by address, and the state they add up to.
+func finalBlocks(segs []snapshot.Segment) (map[uint64]liveBlock, ReplayState) {
 	final := map[uint64]liveBlock{}
-	var endAllocated, endRequested, endActive, endReserved int64
-	segs := s.DeviceSegments(d)
+	var end ReplayState
 	for i := range segs {
 		g := &segs[i]
-		endReserved += g.TotalSize
+		end.Reserved += g.TotalSize
 		for _, b := range g.Blocks {
 			switch b.State {
 			case snapshot.BlockActiveAllocated:
-				endAllocated += b.Size
-				endActive += b.Size
-				endRequested += b.RequestedSize
+				end.Allocated += b.Size
+				end.Active += b.Size
+				end.Requested += b.RequestedSize
 				final[b.Address] = liveBlock{b, g}
 			case snapshot.BlockActivePendingFree:
-				endActive += b.Size
+				end.Active += b.Size
 				final[b.Address] = liveBlock{b, g}
 			}
 		}
 	}
+	return final, end
+}
 
-	// Match allocs with frees by address. Allocs holds one entry per alloc,
-	// per free whose alloc was not recorded and per block alive since before
-	// the recording: counting the allocs first spares the copies of growing
-	// it (unmatched frees are few unless the ring buffer wrapped).
+// matchAllocs matches tr's allocs with their frees by address into
+// r.Allocs, with room for nfinal more (the ghosts), counting the frees
+// without their alloc (r.Unmatched). It leaves in live the allocations
+// still alive at the end and in pending those freed by the program but
+// not yet by the allocator, each by address.
+func (r *Replay) matchAllocs(tr *snapshot.Trace, nfinal int, live, pending *addrTable) {
+	n := tr.Len()
+	// Allocs holds one entry per alloc, per free whose alloc was not
+	// recorded and per block alive since before the recording: counting
+	// the allocs first spares the copies of growing it (unmatched frees
+	// are few unless the ring buffer wrapped).
 	allocs := 0
 	for i, a := range tr.Action {
 		spillmem.Poll(r.arena, i)
@@ -138,9 +161,7 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 			allocs++
 		}
 	}
-	r.Allocs = spillmem.MakeCap[Alloc](r.arena, 0, allocs+len(final)+1024)
-	live := newAddrTable(1024)    // addr -> index in r.Allocs of the live allocation
-	pending := newAddrTable(1024) // freed by the program, not yet by the allocator
+	r.Allocs = spillmem.MakeCap[Alloc](r.arena, 0, allocs+nfinal+1024)
 	for i := 0; i < n; i++ {
 		spillmem.Poll(r.arena, i)
 		addr := tr.Addr[i]
@@ -180,7 +201,12 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 			r.Unmatched++
 		}
 	}
-	// Allocations still alive take their exact size from the final blocks.
+}
+
+// takeExactSizes gives the allocations still alive (live) or pending
+// free at the end their exact size from the final blocks, and removes
+// those blocks from final.
+func (r *Replay) takeExactSizes(live, pending *addrTable, final map[uint64]liveBlock) {
 	live.each(func(addr uint64, k int32) {
 		if lb, ok := final[addr]; ok && lb.b.State == snapshot.BlockActiveAllocated {
 			r.Allocs[k].Size, r.Allocs[k].Exact = lb.b.Size, true
@@ -193,7 +219,11 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 			delete(final, addr)
 		}
 	})
-	// Live blocks the trace never saw predate recording (ghosts).
+}
+
+// addGhosts appends the allocated blocks of final, those the trace never
+// saw, as allocations that predate recording (ghosts), by address.
+func (r *Replay) addGhosts(final map[uint64]liveBlock) {
 	ghostAddrs := make([]uint64, 0, len(final))
 	for addr, lb := range final {
 		if lb.b.State == snapshot.BlockActiveAllocated {
@@ -208,12 +238,6 @@ func NewReplay(s *snapshot.Snapshot, d int) *Replay {
 			Origin: BeforeGhost, Exact: true})
 		r.Ghosts++
 	}
-
-	r.modelBlockSizes(s, d, tr)
-	r.buildTimeline(tr, endReserved)
-	r.End = ReplayState{Allocated: endAllocated, Requested: endRequested, Active: endActive, Reserved: endReserved}
-	r.detectTruncation(s, tr)
-	return r
 }
 
 // buildTimeline turns allocations into per-entry deltas and prefix sums.

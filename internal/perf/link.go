@@ -65,6 +65,26 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 	n := ev.Len()
 	g := &graph{t: t, ev: ev, autogr: map[int64]bool{}, own: own, seq: seq, links: links}
 	gpuSide := start(g.linkLaunches)
+	extOp, byThread := g.indexHost()
+	g.nestThreads(byThread)
+	g.linkFwdBwd(byThread)
+	g.bwdOp = make([]bool, n)
+	for o := range g.fwdOf {
+		g.bwdOp[o] = true
+	}
+	g.ownLaunches(extOp)
+	gpuSide.wait()
+	g.ownGPU(extOp)
+	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
+	return g
+}
+
+// indexHost classifies the op names, lists the step annotations, marks
+// the autograd threads, and returns the ops by External id and the host
+// events (ops and launches) of each thread, in trace order.
+func (g *graph) indexHost() (extOp *idIndex, byThread map[int64][]int32) {
+	t, ev := g.t, g.ev
+	n := ev.Len()
 	// sized in advance: growing tables of a million entries costs more
 	// than a pass over the kinds
 	var nOps int
@@ -78,8 +98,8 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 		}
 	}
 	g.order = make([]int32, 0, nOps)
-	extOp := newIDIndex(exts) // External id -> cpu_op / user_annotation event (the first)
-	byThread := map[int64][]int32{}
+	extOp = newIDIndex(exts) // External id -> cpu_op / user_annotation event (the first)
+	byThread = map[int64][]int32{}
 	lastKey, last := int64(math.MinInt64), []int32(nil) // the thread of the previous host event
 	g.names = make([]nameClass, len(t.Strings))
 	for i := 0; i < n; i++ {
@@ -116,8 +136,13 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 			g.autogr[threadKey(th.PID, th.TID)] = true
 		}
 	}
-	// nesting per thread, threads in parallel; their ops are then put in
-	// order thread by thread
+	return extOp, byThread
+}
+
+// nestThreads nests each thread's events (g.parent), threads in parallel,
+// and puts their ops in g.order thread by thread.
+func (g *graph) nestThreads(byThread map[int64][]int32) {
+	n := g.ev.Len()
 	g.parent = make([]int32, n)
 	for i := range g.parent {
 		g.parent[i] = -1
@@ -134,12 +159,13 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 	for _, o := range orders {
 		g.order = append(g.order, o...)
 	}
-	g.linkFwdBwd(byThread)
-	g.bwdOp = make([]bool, n)
-	for o := range g.fwdOf {
-		g.bwdOp[o] = true
-	}
-	// runtime -> op
+}
+
+// ownLaunches sets each runtime launch's owner op: the op of its External
+// id, else its parent (-1 for other events).
+func (g *graph) ownLaunches(extOp *idIndex) {
+	ev := g.ev
+	n := ev.Len()
 	g.owner = make([]int32, n)
 	for i := 0; i < n; i++ {
 		g.owner[i] = -1
@@ -151,10 +177,13 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 			}
 		}
 	}
-	gpuSide.wait()
-	// GPU -> launch -> op: the launch decides; a GPU event's own External
-	// id is used only without one (2022 traces set it to the correlation
-	// id, kineto#782)
+}
+
+// ownGPU sets each GPU event's owner op and classifies the GPU names.
+// The launch decides; a GPU event's own External id is used only without
+// one (2022 traces set it to the correlation id, kineto#782).
+func (g *graph) ownGPU(extOp *idIndex) {
+	t, ev := g.t, g.ev
 	for _, i := range g.gpu {
 		if l := g.launch[i]; l >= 0 && g.owner[l] >= 0 {
 			g.owner[i] = g.owner[l]
@@ -165,8 +194,6 @@ func newPartGraph(t *kineto.Trace, own []bool, seq []int64, links linkMode) *gra
 			g.names[id] |= gpuClass(t.Strings[id])
 		}
 	}
-	sort.Slice(g.steps, func(a, b int) bool { return ev.TS[g.steps[a]] < ev.TS[g.steps[b]] })
-	return g
 }
 
 // linkLaunches lists the GPU events (g.gpu, sorted by start) and links

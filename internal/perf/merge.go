@@ -53,6 +53,19 @@ func (m *merger) add(p *partial) {
 	a := &m.acc
 	m.nWin++
 	a.steps = append(a.steps, p.steps...)
+	m.addTables(p)
+	m.hta.add(p.hta, p.hostTo)
+	m.addHostCosts(p)
+	m.addDevices(p)
+	m.addComm(p)
+	m.addMemory(p.mem)
+	a.links += p.links
+	a.deep.add(&p.deep)
+}
+
+// addTables merges p's operator, range and kernel tables.
+func (m *merger) addTables(p *partial) {
+	a := &m.acc
 	addRows(a.ops, p.ops)
 	addRows(a.shapeOps, p.shapeOps)
 	addSpans(a.shapeSpans, p.shapeSpans)
@@ -81,7 +94,12 @@ func (m *merger) add(p *partial) {
 		}
 	}
 	addKernelOps(a.kernelOps, p.kernelOps)
-	m.hta.add(p.hta, p.hostTo)
+}
+
+// addHostCosts merges p's tensor-core eligibility, launch statistics,
+// copies and synchronisations.
+func (m *merger) addHostCosts(p *partial) {
+	a := &m.acc
 	a.tcAll += p.tcAll
 	a.tcYes += p.tcYes
 	l := &a.launch
@@ -107,6 +125,12 @@ func (m *merger) add(p *partial) {
 			a.syncs[n] = s
 		}
 	}
+}
+
+// addDevices merges p's per-device sums (and their idle gaps, addIdle)
+// and utilisation timelines.
+func (m *merger) addDevices(p *partial) {
+	a := &m.acc
 	for d, v := range p.devs {
 		m.addIdle(d, v)
 		x := a.devs[d]
@@ -135,7 +159,11 @@ func (m *merger) add(p *partial) {
 			x[i] += v[i]
 		}
 	}
-	c := &a.comm
+}
+
+// addComm merges p's collectives and communication sums.
+func (m *merger) addComm(p *partial) {
+	c := &m.acc.comm
 	c.kernels += p.comm.kernels
 	c.kernelNS += p.comm.kernelNS
 	for n, r := range p.comm.rows {
@@ -152,9 +180,6 @@ func (m *merger) add(p *partial) {
 	c.rpc += p.comm.rpc
 	c.overlapNS += p.comm.overlapNS
 	c.commNS += p.comm.commNS
-	m.addMemory(p.mem)
-	a.links += p.links
-	a.deep.add(&p.deep)
 }
 
 func addRows(dst, src map[rowKey]*Operator) {
@@ -325,6 +350,34 @@ func (m *merger) addMemory(mem []kineto.MemoryEvent) {
 func (m *merger) rank() *Rank {
 	f, a := m.f, &m.acc
 	base := f.meta.BaseTimeNS
+	r := m.newRank()
+	m.finishTables(r)
+	m.finishDevices(r)
+	stepStats(r)
+	r.Comm, r.comm = finishComm(&a.comm)
+	r.Memory = m.finishMemory()
+	r.UtilTimeline = utilTimeline(a.util, newTimelineSpec(m.steps), base)
+	r.FwdBwdLinks = a.links
+	if r.TimeOrigin == OriginUnix {
+		r.Overhead = profilingOverhead(r, m.opt.Phases, base, f)
+	}
+	if f.mtia > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d MTIA device events (mtia_ccp_events) are not analysed: the device numbers cover CUDA and ROCm work only", f.mtia))
+	}
+	if f.incomplete() {
+		r.Warnings = append(r.Warnings, "the trace holds no operator and no kernel launch: the profiler recorded no active step of the training (the job may have ended during the profiler's warm-up), so the report judges nothing")
+	}
+	a.deep.finish(r)
+	r.Findings = findings(f, r)
+	emptyLists(r)
+	return r
+}
+
+// newRank is the rank's identity, profiler settings and the warnings of
+// reading its trace.
+func (m *merger) newRank() *Rank {
+	f := m.f
+	base := f.meta.BaseTimeNS
 	r := &Rank{Rank: f.rank, hasRank: f.rank >= 0, Path: f.path, Bytes: f.bytes, Events: f.events,
 		SlowestStep: -1, OutlierSteps: []int{}, PrimaryDevice: -1}
 	if r.Rank < 0 {
@@ -351,8 +404,13 @@ func (m *merger) rank() *Rank {
 	if f.damage.Dropped > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d unreadable events dropped", f.damage.Dropped))
 	}
+	return r
+}
 
-	// tables
+// finishTables fills r's operator, range, kernel, launch, copy and sync
+// tables.
+func (m *merger) finishTables(r *Rank) {
+	f, a := m.f, &m.acc
 	finishSpans(a.ops, a.opSpans)
 	r.Operators = make([]Operator, 0, len(a.ops))
 	for _, o := range a.ops {
@@ -392,8 +450,12 @@ func (m *merger) rank() *Rank {
 	r.Launch = finishLaunch(&a.launch)
 	r.Copies = copyRows(a.copies)
 	r.Syncs = syncRows(a.syncs)
+}
 
-	// devices
+// finishDevices fills r's GPUs, its primary device (the one with the most
+// compute, whose numbers are the rank's headline) and its steps.
+func (m *merger) finishDevices(r *Rank) {
+	f, a := m.f, &m.acc
 	r.StepSource = m.src
 	m.finishIdle()
 	r.GPUs = gpuRows(f, a.devs, m.idle, a.slotTotal)
@@ -414,23 +476,10 @@ func (m *merger) rank() *Rank {
 		}
 		r.Steps = append(r.Steps, st)
 	}
-	stepStats(r)
-	r.Comm, r.comm = finishComm(&a.comm)
-	r.Memory = m.finishMemory()
-	r.UtilTimeline = utilTimeline(a.util, newTimelineSpec(m.steps), base)
-	r.FwdBwdLinks = a.links
-	if r.TimeOrigin == OriginUnix {
-		r.Overhead = profilingOverhead(r, m.opt.Phases, base, f)
-	}
-	if f.mtia > 0 {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%d MTIA device events (mtia_ccp_events) are not analysed: the device numbers cover CUDA and ROCm work only", f.mtia))
-	}
-	if f.incomplete() {
-		r.Warnings = append(r.Warnings, "the trace holds no operator and no kernel launch: the profiler recorded no active step of the training (the job may have ended during the profiler's warm-up), so the report judges nothing")
-	}
-	a.deep.finish(r)
-	r.Findings = findings(f, r)
-	// lists are [] in the JSON, never null
+}
+
+// emptyLists makes r's lists [] in the JSON, never null.
+func emptyLists(r *Rank) {
 	if r.Comm.Collectives == nil {
 		r.Comm.Collectives = []Collective{}
 	}
@@ -443,7 +492,6 @@ func (m *merger) rank() *Rank {
 	if r.GPUs == nil {
 		r.GPUs = []GPU{}
 	}
-	return r
 }
 
 func indexOfDevice(gs []GPU, d int) int {

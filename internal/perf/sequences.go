@@ -36,81 +36,123 @@ const minSequenceKernels = 3
 // tree (nil without modules), op Options.SequenceOp, starts the host starts
 // of the steps (sorted) an owned event may span.
 func kernelSequences(g *graph, mt *moduleTree, op string, starts []int64) map[string]*KernelSequence {
-	ev := g.ev
-	spansStep := func(e int32) bool {
-		k, _ := slices.BinarySearch(starts, ev.TS[e]+1)
-		return k < len(starts) && starts[k] < ev.End(int(e))
+	c := seqChain{g, mt}
+	count, counted := c.gpuCounts()
+	var roots map[int32]bool
+	if op == "" {
+		roots = c.innermostRoots(count, counted)
+	} else {
+		roots = c.shallowestRoots(op, count)
 	}
-	// up is the launching chain: an event's enclosing op or module
-	up := func(e int32) int32 {
-		if mt != nil {
-			return mt.upOf(g, e)
-		}
-		return g.parent[e]
+	return c.sequences(roots, starts)
+}
+
+// seqChain is the launching chain kernel sequences follow: an event's
+// enclosing op, or module when there is a module tree (mt).
+type seqChain struct {
+	g  *graph
+	mt *moduleTree
+}
+
+// up is e's enclosing op or module, -1 for none.
+func (c seqChain) up(e int32) int32 {
+	if c.mt != nil {
+		return c.mt.upOf(c.g, e)
 	}
-	candidate := func(e int32) bool { return isOp(ev.Kind[e]) || ev.Kind[e] == kineto.KindPythonFunction }
-	// GPU events under each op or module
-	count := make([]int32, ev.Len())
-	var counted []int32 // the events with a count, each once
+	return c.g.parent[e]
+}
+
+// gpuCounts is the GPU events under each op or module, by event, and the
+// events with a count, each once.
+func (c seqChain) gpuCounts() (count, counted []int32) {
+	g := c.g
+	count = make([]int32, g.ev.Len())
 	for _, i := range g.gpu {
-		for o := g.owner[i]; o >= 0; o = up(o) {
+		for o := g.owner[i]; o >= 0; o = c.up(o) {
 			if count[o] == 0 {
 				counted = append(counted, o)
 			}
 			count[o]++
 		}
 	}
+	return count, counted
+}
+
+// innermostRoots is the default launching events: operators or Python
+// functions launching at least minSequenceKernels with no child in the
+// chain launching as many.
+func (c seqChain) innermostRoots(count, counted []int32) map[int32]bool {
+	g, ev := c.g, c.g.ev
 	roots := map[int32]bool{}
-	if op == "" {
-		// innermost: no enclosing-chain child with as many
-		for _, o := range counted {
-			if count[o] < minSequenceKernels || !isOperator(g, o) && ev.Kind[o] != kineto.KindPythonFunction {
-				continue
-			}
-			roots[o] = true
+	for _, o := range counted {
+		if count[o] < minSequenceKernels || !isOperator(g, o) && ev.Kind[o] != kineto.KindPythonFunction {
+			continue
 		}
-		for o := range roots {
-			for u := up(o); u >= 0; u = up(u) {
-				delete(roots, u) // an ancestor launches at least as many
-			}
+		roots[o] = true
+	}
+	for o := range roots {
+		for u := c.up(o); u >= 0; u = c.up(u) {
+			delete(roots, u) // an ancestor launches at least as many
 		}
-	} else {
-		depth := func(e int32) int {
-			d := 0
-			for u := up(e); u >= 0; u = up(u) {
-				d++
-			}
-			return d
+	}
+	return roots
+}
+
+// shallowestRoots is HTA's rule for Options.SequenceOp: the shallowest
+// ops or Python functions whose names contain op and launch at least
+// minSequenceKernels.
+func (c seqChain) shallowestRoots(op string, count []int32) map[int32]bool {
+	g, ev := c.g, c.g.ev
+	depth := func(e int32) int {
+		d := 0
+		for u := c.up(e); u >= 0; u = c.up(u) {
+			d++
 		}
-		best := -1
-		matches := map[uint32]bool{}
-		var cands []int32
-		for i, k := range ev.Kind {
-			if !isOp(k) && k != kineto.KindPythonFunction {
-				continue
-			}
-			id := ev.Name[i]
-			m, ok := matches[id]
-			if !ok {
-				m = strings.Contains(g.t.Strings[id], op)
-				matches[id] = m
-			}
-			if m {
-				cands = append(cands, int32(i))
-				if d := depth(int32(i)); best < 0 || d < best {
-					best = d
-				}
-			}
+		return d
+	}
+	best := -1
+	matches := map[uint32]bool{}
+	var cands []int32
+	for i, k := range ev.Kind {
+		if !isOp(k) && k != kineto.KindPythonFunction {
+			continue
 		}
-		for _, c := range cands {
-			if depth(c) == best && count[c] >= minSequenceKernels {
-				roots[c] = true
+		id := ev.Name[i]
+		m, ok := matches[id]
+		if !ok {
+			m = strings.Contains(g.t.Strings[id], op)
+			matches[id] = m
+		}
+		if m {
+			cands = append(cands, int32(i))
+			if d := depth(int32(i)); best < 0 || d < best {
+				best = d
 			}
 		}
 	}
+	roots := map[int32]bool{}
+	for _, e := range cands {
+		if depth(e) == best && count[e] >= minSequenceKernels {
+			roots[e] = true
+		}
+	}
+	return roots
+}
+
+// sequences groups the GPU events under each root (its nearest in the
+// chain) into sequences by names, leaving out roots the trace does not own,
+// that are no op or Python function, or that span a step start (starts,
+// sorted).
+func (c seqChain) sequences(roots map[int32]bool, starts []int64) map[string]*KernelSequence {
+	g, ev := c.g, c.g.ev
+	spansStep := func(e int32) bool {
+		k, _ := slices.BinarySearch(starts, ev.TS[e]+1)
+		return k < len(starts) && starts[k] < ev.End(int(e))
+	}
+	candidate := func(e int32) bool { return isOp(ev.Kind[e]) || ev.Kind[e] == kineto.KindPythonFunction }
 	per := map[int32][]int32{} // root -> its GPU events, by start
 	for _, i := range g.gpu {
-		for o := g.owner[i]; o >= 0; o = up(o) {
+		for o := g.owner[i]; o >= 0; o = c.up(o) {
 			if roots[o] {
 				per[o] = append(per[o], i)
 				break

@@ -136,42 +136,74 @@ func (m *Memory) View(q ViewQuery) (*View, error) {
 // plus one pass over the live drawn blocks per column where something
 // under them was freed.
 func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
-	W, x0 := v.Columns, v.X0
-	half := max(1, v.MinBytes/2) // an edge moves once the offset moved half a pixel
 	v.Blocks = make([]ViewBlock, len(drawn))
 	if len(drawn) == 0 {
 		return
 	}
-	type edge struct {
-		p   int32
-		col int32
-		off int64
+	s := &layoutSweep{m: m, drawn: drawn}
+	next := s.startLive(v, live, offs)
+	s.sweep(v, next)
+	flattenEdges(v, s.edges)
+}
+
+// layoutEdge is an edge of drawn block p, before flattenEdges.
+type layoutEdge struct {
+	p   int32
+	col int32
+	off int64
+}
+
+// layoutAct is a drawn block alive in the sweep.
+type layoutAct struct {
+	id, p     int32
+	end       int32
+	off, last int64
+	dec       int64 // pending: subtract from this block and all above it
+}
+
+// layoutSweep is layout's state: the edges emitted so far, the drawn
+// blocks alive in stacking order, and the sum of their pending
+// decrements.
+type layoutSweep struct {
+	m       *Memory
+	drawn   []int32
+	edges   []layoutEdge
+	active  []layoutAct
+	pending int64
+}
+
+// start makes drawn block p alive from column col at offset off.
+func (s *layoutSweep) start(p, col int, off int64) {
+	b := &s.m.Blocks[s.drawn[p]]
+	s.edges = append(s.edges, layoutEdge{int32(p), int32(col), off})
+	// the pending decrements apply to it when they are resolved: add them
+	s.active = append(s.active, layoutAct{id: s.drawn[p], p: int32(p), end: b.End, off: off + s.pending, last: off})
+}
+
+// below frees the drawn blocks above f by the size of f (f < the topmost
+// alive).
+func (s *layoutSweep) below(f int32) {
+	active := s.active
+	lo, hi := 0, len(active)-1 // the first active block above f
+	for lo < hi {
+		if h := int(uint(lo+hi) >> 1); active[h].id > f {
+			hi = h
+		} else {
+			lo = h + 1
+		}
 	}
-	type act struct {
-		id, p     int32
-		end       int32
-		off, last int64
-		dec       int64 // pending: subtract from this block and all above it
-	}
-	var edges []edge
-	var active []act
-	var pending int64 // the sum of the pending decrements
-	start := func(p, col int, off int64) {
-		b := &m.Blocks[drawn[p]]
-		edges = append(edges, edge{int32(p), int32(col), off})
-		// the pending decrements apply to it when they are resolved: add them
-		active = append(active, act{id: drawn[p], p: int32(p), end: b.End, off: off + pending, last: off})
-	}
-	// the sweep ends with the last drawn block; frees of blocks allocated
-	// after every drawn one are above all of them and move none
-	end := int32(v.X1)
-	lastEnd := int32(0)
-	for _, id := range drawn {
-		lastEnd = max(lastEnd, m.Blocks[id].End)
-	}
-	end = min(end, lastEnd)
-	k, next := 0, 0 // next: the first drawn position not started yet
-	for p, id := range drawn {
+	sz := s.m.Blocks[f].Size
+	active[lo].dec += sz
+	s.pending += sz
+}
+
+// startLive fills v.Blocks and starts the drawn blocks allocated before
+// or at X0 that are alive there (live, offs: the live set at X0 and their
+// offsets); it returns the first drawn position not started yet.
+func (s *layoutSweep) startLive(v *View, live []int32, offs []int64) (next int) {
+	m, x0 := s.m, v.X0
+	k := 0
+	for p, id := range s.drawn {
 		b := &m.Blocks[id]
 		v.Blocks[p] = ViewBlock{ID: id, Start: b.Start, End: b.End, Size: b.Size}
 		if b.Start > int32(x0) {
@@ -182,11 +214,30 @@ func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
 			k++
 		}
 		if k < len(live) && live[k] == id { // drawn blocks overlap the range: alive after X0
-			start(p, 0, offs[k])
+			s.start(p, 0, offs[k])
 		}
 	}
+	return next
+}
+
+// sweep runs the entries of the range after X0, starting the drawn
+// blocks from next as their entries come, and at each column boundary
+// where something under a drawn block was freed resolves the decrements
+// and emits the edges that moved half a pixel or more.
+func (s *layoutSweep) sweep(v *View, next int) {
+	m, drawn := s.m, s.drawn
+	W, x0 := v.Columns, v.X0
+	half := max(1, v.MinBytes/2) // an edge moves once the offset moved half a pixel
+	// the sweep ends with the last drawn block; frees of blocks allocated
+	// after every drawn one are above all of them and move none
+	end := int32(v.X1)
+	lastEnd := int32(0)
+	for _, id := range drawn {
+		lastEnd = max(lastEnd, m.Blocks[id].End)
+	}
+	end = min(end, lastEnd)
 	minEnd := int32(math.MaxInt32)
-	for _, a := range active {
+	for _, a := range s.active {
 		minEnd = min(minEnd, a.end)
 	}
 	startOf := func(p int) int32 {
@@ -196,25 +247,11 @@ func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
 		return math.MaxInt32
 	}
 	nextStart := startOf(next)
-	// below: free the drawn blocks above f by the size of f (f < top)
-	below := func(f int32) {
-		lo, hi := 0, len(active)-1 // the first active block above f
-		for lo < hi {
-			if h := int(uint(lo+hi) >> 1); active[h].id > f {
-				hi = h
-			} else {
-				lo = h + 1
-			}
-		}
-		sz := m.Blocks[f].Size
-		active[lo].dec += sz
-		pending += sz
-	}
 	// top: the frees that move drawn blocks are of blocks under the
 	// topmost one alive (as unsigned, no free (-1) is under it)
 	top := uint32(0)
-	if len(active) > 0 {
-		top = uint32(active[len(active)-1].id)
+	if len(s.active) > 0 {
+		top = uint32(s.active[len(s.active)-1].id)
 	}
 	freeAt := m.freeAt[:end]
 	c, nextCol := 0, int32(v.Col(1))
@@ -226,7 +263,7 @@ func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
 		// only move blocks
 		for stop := min(end, nextCol, nextStart); i < stop; i++ {
 			if f := freeAt[i]; uint32(f) < top {
-				below(f)
+				s.below(f)
 			}
 		}
 		if i == end {
@@ -241,48 +278,61 @@ func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
 			}
 		}
 		if f := freeAt[i]; uint32(f) < top {
-			below(f)
+			s.below(f)
 		}
-		started := len(active)
+		started := len(s.active)
 		for nextStart == i {
-			start(next, c, m.AllocatedAt(int(i))-m.Blocks[drawn[next]].Size)
+			s.start(next, c, m.AllocatedAt(int(i))-m.Blocks[drawn[next]].Size)
 			minEnd = min(minEnd, m.Blocks[drawn[next]].End)
 			top = uint32(drawn[next])
 			next++
 			nextStart = startOf(next)
 		}
-		if !boundary || (pending == 0 && i < minEnd) {
+		if !boundary || (s.pending == 0 && i < minEnd) {
 			continue
 		}
-		// resolve the decrements, emit the edges that moved, drop the ended
-		var run int64
-		w := 0
-		minEnd = math.MaxInt32
-		for q := range active {
-			a := active[q]
-			run += a.dec
-			a.dec = 0
-			a.off -= run
-			if a.end <= i {
-				continue
-			}
-			if q < started && a.last-a.off >= half {
-				edges = append(edges, edge{a.p, int32(c), a.off})
-				a.last = a.off
-			}
-			minEnd = min(minEnd, a.end)
-			active[w] = a
-			w++
-		}
-		active = active[:w]
-		pending = 0
-		top = 0
-		if w > 0 {
-			top = uint32(active[w-1].id)
-		}
+		minEnd, top = s.resolve(i, c, started, half)
 	}
-	// the edges by block, in one array
-	count := make([]int32, len(drawn)+1)
+}
+
+// resolve applies the pending decrements at entry i, column c, emits the
+// edges of the blocks started before (started) that moved half or more,
+// and drops the blocks ended; it returns the earliest end and the topmost
+// block of those left.
+func (s *layoutSweep) resolve(i int32, c, started int, half int64) (minEnd int32, top uint32) {
+	active := s.active
+	var run int64
+	w := 0
+	minEnd = math.MaxInt32
+	for q := range active {
+		a := active[q]
+		run += a.dec
+		a.dec = 0
+		a.off -= run
+		if a.end <= i {
+			continue
+		}
+		if q < started && a.last-a.off >= half {
+			s.edges = append(s.edges, layoutEdge{a.p, int32(c), a.off})
+			a.last = a.off
+		}
+		minEnd = min(minEnd, a.end)
+		active[w] = a
+		w++
+	}
+	s.active = active[:w]
+	s.pending = 0
+	if w > 0 {
+		top = uint32(active[w-1].id)
+	}
+	return minEnd, top
+}
+
+// flattenEdges puts the edges into one array, by block, and gives each
+// of v.Blocks its part.
+func flattenEdges(v *View, edges []layoutEdge) {
+	n := len(v.Blocks)
+	count := make([]int32, n+1)
 	for _, e := range edges {
 		count[e.p+1]++
 	}
@@ -290,7 +340,7 @@ func (m *Memory) layout(v *View, drawn, live []int32, offs []int64) {
 		count[p] += count[p-1]
 	}
 	flat := make([]Edge, len(edges))
-	at := append([]int32(nil), count[:len(drawn)]...)
+	at := append([]int32(nil), count[:n]...)
 	for _, e := range edges {
 		flat[at[e.p]] = Edge{e.col, e.off}
 		at[e.p]++

@@ -62,8 +62,33 @@ func (d *Document) WriteText(w io.Writer, o report.TextOptions) error {
 
 func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 	rep := d.Report
-	width := max(o.Width, 60)
-	line := func(s string) { fmt.Fprintln(w, report.CutEnd(s, width)) }
+	sc := screen{w: w, o: o, width: max(o.Width, 60)}
+	d.writeHead(sc)
+	if rep.Memory != nil {
+		writeMemory(sc, rep.Memory)
+	}
+	if rep.Time != nil {
+		writeTime(sc, rep.Time)
+	}
+	writeFindings(sc, rep)
+	d.writeRanks(w, o, sc.width)
+	writeUnread(sc, rep)
+}
+
+// screen writes the text report's lines, each cut to the width.
+type screen struct {
+	w     *bufio.Writer
+	o     report.TextOptions
+	width int
+}
+
+// line writes s cut to the width.
+func (sc screen) line(s string) { fmt.Fprintln(sc.w, report.CutEnd(s, sc.width)) }
+
+// writeHead writes the title: how many ranks and inputs, and the command
+// that opens one rank's report.
+func (d *Document) writeHead(sc screen) {
+	rep := d.Report
 	var kinds []string
 	if rep.Memory != nil {
 		kinds = append(kinds, units.Plural(countInputs(rep.Memory), "snapshot", "snapshots"))
@@ -79,70 +104,95 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 	if cmd == "check" {
 		cmd = "analyze"
 	}
-	line(o.Bold(head) + fmt.Sprintf(" (one rank's report: ptscope %s --rank N %s)", cmd, strings.Join(d.Inputs, " ")))
-	if m := rep.Memory; m != nil {
-		fmt.Fprintln(w)
-		line(o.Bold("Memory") + fmt.Sprintf(" (per rank: the highest peak over its snapshots and devices; %s ranks)", units.Count(int64(m.PeakAllocated.Ranks))))
-		t := report.Table{Header: []string{"", "min", "median", "p99", "max", "outliers"}, MaxWidth: width,
-			Align: []report.Align{report.Left, report.Right, report.Right, report.Right, report.Right, report.Left}}
-		t.Rows = append(t.Rows, bytesRow("peak allocated", m.PeakAllocated))
-		t.Rows = append(t.Rows, bytesRow("peak reserved", m.PeakReserved))
-		t.Rows = append(t.Rows, ratioRow("efficiency at peak", m.EfficiencyAtPeak))
-		writeStats(w, &t, width)
-		if m.PeakAllocated.Ranks >= 2 {
-			line(fmt.Sprintf("  imbalance  rank %d peaks %s over the mean (%s; max %s, min %s on rank %d)",
-				m.PeakAllocated.MaxRank, units.Percent(m.ImbalanceRatio), units.Bytes(m.PeakAllocated.MeanBytes),
-				units.Bytes(m.PeakAllocated.MaxBytes), units.Bytes(m.PeakAllocated.MinBytes), m.PeakAllocated.MinRank))
-		}
-		line(fmt.Sprintf("  out of memory %s   leaking %s   truncated %s",
-			rankSet(m.OOMRanks), rankSet(m.LeakRanks), rankSet(m.TruncatedRanks)))
+	sc.line(sc.o.Bold(head) + fmt.Sprintf(" (one rank's report: ptscope %s --rank N %s)", cmd, strings.Join(d.Inputs, " ")))
+}
+
+// writeMemory writes the memory section: the distributions of the peaks
+// and efficiency, the imbalance, and the ranks out of memory, leaking or
+// truncated.
+func writeMemory(sc screen, m *fleet.MemoryFleet) {
+	w, width := sc.w, sc.width
+	fmt.Fprintln(w)
+	sc.line(sc.o.Bold("Memory") + fmt.Sprintf(" (per rank: the highest peak over its snapshots and devices; %s ranks)", units.Count(int64(m.PeakAllocated.Ranks))))
+	t := report.Table{Header: []string{"", "min", "median", "p99", "max", "outliers"}, MaxWidth: width,
+		Align: []report.Align{report.Left, report.Right, report.Right, report.Right, report.Right, report.Left}}
+	t.Rows = append(t.Rows, bytesRow("peak allocated", m.PeakAllocated))
+	t.Rows = append(t.Rows, bytesRow("peak reserved", m.PeakReserved))
+	t.Rows = append(t.Rows, ratioRow("efficiency at peak", m.EfficiencyAtPeak))
+	writeStats(w, &t, width)
+	if m.PeakAllocated.Ranks >= 2 {
+		sc.line(fmt.Sprintf("  imbalance  rank %d peaks %s over the mean (%s; max %s, min %s on rank %d)",
+			m.PeakAllocated.MaxRank, units.Percent(m.ImbalanceRatio), units.Bytes(m.PeakAllocated.MeanBytes),
+			units.Bytes(m.PeakAllocated.MaxBytes), units.Bytes(m.PeakAllocated.MinBytes), m.PeakAllocated.MinRank))
 	}
-	if t := rep.Time; t != nil {
-		fmt.Fprintln(w)
-		line(o.Bold("Time") + fmt.Sprintf(" (profiler traces; %s ranks with steps)", units.Count(int64(t.StepTime.Ranks))))
-		tb := report.Table{Header: []string{"", "min", "median", "p99", "max", "outliers"}, MaxWidth: width,
-			Align: []report.Align{report.Left, report.Right, report.Right, report.Right, report.Right, report.Left}}
-		tb.Rows = append(tb.Rows, durationRow("average step", t.StepTime))
-		tb.Rows = append(tb.Rows, ratioRow("GPU utilization", t.GPUUtilization))
-		tb.Rows = append(tb.Rows, ratioRow("DataLoader share", t.DataLoader))
-		tb.Rows = append(tb.Rows, durationRow("exposed comm/step", t.ExposedCommunication))
-		writeStats(w, &tb, width)
-		if len(t.Stragglers) == 0 {
-			line("  stragglers  none")
-		} else {
-			var parts []string
-			for i, s := range t.Stragglers {
-				if i == 2 {
-					parts = append(parts, fmt.Sprintf("and %d more", len(t.Stragglers)-2))
-					break
-				}
-				p := fmt.Sprintf("rank %d (step %s", s.Rank, signedPct(s.StepRatio))
-				if s.LateArrivals > 0 {
-					p += fmt.Sprintf(", last at %s of its collectives", units.Percent(s.LateRatio))
-				}
-				parts = append(parts, p+")")
-			}
-			line("  stragglers  " + strings.Join(parts, ", "))
+	sc.line(fmt.Sprintf("  out of memory %s   leaking %s   truncated %s",
+		rankSet(m.OOMRanks), rankSet(m.LeakRanks), rankSet(m.TruncatedRanks)))
+}
+
+// writeTime writes the time section: the distributions of step time,
+// utilisation, DataLoader and exposed communication, the stragglers and
+// the collectives' start skew.
+func writeTime(sc screen, t *fleet.TimeFleet) {
+	w, width := sc.w, sc.width
+	fmt.Fprintln(w)
+	sc.line(sc.o.Bold("Time") + fmt.Sprintf(" (profiler traces; %s ranks with steps)", units.Count(int64(t.StepTime.Ranks))))
+	tb := report.Table{Header: []string{"", "min", "median", "p99", "max", "outliers"}, MaxWidth: width,
+		Align: []report.Align{report.Left, report.Right, report.Right, report.Right, report.Right, report.Left}}
+	tb.Rows = append(tb.Rows, durationRow("average step", t.StepTime))
+	tb.Rows = append(tb.Rows, ratioRow("GPU utilization", t.GPUUtilization))
+	tb.Rows = append(tb.Rows, ratioRow("DataLoader share", t.DataLoader))
+	tb.Rows = append(tb.Rows, durationRow("exposed comm/step", t.ExposedCommunication))
+	writeStats(w, &tb, width)
+	sc.line(stragglersLine(t.Stragglers))
+	sc.line(skewLine(t.Collectives))
+}
+
+// stragglersLine names the first two stragglers with how much slower
+// their steps are and how often they come last to a collective.
+func stragglersLine(st []fleet.Straggler) string {
+	if len(st) == 0 {
+		return "  stragglers  none"
+	}
+	var parts []string
+	for i, s := range st {
+		if i == 2 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(st)-2))
+			break
 		}
-		c := t.Collectives
-		if c.Matched == 0 {
-			line("  collectives  none matched across ranks")
-		} else {
-			s := fmt.Sprintf("  collective start skew  median %s, p99 %s, max %s over %s collectives",
-				units.Duration(c.StartSkew.MedianNS), units.Duration(c.StartSkew.P99NS), units.Duration(c.StartSkew.MaxNS), units.Count(int64(c.Matched)))
-			if len(c.MostSkewed) > 0 {
-				x := c.MostSkewed[0]
-				s += fmt.Sprintf("; worst %s #%d", x.Name, x.Index)
-				if x.LastRank >= 0 {
-					s += fmt.Sprintf(" (rank %d last)", x.LastRank)
-				}
-			}
-			line(s)
+		p := fmt.Sprintf("rank %d (step %s", s.Rank, signedPct(s.StepRatio))
+		if s.LateArrivals > 0 {
+			p += fmt.Sprintf(", last at %s of its collectives", units.Percent(s.LateRatio))
+		}
+		parts = append(parts, p+")")
+	}
+	return "  stragglers  " + strings.Join(parts, ", ")
+}
+
+// skewLine is the collectives' start skew across ranks and the most
+// skewed collective.
+func skewLine(c fleet.CollectiveSummary) string {
+	if c.Matched == 0 {
+		return "  collectives  none matched across ranks"
+	}
+	s := fmt.Sprintf("  collective start skew  median %s, p99 %s, max %s over %s collectives",
+		units.Duration(c.StartSkew.MedianNS), units.Duration(c.StartSkew.P99NS), units.Duration(c.StartSkew.MaxNS), units.Count(int64(c.Matched)))
+	if len(c.MostSkewed) > 0 {
+		x := c.MostSkewed[0]
+		s += fmt.Sprintf("; worst %s #%d", x.Name, x.Index)
+		if x.LastRank >= 0 {
+			s += fmt.Sprintf(" (rank %d last)", x.LastRank)
 		}
 	}
+	return s
+}
+
+// writeFindings writes the fleet's findings, then those of the ranks' own
+// reports (the first two, with the ranks that have each).
+func writeFindings(sc screen, rep *fleet.Report) {
+	w, o := sc.w, sc.o
 	if len(rep.Findings) > 0 {
 		fmt.Fprintln(w)
-		line(o.Bold("Findings"))
+		sc.line(o.Bold("Findings"))
 		for _, f := range rep.Findings {
 			for _, l := range o.FindingLines(f, "  ") {
 				fmt.Fprintln(w, l)
@@ -151,29 +201,34 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 	}
 	if len(rep.RankFindings) > 0 {
 		fmt.Fprintln(w)
-		line(o.Bold("Findings of the ranks' own reports") + " (ranks that have each)")
+		sc.line(o.Bold("Findings of the ranks' own reports") + " (ranks that have each)")
 		for i, f := range rep.RankFindings {
 			if i == 2 && len(rep.RankFindings) > 3 {
-				line(fmt.Sprintf("  ... %d more (--json: rank_findings)", len(rep.RankFindings)-2))
+				sc.line(fmt.Sprintf("  ... %d more (--json: rank_findings)", len(rep.RankFindings)-2))
 				break
 			}
 			ex := ""
 			if f.Example.At != nil && f.Example.At.Rank != nil {
 				ex = fmt.Sprintf("rank %d: ", *f.Example.At.Rank)
 			}
-			line(fmt.Sprintf("  %s %s on %s: %s%s", o.Severity(f.Severity), f.ID, units.Plural(f.Ranks, "rank", "ranks"), ex, f.Example.Message))
+			sc.line(fmt.Sprintf("  %s %s on %s: %s%s", o.Severity(f.Severity), f.ID, units.Plural(f.Ranks, "rank", "ranks"), ex, f.Example.Message))
 		}
 	}
-	d.writeRanks(w, o, width)
+}
+
+// writeUnread writes the inputs that could not be read and those left
+// out for having no rank.
+func writeUnread(sc screen, rep *fleet.Report) {
+	w := sc.w
 	if len(rep.Errors) > 0 {
 		fmt.Fprintln(w)
-		line(o.Bold("Unreadable") + fmt.Sprintf(" (%s)", units.Plural(len(rep.Errors), "input", "inputs")))
+		sc.line(sc.o.Bold("Unreadable") + fmt.Sprintf(" (%s)", units.Plural(len(rep.Errors), "input", "inputs")))
 		for i, e := range rep.Errors {
 			if i == 3 {
-				line(fmt.Sprintf("  ... %d more (--json: errors)", len(rep.Errors)-3))
+				sc.line(fmt.Sprintf("  ... %d more (--json: errors)", len(rep.Errors)-3))
 				break
 			}
-			line(fmt.Sprintf("  rank %d: %s", e.Rank, e.Error))
+			sc.line(fmt.Sprintf("  rank %d: %s", e.Rank, e.Error))
 		}
 	}
 	if n := len(rep.Skipped); n > 0 {
@@ -186,7 +241,7 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 			names = append(names, filepath.Base(s.Path))
 		}
 		fmt.Fprintln(w)
-		line(fmt.Sprintf("Not ranks: %s without a rank in its name, folder or distributedInfo (%s)", units.Plural(n, "input", "inputs"), strings.Join(names, ", ")))
+		sc.line(fmt.Sprintf("Not ranks: %s without a rank in its name, folder or distributedInfo (%s)", units.Plural(n, "input", "inputs"), strings.Join(names, ", ")))
 	}
 }
 
@@ -194,15 +249,37 @@ func (d *Document) write(w *bufio.Writer, o report.TextOptions) {
 // steps without snapshots), then the smallest for contrast.
 func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) {
 	rep := d.Report
-	type row struct {
-		rank int
-		mem  *fleet.RankMemory
-		tim  *fleet.RankTime
+	all := rankRows(rep)
+	if len(all) == 0 {
+		return
 	}
-	rows := map[int]*row{}
-	get := func(r int) *row {
+	byMem := rep.Memory != nil
+	n := min(max(o.Top, 1), MaxRankRows, len(all))
+	fmt.Fprintln(w)
+	what := "peak allocated"
+	if !byMem {
+		what = "average step"
+	}
+	title := fmt.Sprintf("Ranks by %s (the largest %d of %s; --json for every rank)", what, n, units.Count(int64(len(all))))
+	fmt.Fprintln(w, report.CutEnd(o.Bold(title), width))
+	writeFitting(w, rankColumns(rep), all[:n], width)
+}
+
+// rankRow is a rank's row of the ranks table: its memory and time, each
+// nil when the fleet has none for it.
+type rankRow struct {
+	rank int
+	mem  *fleet.RankMemory
+	tim  *fleet.RankTime
+}
+
+// rankRows is every rank's row, the largest peak allocated first (the
+// slowest average step without snapshots), then by rank.
+func rankRows(rep *fleet.Report) []*rankRow {
+	rows := map[int]*rankRow{}
+	get := func(r int) *rankRow {
 		if rows[r] == nil {
-			rows[r] = &row{rank: r}
+			rows[r] = &rankRow{rank: r}
 		}
 		return rows[r]
 	}
@@ -216,15 +293,12 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 			get(rep.Time.Ranks[i].Rank).tim = &rep.Time.Ranks[i]
 		}
 	}
-	if len(rows) == 0 {
-		return
-	}
-	all := make([]*row, 0, len(rows))
+	all := make([]*rankRow, 0, len(rows))
 	for _, r := range rows {
 		all = append(all, r)
 	}
 	byMem := rep.Memory != nil
-	key := func(r *row) float64 {
+	key := func(r *rankRow) float64 {
 		if byMem {
 			if r.mem == nil {
 				return -1
@@ -243,34 +317,34 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 		}
 		return all[i].rank < all[j].rank
 	})
-	n := min(max(o.Top, 1), MaxRankRows, len(all))
-	fmt.Fprintln(w)
-	what := "peak allocated"
-	if !byMem {
-		what = "average step"
-	}
-	title := fmt.Sprintf("Ranks by %s (the largest %d of %s; --json for every rank)", what, n, units.Count(int64(len(all))))
-	fmt.Fprintln(w, report.CutEnd(o.Bold(title), width))
-	// columns, in the order they are dropped when the table is too wide
-	type column struct {
-		name string
-		drop int // 0: never
-		cell func(r *row) string
-	}
+	return all
+}
+
+// rankColumn is a column of the ranks table; drop orders the columns
+// dropped when the table is too wide (the highest first; 0: never).
+type rankColumn struct {
+	name string
+	drop int
+	cell func(r *rankRow) string
+}
+
+// rankColumns is the ranks table's columns: the rank, its memory when the
+// fleet has snapshots, its time when it has traces, and its path.
+func rankColumns(rep *fleet.Report) []rankColumn {
 	dash := "-"
-	var cols []column
-	cols = append(cols, column{"rank", 0, func(r *row) string { return strconv.Itoa(r.rank) }})
-	if byMem {
-		mem := func(f func(m *fleet.RankMemory) string) func(r *row) string {
-			return func(r *row) string {
+	var cols []rankColumn
+	cols = append(cols, rankColumn{"rank", 0, func(r *rankRow) string { return strconv.Itoa(r.rank) }})
+	if rep.Memory != nil {
+		mem := func(f func(m *fleet.RankMemory) string) func(r *rankRow) string {
+			return func(r *rankRow) string {
 				if r.mem == nil || r.mem.Device < 0 {
 					return dash
 				}
 				return f(r.mem)
 			}
 		}
-		peaks := func(f func(m *fleet.RankMemory) string) func(r *row) string { // phases-only ranks too
-			return func(r *row) string {
+		peaks := func(f func(m *fleet.RankMemory) string) func(r *rankRow) string { // phases-only ranks too
+			return func(r *rankRow) string {
 				if r.mem == nil || !r.mem.Measured() {
 					return dash
 				}
@@ -278,10 +352,10 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 			}
 		}
 		cols = append(cols,
-			column{"peak alloc", 0, peaks(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakAllocatedBytes) })},
-			column{"reserved", 3, peaks(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakReservedBytes) })},
-			column{"eff.", 4, mem(func(m *fleet.RankMemory) string { return units.Percent(m.EfficiencyAtPeakRatio) })},
-			column{"pattern", 2, func(r *row) string {
+			rankColumn{"peak alloc", 0, peaks(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakAllocatedBytes) })},
+			rankColumn{"reserved", 3, peaks(func(m *fleet.RankMemory) string { return units.Bytes(m.PeakReservedBytes) })},
+			rankColumn{"eff.", 4, mem(func(m *fleet.RankMemory) string { return units.Percent(m.EfficiencyAtPeakRatio) })},
+			rankColumn{"pattern", 2, func(r *rankRow) string {
 				switch {
 				case r.mem == nil:
 					return dash
@@ -292,11 +366,11 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 				}
 				return r.mem.Pattern.String()
 			}},
-			column{"OOMs", 5, mem(func(m *fleet.RankMemory) string { return strconv.Itoa(m.OOMs) })})
+			rankColumn{"OOMs", 5, mem(func(m *fleet.RankMemory) string { return strconv.Itoa(m.OOMs) })})
 	}
 	if rep.Time != nil {
-		tim := func(f func(t *fleet.RankTime) string) func(r *row) string {
-			return func(r *row) string {
+		tim := func(f func(t *fleet.RankTime) string) func(r *rankRow) string {
+			return func(r *rankRow) string {
 				if r.tim == nil || r.tim.Traces == 0 {
 					return dash
 				}
@@ -304,11 +378,11 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 			}
 		}
 		cols = append(cols,
-			column{"avg step", 0, tim(func(t *fleet.RankTime) string { return units.Duration(t.AverageStepNS) })},
-			column{"GPU util", 1, tim(func(t *fleet.RankTime) string { return units.Percent(t.GPUUtilizationRatio) })},
-			column{"late", 6, tim(func(t *fleet.RankTime) string { return strconv.Itoa(t.LateArrivals) })})
+			rankColumn{"avg step", 0, tim(func(t *fleet.RankTime) string { return units.Duration(t.AverageStepNS) })},
+			rankColumn{"GPU util", 1, tim(func(t *fleet.RankTime) string { return units.Percent(t.GPUUtilizationRatio) })},
+			rankColumn{"late", 6, tim(func(t *fleet.RankTime) string { return strconv.Itoa(t.LateArrivals) })})
 	}
-	cols = append(cols, column{"path", 0, func(r *row) string {
+	cols = append(cols, rankColumn{"path", 0, func(r *rankRow) string {
 		if r.mem != nil {
 			return r.mem.Path
 		}
@@ -317,12 +391,18 @@ func (d *Document) writeRanks(w *bufio.Writer, o report.TextOptions, width int) 
 		}
 		return ""
 	}})
+	return cols
+}
+
+// writeFitting writes the table of rows, indented, dropping columns (the
+// highest drop first) until it fits the width.
+func writeFitting(w *bufio.Writer, cols []rankColumn, rows []*rankRow, width int) {
 	for {
 		t := report.Table{MaxWidth: width}
 		for _, c := range cols {
 			t.Header = append(t.Header, c.name)
 		}
-		for _, r := range all[:n] {
+		for _, r := range rows {
 			var cells []string
 			for _, c := range cols {
 				cells = append(cells, c.cell(r))

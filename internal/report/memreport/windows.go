@@ -19,22 +19,32 @@ import (
 // of steady-state windows after a run of groups that share it; a list too
 // long for width keeps its first and last groups.
 func windowsLine(in *memory.Input, width int) string {
-	type group struct {
-		snapshot   string
-		setup      bool
-		ranges     [][2]int
-		tag        string
-		view, lost bool
-		bad        bool // its snapshot could not be read
-		warm       bool // holds the set-up or a warm-up step: no tag
-	}
-	var groups []*group
-	for _, w := range in.StackWindows {
-		var g *group
+	groups := windowGroups(in.StackWindows)
+	names, snaps := groupNames(groups)
+	return fitGroups("stack windows: ", names, peakTail(in, groups, snaps), width)
+}
+
+// windowGroup is the windows saved in one snapshot.
+type windowGroup struct {
+	snapshot   string
+	setup      bool
+	ranges     [][2]int
+	tag        string
+	view, lost bool
+	bad        bool // its snapshot could not be read
+	warm       bool // holds the set-up or a warm-up step: no tag
+}
+
+// windowGroups groups consecutive windows saved in one snapshot, their
+// contiguous steps merged.
+func windowGroups(windows []memory.StackWindow) []*windowGroup {
+	var groups []*windowGroup
+	for _, w := range windows {
+		var g *windowGroup
 		if n := len(groups); n > 0 && w.Snapshot != "" && groups[n-1].snapshot == w.Snapshot {
 			g = groups[n-1]
 		} else {
-			g = &group{snapshot: w.Snapshot}
+			g = &windowGroup{snapshot: w.Snapshot}
 			groups = append(groups, g)
 		}
 		g.view = g.view || w.View
@@ -56,8 +66,15 @@ func windowsLine(in *memory.Input, width int) string {
 			g.ranges = append(g.ranges, [2]int{w.FirstStep, w.LastStep})
 		}
 	}
-	snaps := map[string]bool{}
-	names := make([]string, len(groups))
+	return groups
+}
+
+// groupNames names each group by the steps it holds ("setup+steps 0-4"),
+// marks those unreadable or not saved, and tags the last of a run of
+// steady-state groups with their reason; snaps is the snapshots saved.
+func groupNames(groups []*windowGroup) (names []string, snaps map[string]bool) {
+	snaps = map[string]bool{}
+	names = make([]string, len(groups))
 	numbered := false
 	for i, g := range groups {
 		var parts []string
@@ -91,6 +108,13 @@ func windowsLine(in *memory.Input, width int) string {
 			snaps[g.snapshot] = true
 		}
 	}
+	return names, snaps
+}
+
+// peakTail ends the line: how many snapshots, or, for one device with a
+// peak view, the peak, the window (or snapshot) it comes from, and how it
+// compares with the run's own peak.
+func peakTail(in *memory.Input, groups []*windowGroup, snaps map[string]bool) string {
 	tail := "; " + units.Plural(len(snaps), "snapshot", "snapshots")
 	if len(in.Devices) == 1 && in.Bundle != nil && in.Bundle.PeakSnapshot != "" {
 		d := in.Devices[0]
@@ -110,7 +134,12 @@ func windowsLine(in *memory.Input, width int) string {
 			}
 		}
 	}
-	head := "stack windows: "
+	return tail
+}
+
+// fitGroups joins head, the group names and tail, keeping only the first
+// and last groups when the line is too long for width.
+func fitGroups(head string, names []string, tail string, width int) string {
 	list := strings.Join(names, ", ")
 	// keep the first and last groups when the line is too long
 	for keep := len(names) - 1; visibleWidth(head+list+tail) > width && keep >= 1; keep-- {
