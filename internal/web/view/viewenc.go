@@ -61,18 +61,31 @@ var keyOrder = []timeline.By{timeline.ByStack, timeline.BySource, timeline.ByMod
 // to the next, the sub-rows [edge, edge+size). Exact numbers (sizes, entries)
 // come from the block panel.
 func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
-	W := v.Columns
 	h := max(1, e.Height)
-	scale := float64(h*subRows) / float64(max(1, v.Y1-v.Y0))
-	q := func(b int64) int64 { return int64(math.Floor(float64(b-v.Y0)*scale + 0.5)) }
-
-	// the palette: category, colour key and highlight of the blocks
-	type pal struct {
-		cat  byte
-		flag byte
-		key  int32
-		all  [5]int32 // with AllKeys: the keys of keyOrder
+	w := &viewWriter{v: v, scale: float64(h*subRows) / float64(max(1, v.Y1-v.Y0)),
+		buf: make([]byte, 0, 64+12*v.Columns+12*len(v.Blocks))}
+	pals, palOf := viewPalette(m, v, e)
+	w.header(e, h, pals)
+	w.curves(h)
+	for _, p := range v.Phase {
+		w.buf = append(w.buf, byte(p))
 	}
+	w.times(m)
+	w.blocks(e, palOf)
+	return w.buf
+}
+
+// pal is one palette entry of a view: category, colour key and highlight
+// of the blocks that use it.
+type pal struct {
+	cat  byte
+	flag byte
+	key  int32
+	all  [5]int32 // with AllKeys: the keys of keyOrder
+}
+
+// viewPalette returns the view's palette and each block's entry in it.
+func viewPalette(m *timeline.Memory, v *timeline.View, e ViewEncoding) ([]pal, []int) {
 	palette := map[pal]int{}
 	var pals []pal
 	palOf := make([]int, len(v.Blocks))
@@ -100,28 +113,42 @@ func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
 		}
 		palOf[k], last = i, i
 	}
+	return pals, palOf
+}
 
-	buf := make([]byte, 0, 64+12*W+12*len(v.Blocks))
-	le := binary.LittleEndian
-	u32 := func(x uint32) { buf = le.AppendUint32(buf, x) }
-	f64 := func(x int64) { buf = le.AppendUint64(buf, math.Float64bits(float64(x))) }
-	uv := func(x int64) { buf = binary.AppendUvarint(buf, uint64(x)) }
-	sv := func(x int64) { buf = binary.AppendVarint(buf, x) }
-	u32(viewVersion)
-	u32(uint32(v.X0))
-	u32(uint32(v.X1))
-	u32(uint32(W))
-	u32(uint32(len(v.Blocks)))
-	u32(uint32(v.Summarized))
-	u32(uint32(h))
-	f64(v.Y0)
-	f64(v.Y1)
-	f64(v.MinBytes)
+// viewWriter appends the parts of an encoded view to buf.
+type viewWriter struct {
+	v     *timeline.View
+	scale float64 // sub-rows per byte
+	buf   []byte
+}
+
+// q is the sub-row of a byte level.
+func (w *viewWriter) q(b int64) int64 { return int64(math.Floor(float64(b-w.v.Y0)*w.scale + 0.5)) }
+
+func (w *viewWriter) u32(x uint32) { w.buf = binary.LittleEndian.AppendUint32(w.buf, x) }
+func (w *viewWriter) f64(x int64) {
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, math.Float64bits(float64(x)))
+}
+func (w *viewWriter) uv(x int64) { w.buf = binary.AppendUvarint(w.buf, uint64(x)) }
+func (w *viewWriter) sv(x int64) { w.buf = binary.AppendVarint(w.buf, x) }
+
+// header writes the fixed fields, the flags and the palette.
+func (w *viewWriter) header(e ViewEncoding, h int, pals []pal) {
+	v := w.v
+	w.u32(viewVersion)
+	w.u32(uint32(v.X0))
+	w.u32(uint32(v.X1))
+	w.u32(uint32(v.Columns))
+	w.u32(uint32(len(v.Blocks)))
+	w.u32(uint32(v.Summarized))
+	w.u32(uint32(h))
+	w.f64(v.Y0)
+	w.f64(v.Y1)
+	w.f64(v.MinBytes)
 	var flags byte
-	curves := [][]int64{v.AllocMin, v.AllocMax, v.ResMin, v.ResMax}
 	if v.Highlighted != nil {
 		flags |= 1
-		curves = append(curves, v.Highlighted)
 	}
 	if e.IDs {
 		flags |= 2
@@ -129,65 +156,80 @@ func EncodeView(m *timeline.Memory, v *timeline.View, e ViewEncoding) []byte {
 	if e.AllKeys {
 		flags |= 4
 	}
-	buf = append(buf, flags)
-	uv(int64(len(pals)))
+	w.buf = append(w.buf, flags)
+	w.uv(int64(len(pals)))
 	for _, p := range pals {
-		buf = append(buf, p.cat, p.flag)
+		w.buf = append(w.buf, p.cat, p.flag)
 		if !e.AllKeys {
-			uv(int64(uint32(p.key)))
+			w.uv(int64(uint32(p.key)))
 			continue
 		}
 		for _, k := range p.all {
-			uv(int64(uint32(k)))
+			w.uv(int64(uint32(k)))
 		}
 	}
-	// curves far outside the plot (zoomed in bytes) are drawn clipped
-	// anyway: keep them within a few plot heights, in a few bytes each
+}
+
+// curves writes the allocated and reserved bands (and the highlighted
+// curve) as sub-row deltas. Curves far outside the plot (zoomed in bytes)
+// are drawn clipped anyway: they are kept within a few plot heights, in a
+// few bytes each.
+func (w *viewWriter) curves(h int) {
+	v := w.v
+	curves := [][]int64{v.AllocMin, v.AllocMax, v.ResMin, v.ResMax}
+	if v.Highlighted != nil {
+		curves = append(curves, v.Highlighted)
+	}
 	lim := int64(4 * h * subRows)
 	for _, col := range curves {
 		var prev int64
 		for _, x := range col {
-			y := min(max(q(x), -lim), lim)
-			sv(y - prev)
+			y := min(max(w.q(x), -lim), lim)
+			w.sv(y - prev)
 			prev = y
 		}
 	}
-	for _, p := range v.Phase {
-		buf = append(buf, byte(p))
-	}
+}
+
+// times writes each column's time from the first entry, in µs deltas.
+func (w *viewWriter) times(m *timeline.Memory) {
 	t0 := m.Time(0)
 	var prevUS int64
-	for c := 0; c < W; c++ {
+	for c := 0; c < w.v.Columns; c++ {
 		var us int64
-		if t := m.Time(v.Col(c)); t != 0 && t0 != 0 {
+		if t := m.Time(w.v.Col(c)); t != 0 && t0 != 0 {
 			us = (t - t0) / 1000
 		}
-		sv(us - prevUS)
+		w.sv(us - prevUS)
 		prevUS = us
 	}
+}
+
+// blocks writes each block: its columns, palette entry, size and edges.
+func (w *viewWriter) blocks(e ViewEncoding, palOf []int) {
+	v := w.v
 	var prevCol, prevBot int64
 	var prevID int32
 	for k, b := range v.Blocks {
 		first := int64(b.Edges[0].Col)
-		uv(first - prevCol)
+		w.uv(first - prevCol)
 		prevCol = first
-		uv(int64(endColumn(v, b.End)) - first)
-		uv(int64(palOf[k]))
-		uv(max(0, q(v.Y0+b.Size)))
-		uv(int64(len(b.Edges)))
-		bot := q(b.Edges[0].OffsetBytes)
-		sv(bot - prevBot)
+		w.uv(int64(endColumn(v, b.End)) - first)
+		w.uv(int64(palOf[k]))
+		w.uv(max(0, w.q(v.Y0+b.Size)))
+		w.uv(int64(len(b.Edges)))
+		bot := w.q(b.Edges[0].OffsetBytes)
+		w.sv(bot - prevBot)
 		prevBot = bot
 		for j := 1; j < len(b.Edges); j++ {
-			uv(int64(b.Edges[j].Col - b.Edges[j-1].Col))
-			uv(q(b.Edges[j-1].OffsetBytes) - q(b.Edges[j].OffsetBytes))
+			w.uv(int64(b.Edges[j].Col - b.Edges[j-1].Col))
+			w.uv(w.q(b.Edges[j-1].OffsetBytes) - w.q(b.Edges[j].OffsetBytes))
 		}
 		if e.IDs {
-			uv(int64(b.ID - prevID))
+			w.uv(int64(b.ID - prevID))
 			prevID = b.ID
 		}
 	}
-	return buf
 }
 
 // endColumn is the column after the one holding entry end-1 (a block
