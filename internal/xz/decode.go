@@ -19,16 +19,44 @@ func (d *dict) reset() {
 }
 
 func (d *dict) put(b byte) {
-	if len(d.buf) < d.size {
-		d.buf = append(d.buf, b)
-		d.pos = len(d.buf) % d.size
-	} else {
-		d.buf[d.pos] = b
-		if d.pos++; d.pos == d.size {
-			d.pos = 0
-		}
+	if d.pos == len(d.buf) { // growing: pos == len(d.buf) < size
+		d.grow()
+	}
+	d.buf[d.pos] = b
+	if d.pos++; d.pos == d.size {
+		d.pos = 0
 	}
 	d.total++
+}
+
+// grow lengthens buf by one byte, doubling its capacity (from 64 KiB, up
+// to size) when it is full: append's smaller steps for large slices cost
+// more copying than the decoding itself.
+func (d *dict) grow() {
+	n := len(d.buf)
+	if n == cap(d.buf) {
+		nb := make([]byte, n, min(d.size, max(2*n, 1<<16)))
+		copy(nb, d.buf)
+		d.buf = nb
+	}
+	d.buf = d.buf[:n+1]
+}
+
+// repeat copies n bytes from dist+1 back (dist < len(d.buf)) to the end
+// of the dictionary and to out.
+func (d *dict) repeat(out []byte, dist uint32, n int) {
+	src := d.pos - int(dist) - 1
+	if src < 0 {
+		src += len(d.buf)
+	}
+	for i := 0; i < n; i++ {
+		b := d.buf[src]
+		if src++; src == d.size {
+			src = 0
+		}
+		d.put(b)
+		out[i] = b
+	}
 }
 
 // get is the byte dist+1 back (dist 0: the last one); dist < len(d.buf).
@@ -56,12 +84,9 @@ func (c *lzmaChunk) read(out []byte) (int, error) {
 	z, d, rc := c.z, c.d, &c.rc
 	n := 0
 	limit := min(len(out), c.left)
-	for z.pendingLen > 0 && n < limit {
-		b := d.get(z.rep[0])
-		d.put(b)
-		out[n] = b
-		n++
-		z.pendingLen--
+	if k := min(int(z.pendingLen), limit); k > 0 {
+		d.repeat(out[:k], z.rep[0], k)
+		n, z.pendingLen = k, z.pendingLen-uint32(k)
 	}
 	pbMask := uint32(1)<<z.pb - 1
 	for n < limit && !rc.over {
@@ -78,14 +103,10 @@ func (c *lzmaChunk) read(out []byte) (int, error) {
 		if rc.over || int(z.rep[0]) >= len(d.buf) {
 			return n, errCorrupt
 		}
-		z.pendingLen = length
-		for z.pendingLen > 0 && n < limit {
-			b := d.get(z.rep[0])
-			d.put(b)
-			out[n] = b
-			n++
-			z.pendingLen--
-		}
+		k := min(int(length), limit-n)
+		d.repeat(out[n:n+k], z.rep[0], k)
+		n += k
+		z.pendingLen = length - uint32(k)
 	}
 	c.left -= n
 	if rc.over || c.left == 0 && (z.pendingLen > 0 || rc.pos != len(rc.in) || rc.code != 0) {

@@ -58,23 +58,30 @@ func (rc *rangeDecoder) next() uint32 {
 	return uint32(b)
 }
 
+// bit decodes one bit with the adaptive probability *p (kept small enough
+// to inline: the decoder's hot path).
 func (rc *rangeDecoder) bit(p *uint16) uint32 {
 	bound := (rc.rng >> 11) * uint32(*p)
-	var b uint32
 	if rc.code < bound {
 		rc.rng = bound
 		*p += (1<<11 - *p) >> 5
-	} else {
-		rc.rng -= bound
-		rc.code -= bound
-		*p -= *p >> 5
-		b = 1
+		if rc.rng < 1<<24 {
+			rc.normalize()
+		}
+		return 0
 	}
+	rc.rng -= bound
+	rc.code -= bound
+	*p -= *p >> 5
 	if rc.rng < 1<<24 {
-		rc.rng <<= 8
-		rc.code = rc.code<<8 | rc.next()
+		rc.normalize()
 	}
-	return b
+	return 1
+}
+
+func (rc *rangeDecoder) normalize() {
+	rc.rng <<= 8
+	rc.code = rc.code<<8 | rc.next()
 }
 
 func (rc *rangeDecoder) direct(n uint) uint32 {
