@@ -321,21 +321,7 @@ func TestMaxHeldPerByte(t *testing.T) {
 		in = append(in, opEmptyList, opMemoize)
 	}
 	in = append(in, opAppends, opStop)
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	d := newDecoder(nil, Options{})
-	d.buf, d.eof = in, true
-	if _, err := d.run(); err != nil {
-		t.Fatal(err) // no bound: decoded
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	heap := int64(after.HeapAlloc - before.HeapAlloc)
-	if d.held < heap/2 || d.held > 2*heap {
-		t.Errorf("held %d MiB, heap grew %d MiB", d.held>>20, heap>>20)
-	}
-	runtime.KeepAlive(d)
+	heldWithinHeap(t, in) // no bound: decoded
 	_, err := DecodeBytes(in, Options{MaxHeldPerByte: 16})
 	var pe *Error
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "more than 16 bytes a byte") || pe.Offset > 3<<20 {
@@ -369,21 +355,28 @@ func TestHeldCountsEveryConstructor(t *testing.T) {
 				in = append(in, c.item...)
 			}
 			in = append(in, opAppends, opStop)
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			d := newDecoder(nil, Options{})
-			d.buf, d.eof = in, true
-			if _, err := d.run(); err != nil {
-				t.Fatal(err)
-			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			heap := int64(after.HeapAlloc - before.HeapAlloc)
-			if d.held < heap/2 || d.held > 2*heap {
-				t.Errorf("held %d MiB, heap grew %d MiB", d.held>>20, heap>>20)
-			}
-			runtime.KeepAlive(d)
+			heldWithinHeap(t, in)
 		})
 	}
+}
+
+// heldWithinHeap decodes in without bounds and holds the decoder's held
+// count to within 2x of the heap its values take.
+func heldWithinHeap(t *testing.T, in []byte) {
+	t.Helper()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	d := newDecoder(nil, Options{})
+	d.buf, d.eof = in, true
+	if _, err := d.run(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := int64(after.HeapAlloc - before.HeapAlloc)
+	if d.held < heap/2 || d.held > 2*heap {
+		t.Errorf("held %d MiB, heap grew %d MiB", d.held>>20, heap>>20)
+	}
+	runtime.KeepAlive(d)
 }

@@ -36,23 +36,31 @@ func TestCommittedFiles(t *testing.T) {
 		t.Fatalf("only %d .xz files found", len(files))
 	}
 	for _, f := range files {
-		in, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := reference(in)
-		if err != nil {
-			t.Fatalf("%s: reference: %v", f, err)
-		}
-		got, err := decodeAll(in)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: %d bytes decoded, reference %d; they differ", f, len(got), len(want))
-		}
-		t.Logf("%s: %d -> %d bytes", filepath.Base(f), len(in), len(got))
+		in, want := decodesAsReference(t, f)
+		t.Logf("%s: %d -> %d bytes", filepath.Base(f), len(in), len(want))
 	}
+}
+
+// decodesAsReference decodes the file f whole and holds the result to
+// github.com/ulikunitz/xz's; it returns the input and the output.
+func decodesAsReference(t *testing.T, f string) (in, out []byte) {
+	t.Helper()
+	in, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := reference(in)
+	if err != nil {
+		t.Fatalf("%s: reference: %v", f, err)
+	}
+	got, err := decodeAll(in)
+	if err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes decoded, reference %d; they differ", f, len(got), len(want))
+	}
+	return in, want
 }
 
 // TestXzUtilsFiles decodes files xz 5.4 wrote with the options that take
@@ -68,21 +76,7 @@ func TestXzUtilsFiles(t *testing.T) {
 		t.Fatalf("only %d files", len(files))
 	}
 	for _, f := range files {
-		in, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := reference(in)
-		if err != nil {
-			t.Fatalf("%s: reference: %v", f, err)
-		}
-		got, err := decodeAll(in)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: %d bytes decoded, reference %d; they differ", f, len(got), len(want))
-		}
+		in, want := decodesAsReference(t, f)
 		for _, size := range []int{1, 7, 300} {
 			r, err := NewReader(bytes.NewReader(in))
 			if err != nil {
