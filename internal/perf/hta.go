@@ -197,10 +197,10 @@ func (st *htaStream) classify(cut int64) {
 		}
 		if st.hasPrev {
 			gap := k.ts - st.prevEnd
-			switch {
-			case k.launched && k.launchTS > st.prevEnd:
+			switch classifyGap(gap, st.prevEnd, k.launched, k.launchTS) {
+			case gapHostWait:
 				st.HostWaitNS += gap
-			case gap < kernelWaitNS:
+			case gapKernelWait:
 				st.KernelWaitNS += gap
 			default:
 				st.OtherWaitNS += gap

@@ -71,6 +71,30 @@ type Sync struct {
 
 const kernelWaitNS = 30_000 // HTA's consecutive_kernel_delay, 30 us
 
+// gapKind is HTA's class of an idle gap before a GPU event.
+type gapKind int
+
+const (
+	gapHostWait   gapKind = iota // the CPU enqueued the event too late
+	gapKernelWait                // a short gap between back-to-back kernels
+	gapOther
+)
+
+// classifyGap is HTA's rule, the one the idle split, the "as HTA" streams
+// and the per-stream statistics share: a gap that began at start and
+// lasted gap before an event whose launch (when launched) began at
+// launchTS is host wait if that launch began after the gap did, else
+// kernel wait if shorter than kernelWaitNS, else other.
+func classifyGap(gap, start int64, launched bool, launchTS int64) gapKind {
+	switch {
+	case launched && launchTS > start:
+		return gapHostWait
+	case gap < kernelWaitNS:
+		return gapKernelWait
+	}
+	return gapOther
+}
+
 // gapEnd is what ends an idle gap: the device's first GPU event starting
 // at or after the gap's end (found), and when its launch started.
 type gapEnd struct {
@@ -90,12 +114,14 @@ type gapPiece struct {
 // is the end of the last step.
 func addGap(out *Idle, s, e int64, end gapEnd, lastSlotEnd int64) {
 	gap := e - s
-	switch {
-	case !end.found || e >= lastSlotEnd:
+	kind := gapHostWait // no event ends it, or the last step does
+	if end.found && e < lastSlotEnd {
+		kind = classifyGap(gap, s, end.launched, end.launchTS)
+	}
+	switch kind {
+	case gapHostWait:
 		out.HostWaitNS += gap
-	case end.launched && end.launchTS > s:
-		out.HostWaitNS += gap
-	case gap < kernelWaitNS:
+	case gapKernelWait:
 		out.KernelWaitNS += gap
 	default:
 		out.OtherNS += gap

@@ -60,7 +60,7 @@ func streamStats(p *cpPrep) []StreamStats {
 		busy    spans
 		prevEnd int64
 		has     bool
-		gaps    [3][]int64 // host wait, kernel wait, other
+		gaps    [3][]int64 // by gapKind
 	}
 	by := map[streamKey]*acc{}
 	for _, i := range g.gpu { // by start
@@ -77,13 +77,8 @@ func streamStats(p *cpPrep) []StreamStats {
 		a.busy = append(a.busy, span{ev.TS[i], ev.End(int(i))})
 		if a.has {
 			gap := ev.TS[i] - a.prevEnd
-			c := 2
-			switch l := g.launch[i]; {
-			case l >= 0 && ev.TS[l] > a.prevEnd:
-				c = 0
-			case gap < kernelWaitNS:
-				c = 1
-			}
+			l := g.launch[i] // >= 0: events without a launch are skipped above
+			c := classifyGap(gap, a.prevEnd, true, ev.TS[l])
 			a.gaps[c] = append(a.gaps[c], gap)
 		}
 		a.prevEnd, a.has = ev.End(int(i)), true
