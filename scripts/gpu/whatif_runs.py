@@ -158,6 +158,8 @@ ROWS = [
     row("m_qwen25_fsdp2_ws2", "qwen25", "fsdp_mp_bf16", "dist", dist="fsdp2", world=2),
     # the truth of a layout what-if: `estimate --from` a captured m_qwen25_fsdp2_ws2 with --dp 4
     row("m_qwen25_fsdp2_ws4", "qwen25", "fsdp_mp_bf16", "dist", dist="fsdp2", world=4),
+    # the truth of a tensor-parallel what-if: the same with --tp 2 (dp 2 x tp 2, scripts/gpu/whatif_tp.sh)
+    row("m_qwen25_fsdp2_tp2_ws4", "qwen25", "fsdp_mp_bf16", "dist", dist="fsdp2_tp", world=4, tp=2),
     row("m_mistralw_tp2_hf", "mistralw", "amp_bf16", "dist", dist="tp_hf", world=2),
     row("m_l32_fsdp2_ws4_ckpt", "l32", "fsdp_mp_bf16", "dist", dist="fsdp2", world=4, ckpt=True, mb=8),
     row("m_mistralw_fsdp2_tp2_ws4", "mistralw", "amp_bf16", "dist", dist="fsdp2_tp", world=4, tp=2),
