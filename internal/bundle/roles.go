@@ -40,6 +40,12 @@ type TensorRef struct {
 	TensorBytes int64  `json:"tensor_bytes"`   // the tensor's own bytes when less than its storage (0: all of it)
 	DTensor     bool   `json:"dtensor"`        // the local shard of a DTensor
 	FSDP        string `json:"fsdp,omitempty"` // FSDP2 parameters: "sharded" or "unsharded"
+	// DTensor parameters: the DeviceMesh's shape, its dimension names when
+	// named ("dp", "tp"), and the placement on each ("Shard(dim=0)",
+	// "Replicate()"); absent in bundles of companions before round 3.
+	Mesh       []int    `json:"mesh,omitempty"`
+	MeshDims   []string `json:"mesh_dims,omitempty"`
+	Placements []string `json:"placements,omitempty"`
 }
 
 // Size is the tensor's own size in bytes.

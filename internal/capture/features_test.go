@@ -231,7 +231,7 @@ func TestFakeTorchTensorRoles(t *testing.T) {
 				if !found {
 					t.Errorf("%s %s at %#x: no allocation of %d bytes in the trace", x.Kind, x.Name, x.Ptr, x.Bytes)
 				}
-				if got := step0.Lookup(x.Ptr + x.Bytes/2); len(got) != 1 || got[0] != x {
+				if got := step0.Lookup(x.Ptr + x.Bytes/2); len(got) != 1 || !reflect.DeepEqual(got[0], x) {
 					t.Errorf("Lookup(%#x) = %+v, want %s", x.Ptr+x.Bytes/2, got, x.Name)
 				}
 			}

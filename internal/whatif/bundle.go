@@ -101,6 +101,7 @@ func inventoryFacts(invs []bundle.Inventory) Inventory {
 			case t.Kind == "parameter":
 				params += t.Bytes
 				f.DTensor = f.DTensor || t.DTensor
+				f.TP = max(f.TP, tensorParallel(t))
 				if t.DTensor && strings.Contains(t.Name, "embed") {
 					f.EmbeddingDTensor = true
 				}
@@ -134,4 +135,36 @@ func inventoryFacts(invs []bundle.Inventory) Inventory {
 	}
 	sort.Strings(f.OptimizerKeys)
 	return f
+}
+
+// tensorParallel is the tensor-parallel degree a DTensor parameter's
+// DeviceMesh shows: the size of the mesh dimension named for it ("tp",
+// "tp_..." or "...tensor..."); on an unnamed mesh, the second of two
+// dimensions when FSDP2 shards the first (torchtitan's (dp, tp) order: its
+// placement there is a Shard, where HSDP's (replicate, shard) mesh has
+// Replicate), or the only dimension of a parameter FSDP2 does not shard.
+// 0 when the mesh was not recorded or shows none.
+func tensorParallel(t bundle.TensorRef) int {
+	for i, name := range t.MeshDims {
+		if i < len(t.Mesh) && (name == "tp" || strings.HasPrefix(name, "tp_") || strings.Contains(name, "tensor")) {
+			return t.Mesh[i]
+		}
+	}
+	if len(t.MeshDims) > 0 || len(t.Placements) != len(t.Mesh) {
+		return 0 // named, without a tensor-parallel dimension
+	}
+	switch {
+	case len(t.Mesh) == 2 && t.FSDP != "" && isShard(t.Placements[0]):
+		return t.Mesh[1]
+	case len(t.Mesh) == 1 && t.FSDP == "":
+		return t.Mesh[0]
+	}
+	return 0
+}
+
+// isShard reports whether a placement string is a shard: torch writes
+// "Shard(dim=0)" or, in its short form, "S(0)", and FSDP2's strided shard
+// "_StridedShard(...)" or "_S(0, 2)".
+func isShard(p string) bool {
+	return strings.Contains(p, "Shard") || strings.HasPrefix(p, "S(") || strings.HasPrefix(p, "_S(")
 }

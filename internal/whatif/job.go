@@ -145,6 +145,11 @@ func layout(r *Run, s *estimate.Setup, notes []string) []string {
 	switch {
 	case r.Precision.FSDP:
 		s.FSDP, s.DP = true, ws
+		if tp := r.Inventory.TP; tp > 1 && ws%tp == 0 {
+			// FSDP2 over one mesh dimension, tensor parallelism over another
+			s.TP, s.DP = tp, ws/tp
+			notes = append(notes, fmt.Sprintf("tensor parallelism: the parameters' DeviceMesh shows tp %d; FSDP2 over dp %d", tp, ws/tp))
+		}
 		s.DType = estimate.FP32
 		switch r.Inventory.UnshardedDtype {
 		case "bfloat16":
@@ -164,6 +169,11 @@ func layout(r *Run, s *estimate.Setup, notes []string) []string {
 		s.TP = ws
 		if r.Inventory.EmbeddingDTensor {
 			s.TPPlan = estimate.TPPlanMegatron
+		}
+		if tp := r.Inventory.TP; tp > 1 && ws%tp == 0 {
+			s.TP, s.DP = tp, ws/tp
+			notes = append(notes, fmt.Sprintf("tensor parallelism: the parameters' DeviceMesh shows tp %d", tp))
+			break
 		}
 		notes = append(notes, fmt.Sprintf("tensor parallelism: DTensor parameters without FSDP; assumed tp %d over all %d ranks", ws, ws))
 	case r.DDPBucketsBytes > 0:

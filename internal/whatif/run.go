@@ -79,6 +79,9 @@ type Inventory struct {
 	// EmbeddingDTensor: the input embedding is one (a vocabulary-parallel plan).
 	DTensor          bool `json:"dtensor"`
 	EmbeddingDTensor bool `json:"embedding_dtensor"`
+	// TP is the tensor-parallel degree the parameters' DeviceMesh shows
+	// (0: not recorded, or none).
+	TP int `json:"tp,omitempty"`
 	// UnshardedDtype is the dtype of FSDP2's gathered parameters (its
 	// MixedPrecisionPolicy param_dtype), "" when none was seen.
 	UnshardedDtype string `json:"unsharded_dtype,omitempty"`

@@ -22,8 +22,11 @@ import (
 // bundle keeps its OOM snapshot for analyze. The truth of every what-if is a real re-run of
 // the changed job on the same machine, its process's torch.cuda.max_memory_allocated():
 // ../estimate/testdata/whatif_runs.jsonl. m_qwen25_fsdp2_ws2 is rank 0 of a Qwen2.5-1.5B-
-// shaped model under FSDP2 on 2 H200s (its tensor inventory cut to the inventories the
-// prediction reads); its layout what-if's truth is the same job on 4 H200s.
+// shaped model under FSDP2 on 2 H100s, m_qwen25_fsdp2_tp2_ws4 rank 0 of the same model under
+// FSDP2 x TP (dp 2 x tp 2) on 4 (each tensor inventory cut to those of the first step,
+// forward_end included: it shows the gathered bf16 parameters, MixedPrecisionPolicy's dtype);
+// their layout what-ifs' truths are the same jobs re-run on 4 GPUs (dp 4; dp 2 x tp 2) and on 2
+// (the FSDP2 capture's own run).
 
 func loadRun(t *testing.T, name string) *Run {
 	t.Helper()
@@ -143,6 +146,10 @@ var whatIfCases = []struct {
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch, s.ExpandableSegments = 24, true }, "--micro-batch 24 --expandable-segments", "re_oom_mb24_es"},
 	// a change of layout: FSDP2 captured on 2 GPUs (an H200), re-run on 4
 	{"m_qwen25_fsdp2_ws2", func(s *estimate.Setup) { s.DP = 4 }, "--dp 4", "m_qwen25_fsdp2_ws4"},
+	// to tensor parallelism and back: FSDP2 on 2 GPUs with tp 2 (dp 2 x tp 2 on 4 GPUs, the
+	// hf plan), and that job's own capture (its DeviceMesh read from the inventory) with tp 1
+	{"m_qwen25_fsdp2_ws2", func(s *estimate.Setup) { s.TP = 2 }, "--tp 2", "m_qwen25_fsdp2_tp2_ws4"},
+	{"m_qwen25_fsdp2_tp2_ws4", func(s *estimate.Setup) { s.TP = 1 }, "--tp 1", "m_qwen25_fsdp2_ws2"},
 	// re-runs that ran out of memory: the prediction must not fit
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch = 32 }, "--micro-batch 32", "re_oom_mb32"},
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.DType = estimate.BF16True }, "--dtype bf16-true", "re_oom_bf16true_mb48"},

@@ -12,7 +12,7 @@ held by weak reference (a tool must not keep the program's memory alive), so
 a training function that returns frees its optimizer, and the state with it,
 before exit: the inventory taken as it is finalized ("optimizer_freed") is the
 last one that knows the final optimizer state. DTensors (FSDP2, tensor parallelism) are recorded by their
-local shard. Imports torch lazily; every function is guarded by the caller."""
+local shard, parameters with their DeviceMesh and placements. Imports torch lazily; every function is guarded by the caller."""
 import json
 import threading
 import zlib
@@ -52,9 +52,26 @@ def _ref(kind, name, module, t, extra=None):
         rec["tensor_bytes"] = tb
     if dt:
         rec["dtensor"] = True
+        if kind == "parameter":
+            _mesh(rec, t)
     if extra:
         rec.update(extra)
     return rec
+
+
+def _mesh(rec, t):
+    """A DTensor parameter's DeviceMesh and placements: the layout (FSDP2 over
+    one mesh dimension, tensor parallelism over another) that the local shard's
+    size alone cannot tell."""
+    try:
+        mesh = t.device_mesh
+        rec["mesh"] = [int(x) for x in mesh.shape]
+        names = getattr(mesh, "mesh_dim_names", None)
+        if names:
+            rec["mesh_dims"] = [str(n) for n in names]
+        rec["placements"] = [str(p) for p in t.placements]
+    except Exception:  # an older DTensor: the record stays as it was
+        pass
 
 
 def _module_of(name):
