@@ -150,6 +150,8 @@ var whatIfCases = []struct {
 	// hf plan), and that job's own capture (its DeviceMesh read from the inventory) with tp 1
 	{"m_qwen25_fsdp2_ws2", func(s *estimate.Setup) { s.TP = 2 }, "--tp 2", "m_qwen25_fsdp2_tp2_ws4"},
 	{"m_qwen25_fsdp2_tp2_ws4", func(s *estimate.Setup) { s.TP = 1 }, "--tp 1", "m_qwen25_fsdp2_ws2"},
+	// to tensor parallelism alone: a one-GPU capture (H100) with tp 2 (the hf plan on 2 GPUs)
+	{"t_mistralw_amp", func(s *estimate.Setup) { s.TP = 2 }, "--tp 2", "m_mistralw_tp2_hf"},
 	// re-runs that ran out of memory: the prediction must not fit
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.MicroBatch = 32 }, "--micro-batch 32", "re_oom_mb32"},
 	{"wi_oom_s512_mb48", func(s *estimate.Setup) { s.DType = estimate.BF16True }, "--dtype bf16-true", "re_oom_bf16true_mb48"},

@@ -130,6 +130,8 @@ ROWS = [
     # tuning rows (ladder protocol), captured under ptscope run for their allocator history
     row("t_qwen3_amp", "qwen3", "amp_bf16", "ladder"),
     row("t_phi3_amp", "phi3", "amp_bf16", "ladder"),
+    # captured for a what-if to tensor parallelism alone: --tp 2 against m_mistralw_tp2_hf
+    row("t_mistralw_amp", "mistralw", "amp_bf16", "ladder"),
     # held out: never used to tune the estimate
     row("h_qwen25_amp_s2048", "qwen25", "amp_bf16", "ladder", mb=2, seq=2048),
     row("h_qwen25_amp_ckpt", "qwen25", "amp_bf16", "ladder", ckpt=True, mb=8),

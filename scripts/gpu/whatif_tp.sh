@@ -4,13 +4,15 @@
 # `estimate --from` predicts with --tp 2 from the committed FSDP2 capture on 2 GPUs
 # (internal/whatif/testdata/bundles/m_qwen25_fsdp2_ws2). The same job is then captured under
 # `ptscope run` for the reverse what-if (--tp 1: FSDP2 on 2 GPUs, whose truth is committed).
+# PARTS=tpalone captures a one-GPU job (t_mistralw_amp, tpalone_capture.tgz) for --tp 2 against
+# the tensor-parallel re-run m_mistralw_tp2_hf (its truth is committed).
 # PARTS=ws2 captures the FSDP2 job on 2 GPUs again (ws2_capture.tgz), whole: the committed
 # bundle of it was cut without the inventory that shows the gathered bf16 parameters.
 # Results in $OUT: tp.jsonl (every rank's row), pred_tp2.json, pred_tp1.json, the capture's rank 0
 # (tp_capture.tgz, traces left out) and whatif_tp.log.
 #
 #   GOOS=linux GOARCH=amd64 CGO_ENABLED=0 go build -o bin/ptscope ./cmd/ptscope
-#   OUT=out PTSCOPE=bin/ptscope [PARTS="tp ws2"] bash scripts/gpu/whatif_tp.sh
+#   OUT=out PTSCOPE=bin/ptscope [PARTS="tp ws2 tpalone"] bash scripts/gpu/whatif_tp.sh
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -25,6 +27,16 @@ S=scripts/gpu/whatif_runs.py
 ROW=m_qwen25_fsdp2_tp2_ws4
 PARTS=${PARTS:-tp}
 { nvidia-smi --query-gpu=name,memory.total --format=csv; python3 -c 'import torch, transformers; print(torch.__version__, transformers.__version__)'; } >>"$LOG" 2>&1
+if [[ " $PARTS " == *" tpalone "* ]]; then
+  CUDA_VISIBLE_DEVICES=0 timeout 150 "$PTSCOPE" run --quiet --out "$W/b3" --name tpalone_capture -- python3 "$S" \
+    --rows t_mistralw_amp --out "$W/tpalone.jsonl" >"$W/log_tpalone" 2>&1
+  echo "tpalone capture exit $? at ${SECONDS}s" >>"$LOG"
+  B3=$(ls -d "$W"/b3/*tpalone_capture* 2>/dev/null | head -1)
+  [ -n "$B3" ] && tar -C "$B3" -czf "$OUT/tpalone_capture.tgz" --exclude='*.pt.trace.json.gz' --exclude='snapshot*' rank0 manifest.json
+  cat "$W"/tpalone.jsonl* >"$OUT/tpalone.jsonl" 2>/dev/null
+  [ -n "$B3" ] && "$PTSCOPE" estimate --from "$B3" --tp 2 >>"$LOG" 2>&1
+  tail -c 3000 "$W/log_tpalone" >>"$LOG"
+fi
 if [[ " $PARTS " == *" ws2 "* ]]; then
   CUDA_VISIBLE_DEVICES=0,1 timeout 150 "$PTSCOPE" run --quiet --out "$W/b2" --name ws2_capture -- python3 -m torch.distributed.run \
     --standalone --nproc-per-node 2 "$S" --rows m_qwen25_fsdp2_ws2 --out "$W/ws2.jsonl" >"$W/log_ws2" 2>&1
