@@ -256,7 +256,7 @@ func exportTrace(e *env, path string, out *output, f *exportFlags, set map[strin
 		if err != nil {
 			return nil, err
 		}
-		return &countingReader{r: r, p: p}, nil
+		return &progressReader{r: r, p: p}, nil
 	}
 	sum, err := export.TrimTrace(e.ctx, open, out, o)
 	if err != nil {
@@ -273,19 +273,19 @@ func exportTrace(e *env, path string, out *output, f *exportFlags, set map[strin
 	return s, nil
 }
 
-// countingReader reports the bytes read to a progress line.
-type countingReader struct {
+// progressReader reports the bytes read to a progress line.
+type progressReader struct {
 	r *input.Reader
 	p *term.Progress
 }
 
-func (c *countingReader) Read(b []byte) (int, error) {
+func (c *progressReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.p.Add(int64(n))
 	return n, err
 }
 
-func (c *countingReader) Close() error { return c.r.Close() }
+func (c *progressReader) Close() error { return c.r.Close() }
 
 // parseSteps reads "3-5" or "3".
 func parseSteps(s string) (int, int, error) {

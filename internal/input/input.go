@@ -66,7 +66,7 @@ type Reader struct {
 	Compression Compression
 	closers     []func() error
 	src         *Source // counts the bytes read for its watchdog
-	in          *countingReader
+	in          *CountingReader
 	out         int64 // decompressed bytes read
 }
 
@@ -88,22 +88,23 @@ func (r *Reader) Read(p []byte) (int, error) {
 	n, err := r.Reader.Read(p)
 	r.src.progressOff.Add(int64(n))
 	r.out += int64(n)
-	if r.in != nil && r.out > BombMinBytes && r.out > BombRatio*r.in.n {
+	if r.in != nil && r.out > BombMinBytes && r.out > BombRatio*r.in.N {
 		return n, fmt.Errorf("the %s stream decompresses to more than %d times the %d bytes read of it (%d bytes so far), refused as a decompression bomb (decompress it first to read it anyway)",
-			r.Compression, BombRatio, r.in.n, r.out)
+			r.Compression, BombRatio, r.in.N, r.out)
 	}
 	return n, err
 }
 
-// countingReader counts the compressed bytes a decompressor reads.
-type countingReader struct {
-	r io.Reader
-	n int64
+// CountingReader counts the bytes read through it: the compressed bytes a
+// decompressor reads, the input bytes a decoder reads.
+type CountingReader struct {
+	R io.Reader
+	N int64
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
+func (c *CountingReader) Read(p []byte) (int, error) {
+	n, err := c.R.Read(p)
+	c.N += int64(n)
 	return n, err
 }
 
@@ -150,7 +151,7 @@ func (s *Source) Open(name string) (*Reader, error) {
 // NewReader wraps r with the decompressor its magic bytes call for (a zstd
 // window is bounded by the budget).
 func (s *Source) NewReader(r io.Reader) (*Reader, error) {
-	in := &countingReader{r: r}
+	in := &CountingReader{R: r}
 	br := bufio.NewReaderSize(in, 1<<16)
 	head, _ := br.Peek(6)
 	c := Detect(head)

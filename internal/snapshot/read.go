@@ -85,7 +85,7 @@ func readIn(r io.Reader, size, workers int, arena *spillmem.Arena, src *input.So
 	if l, ok := r.(interface{ Len() int }); ok && size == 0 {
 		size = l.Len() // bytes.Reader, bytes.Buffer, strings.Reader
 	}
-	cr := &countingReader{r: r}
+	cr := &input.CountingReader{R: r}
 	br := bufio.NewReaderSize(cr, 1<<16)
 	head, _ := br.Peek(3)
 	if workers > 0 && len(head) >= 2 && head[0] == 0x80 && head[1] >= 4 {
@@ -120,7 +120,7 @@ func readIn(r io.Reader, size, workers int, arena *spillmem.Arena, src *input.So
 	if err := b.finish(root); err != nil {
 		return nil, err
 	}
-	b.s.InputBytes = cr.n
+	b.s.InputBytes = cr.N
 	return b.s, nil
 }
 
@@ -164,15 +164,4 @@ func readPickleBytesIn(data []byte, workers int, mapped bool, arena *spillmem.Ar
 	}
 	b.s.InputBytes = int64(len(data))
 	return b.s, nil
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
