@@ -8,6 +8,9 @@ import (
 	"runtime/pprof"
 )
 
+// cpuProfileBuilt: this binary has the CPU-profile hook.
+const cpuProfileBuilt = true
+
 // startCPUProfile starts the CPU profile that PTSCOPE_CPUPROFILE=FILE asks
 // for (go tool pprof FILE), for performance work on real inputs. It is
 // built only with -tags cpuprofile: runtime/pprof is a second of an

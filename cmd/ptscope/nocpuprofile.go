@@ -7,6 +7,9 @@ import (
 	"os"
 )
 
+// cpuProfileBuilt: this binary has the CPU-profile hook.
+const cpuProfileBuilt = false
+
 // startCPUProfile refuses PTSCOPE_CPUPROFILE in a binary built without
 // -tags cpuprofile (cpuprofile.go), rather than ignoring it silently.
 func startCPUProfile() (stop func(), err error) {
