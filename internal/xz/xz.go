@@ -97,6 +97,13 @@ func (x *Reader) full(b []byte) error {
 	return err
 }
 
+// byte reads one byte, as full does.
+func (x *Reader) byte() (byte, error) {
+	var b [1]byte
+	err := x.full(b[:])
+	return b[0], err
+}
+
 var magic = []byte{0xFD, '7', 'z', 'X', 'Z', 0x00}
 
 // streamHeader reads a stream header (its first bytes in have, when the
@@ -161,11 +168,10 @@ func (x *Reader) Read(p []byte) (int, error) {
 // next reads what follows a stream header or a block: a block header, or
 // the index, the stream footer, padding and a further stream or the end.
 func (x *Reader) next() error {
-	b, err := x.in.ReadByte()
+	b, err := x.byte()
 	if err != nil {
-		return x.full([]byte{0}) // the truncation error
+		return err
 	}
-	x.off++
 	if b != 0 {
 		return x.blockHeader(b)
 	}
@@ -215,11 +221,10 @@ func vli(b []byte) (uint64, int, bool) {
 func (x *Reader) readVLI(h hash.Hash) (uint64, error) {
 	var buf [9]byte
 	for i := range buf {
-		b, err := x.in.ReadByte()
+		b, err := x.byte()
 		if err != nil {
-			return 0, x.full([]byte{0})
+			return 0, err
 		}
-		x.off++
 		buf[i] = b
 		if b&0x80 == 0 {
 			h.Write(buf[:i+1])
